@@ -1,0 +1,143 @@
+"""Building candidates: a cache directory per source hash, arch, flags and logs.
+
+A build is the candidate's import (load_inline compiles at import), done in a
+child process with TORCH_EXTENSIONS_DIR pointing into the candidate's own cache
+entry. A later import with the same environment finds the extension built
+and only loads it, so the worker that runs the candidate pays no build.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import platform
+import re
+import subprocess
+from pathlib import Path
+from typing import Optional
+
+from .results import BuildResult
+
+# Bump when the way candidates are built changes, so old cache entries are not reused.
+BUILD_SCHEME = "1"
+BUILD_RECORD = "build.json"
+
+
+def default_cache_dir() -> Path:
+    if os.environ.get("HARNESS_CACHE_DIR"):
+        return Path(os.environ["HARNESS_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "harness"
+
+
+@functools.lru_cache(maxsize=None)
+def nvidia_smi(query: str) -> list[str]:
+    """One field per visible GPU, or [] where there is no NVIDIA driver."""
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
+
+
+def gpu_arch(device: str) -> str:
+    """The arch to build for: the present GPU's compute capability ("9.0"), or "cpu"."""
+    if not device.startswith("cuda"):
+        return "cpu"
+    caps = nvidia_smi("compute_cap")
+    index = int(device.split(":")[1]) if ":" in device else 0
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible and visible.split(",")[0].isdigit():
+        index = int(visible.split(",")[index]) if index < len(visible.split(",")) else index
+    return caps[index] if index < len(caps) else (caps[0] if caps else "unknown")
+
+
+def cache_key(source: str, arch: str) -> str:
+    import torch
+
+    parts = [BUILD_SCHEME, source, arch, torch.__version__, str(torch.version.cuda),
+             platform.python_version()]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+class BuildEntry:
+    """One candidate's place in the cache."""
+
+    def __init__(self, cache_dir: Path, source: str, arch: str):
+        self.cache_dir = Path(cache_dir)
+        self.key = cache_key(source, arch)
+        self.dir = self.cache_dir / "builds" / self.key[:24]
+        self.arch = arch
+        self.uses_pch = "use_pch" in source
+
+    @property
+    def log_path(self) -> Path:
+        return self.dir / "build.log"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.dir.with_suffix(".lock")
+
+    @property
+    def pch_lock_path(self) -> Path:
+        return self.cache_dir / "pch.lock"
+
+    def env(self) -> dict:
+        env = {"TORCH_EXTENSIONS_DIR": str(self.dir / "ext")}
+        if self.arch not in ("cpu", "unknown"):
+            env["TORCH_CUDA_ARCH_LIST"] = self.arch
+        return env
+
+    def recorded(self) -> Optional[BuildResult]:
+        from .results import from_json
+
+        try:
+            return from_json(BuildResult, (self.dir / BUILD_RECORD).read_text())
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def record(self, result: BuildResult) -> None:
+        from .results import to_json
+
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.dir / f".{BUILD_RECORD}.{os.getpid()}"
+        tmp.write_text(to_json(result))
+        os.replace(tmp, self.dir / BUILD_RECORD)
+
+
+# gcc/clang "file:12:5: error: ...", nvcc "file(12): error: ...", and the linker
+_COMPILER_ERROR = re.compile(r"(:\d+(:\d+)?: (fatal )?error|\(\d+\): (catastrophic )?error|"
+                             r"undefined reference|undefined symbol|ld returned)")
+_PYTHON_ERROR = re.compile(r"^(\w+\.)*\w*(Error|Exception|Exit)\b")
+
+
+def first_errors(log_text: str, limit: int = 12) -> list[str]:
+    """The lines of a build log that matter.
+
+    Compiler diagnostics first, each with the two lines after it (source line
+    and caret), paths cut to their file names; failing that, the Python
+    exception that ended the import."""
+    lines = log_text.splitlines()
+    picked: list[str] = []
+    for i, line in enumerate(lines):
+        if _COMPILER_ERROR.search(line):
+            for extra in lines[i:i + 3]:
+                if extra.strip() and extra not in picked[-3:]:
+                    picked.append(re.sub(r"^/\S*/", "", extra.rstrip()))
+        if len(picked) >= limit:
+            break
+    if not picked:
+        picked = [line for line in lines if _PYTHON_ERROR.match(line)][-1:] or lines[-limit:]
+    return [line[:300] for line in picked[:limit]]
+
+
+def log_tail(path: Path, max_bytes: int = 200_000) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - max_bytes))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+

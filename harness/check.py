@@ -1,0 +1,96 @@
+"""Comparing a candidate's outputs with the reference's.
+
+Runs in the reference process, on outputs the candidate's process sent as
+plain tensors. Checks, in order: number and structure of outputs, type, shape,
+dtype and device, non-finite values where the reference is finite, then
+allclose with per-dtype tolerances.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from .channel import Unsupported
+from .results import CheckResult
+
+
+def as_list(value: Any) -> list:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _device_kind(device: str) -> str:
+    return device.split(":")[0]
+
+
+def compare(reference: Any, candidate: Any, candidate_devices: list[str],
+            tolerances: Callable[[str], tuple[float, float]]) -> CheckResult:
+    """One trial's verdict. `candidate_devices` are where the candidate's tensors lived."""
+    refs, cands = as_list(reference), as_list(candidate)
+    if len(refs) != len(cands):
+        return CheckResult(False, reasons=[
+            f"expected {len(refs)} output(s), the candidate returned {len(cands)}"])
+    result = CheckResult(True)
+    devices = iter(candidate_devices)
+    for i, (ref, cand) in enumerate(zip(refs, cands)):
+        label = f"output {i}" if len(refs) > 1 else "the output"
+        if not isinstance(ref, torch.Tensor):
+            if cand != ref:
+                return CheckResult(False, reasons=[f"{label} is {cand!r}, expected {ref!r}"])
+            continue
+        if isinstance(cand, Unsupported) or not isinstance(cand, torch.Tensor):
+            kind = cand.type_name if isinstance(cand, Unsupported) else type(cand).__name__
+            return CheckResult(False, reasons=[f"{label} is a {kind}, expected a plain torch.Tensor"])
+        device = next(devices, "?")
+        problems = []
+        if tuple(cand.shape) != tuple(ref.shape):
+            problems.append(f"shape {tuple(cand.shape)} where the reference has {tuple(ref.shape)}")
+        if cand.dtype != ref.dtype:
+            problems.append(f"dtype {cand.dtype} where the reference has {ref.dtype}")
+        if _device_kind(device) != ref.device.type:
+            problems.append(f"device {device} where the reference has {ref.device}")
+        if problems:
+            return CheckResult(False, reasons=[f"{label} has " + "; ".join(problems)])
+        _compare_values(label, ref, cand.to(ref.device), tolerances(str(ref.dtype).removeprefix("torch.")),
+                        result)
+        if not result.passed:
+            return result
+    return result
+
+
+def _compare_values(label: str, ref: torch.Tensor, cand: torch.Tensor,
+                    tol: tuple[float, float], result: CheckResult) -> None:
+    atol, rtol = tol
+    if ref.numel() == 0:
+        return
+    if not ref.dtype.is_floating_point and not ref.dtype.is_complex:
+        bad = cand != ref
+        diff = (cand.to(torch.float64) - ref.to(torch.float64)).abs()
+    else:
+        r, c = ref.to(torch.float64), cand.to(torch.float64)
+        diff = (c - r).abs()
+        nonfinite = ~torch.isfinite(c) & torch.isfinite(r)
+        # NaN where the reference is NaN counts as a match (equal_nan)
+        both_nan = torch.isnan(c) & torch.isnan(r)
+        same_inf = torch.isinf(c) & (c == r)
+        bad = ~(diff <= atol + rtol * r.abs()) & ~both_nan & ~same_inf
+        if nonfinite.any():
+            result.reasons.append(
+                f"{label} has {int(nonfinite.sum())} non-finite value(s) where the reference is finite")
+        diff = torch.where(torch.isfinite(diff), diff, torch.zeros_like(diff))
+        rel = diff / r.abs().clamp_min(1e-12)
+        result.max_rel_error = max(result.max_rel_error, float(rel.max()))
+    result.max_abs_error = max(result.max_abs_error, float(diff.max()))
+    mismatches = int(bad.sum())
+    if mismatches:
+        result.passed = False
+        result.mismatch_share = mismatches / bad.numel()
+        flat = int(bad.reshape(-1).nonzero()[0, 0])
+        result.first_bad_index = list(torch.unravel_index(torch.tensor(flat), bad.shape))
+        result.first_bad_index = [int(i) for i in result.first_bad_index]
+        index = tuple(result.first_bad_index)
+        result.reasons.append(
+            f"{label} differs from the reference in {mismatches} of {bad.numel()} elements "
+            f"({result.mismatch_share:.2%}); first at index {list(index)}: "
+            f"got {cand[index].item():.6g}, expected {ref[index].item():.6g} "
+            f"(atol={atol:g}, rtol={rtol:g})")

@@ -1,0 +1,90 @@
+"""The `harness` command: a thin layer over the Python API."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from .problem import ProblemError
+
+USAGE_ERROR = 2
+
+
+def default_device() -> str:
+    import torch
+
+    from .build import nvidia_smi
+
+    return "cuda" if torch.backends.cuda.is_built() and nvidia_smi("name") else "cpu"
+
+
+def add_eval_options(parser: argparse.ArgumentParser) -> None:
+    """Flags shared by every command that evaluates candidates."""
+    parser.add_argument("--device", choices=["cuda", "cpu"], default=None,
+                        help="where to run (default: cuda when a GPU is present)")
+    parser.add_argument("--trials", type=int, default=5, help="correctness trials, each with fresh inputs")
+    parser.add_argument("--build-timeout", type=float, default=900.0, metavar="S")
+    parser.add_argument("--run-timeout", type=float, default=600.0, metavar="S")
+    parser.add_argument("--time-cap", type=float, default=10.0, metavar="S",
+                        help="most seconds spent sampling times")
+    parser.add_argument("--compile-baseline", action="store_true", help="also time torch.compile(Model)")
+    parser.add_argument("--cache-dir", type=Path, default=None, help="build cache (default ~/.cache/harness)")
+
+
+def eval_options(args: argparse.Namespace):
+    from .evaluate import EvalOptions
+
+    return EvalOptions(device=args.device or default_device(), trials=args.trials,
+                       build_timeout=args.build_timeout, run_timeout=args.run_timeout,
+                       time_cap=args.time_cap, compile_baseline=args.compile_baseline,
+                       cache_dir=args.cache_dir)
+
+
+def cmd_eval(args: argparse.Namespace, console: Console) -> int:
+    from .evaluate import Evaluator
+    from .report import print_result
+    from .results import to_dict
+
+    for candidate in args.candidates:
+        if not Path(candidate).is_file():
+            console.print(f"[red]Candidate file {candidate} does not exist or is not a file.[/red]")
+            return USAGE_ERROR
+    results = []
+    with Evaluator(args.problem, eval_options(args)) as evaluator:
+        for candidate in args.candidates:
+            with console.status(f"{candidate}: starting") as status:
+                result = evaluator.evaluate(candidate, lambda phase: status.update(f"{candidate}: {phase}"))
+            print_result(console, result)
+            results.append(result)
+    if args.json:
+        payload = to_dict(results[0]) if len(results) == 1 else [to_dict(r) for r in results]
+        args.json.write_text(json.dumps(payload, indent=2))
+    return 0 if all(r.ok for r in results) else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="harness", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = commands.add_parser("eval", help="evaluate candidate(s) against a problem: one verdict each")
+    p.add_argument("problem", help="problem file (KernelBench format)")
+    p.add_argument("candidates", nargs="+", metavar="candidate", help="candidate file(s) defining ModelNew")
+    p.add_argument("--json", type=Path, default=None, metavar="OUT", help="write the full result as JSON")
+    add_eval_options(p)
+    p.set_defaults(handler=cmd_eval)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    console = Console()
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args, console)
+    except ProblemError as exc:
+        console.print(f"[red]{exc}[/red]")
+        return USAGE_ERROR
+    except KeyboardInterrupt:
+        console.print("[yellow]Interrupted.[/yellow]")
+        return 130

@@ -1,0 +1,295 @@
+"""One evaluation: build, check, time, and a verdict.
+
+The harness process only orchestrates. It starts the reference process (the
+oracle) once per problem and device, a build child per uncached candidate, and
+a fresh candidate worker per evaluation; it relays trial inputs and candidate
+outputs between them as raw bytes and turns every way a child can end into a
+verdict.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from . import build as builds
+from .environment import collect_environment
+from .problem import Problem, ProblemError, load_problem
+from .process import Child, ChildDied, ChildTimeout
+from .results import (BuildResult, CheckResult, EvalResult, Timing, Verdict, from_dict)
+
+Phase = Callable[[str], None]
+
+
+@dataclass
+class EvalOptions:
+    device: str = "cpu"
+    trials: int = 5
+    build_timeout: float = 900.0
+    run_timeout: float = 600.0
+    cache_dir: Optional[Path] = None
+    compile_baseline: bool = False
+    time_cap: float = 10.0
+    target_rel_se: float = 0.01
+    min_samples: int = 10
+    logs_dir: Optional[Path] = None  # where run logs go; default inside the cache
+
+    def resolved_cache(self) -> Path:
+        return Path(self.cache_dir) if self.cache_dir else builds.default_cache_dir()
+
+
+class _Stop(Exception):
+    """Ends an evaluation early with a finished result."""
+
+    def __init__(self, verdict: Verdict, explanation: str, **details):
+        super().__init__(explanation)
+        self.verdict, self.explanation, self.details = verdict, explanation, details
+
+
+def _child_error(header: dict, doing: str) -> _Stop:
+    kind = header.get("error", "runtime_error")
+    verdict = {"compile_error": Verdict.COMPILE_ERROR, "import_error": Verdict.IMPORT_ERROR}.get(
+        kind, Verdict.RUNTIME_ERROR)
+    exc = header.get("exception")
+    message = str(header.get("message", "")).strip()
+    first = message.splitlines()[0] if message else ""
+    what = f"it raised {exc}: {first}" if exc else first
+    return _Stop(verdict, f"{verdict.sentence} While {doing}, {what}"[:1500],
+                 exception=exc, message=message[:4000], traceback=str(header.get("traceback", ""))[-4000:])
+
+
+def _died(doing: str, status: str, log: Path) -> _Stop:
+    return _Stop(Verdict.CRASHED, f"The worker {status} while {doing}; see {log}.", exit=status, log=str(log))
+
+
+def _timeout(doing: str, limit: float, log: Path) -> _Stop:
+    return _Stop(Verdict.TIMEOUT, f"The candidate was still {doing} after {limit:.0f} s and was stopped; "
+                 f"see {log}.", limit_s=limit, log=str(log))
+
+
+class Evaluator:
+    """Evaluates candidates for one problem on one device, keeping the reference process."""
+
+    def __init__(self, problem: str | Path | Problem, options: Optional[EvalOptions] = None):
+        self.problem = problem if isinstance(problem, Problem) else load_problem(problem)
+        self.options = options or EvalOptions()
+        self.cache = self.options.resolved_cache()
+        self.logs = Path(self.options.logs_dir) if self.options.logs_dir else self.cache / "logs"
+        self.arch = builds.gpu_arch(self.options.device)
+        self.seeds = {"init_seed": _seed(), "param_seed": _seed()}
+        self.oracle: Optional[Child] = None
+        self.oracle_info: dict = {}
+        self.environment = None
+
+    def __enter__(self) -> "Evaluator":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.oracle:
+            self.oracle.stop()
+            self.oracle = None
+
+    # -- the reference process -------------------------------------------------
+
+    def _tolerances(self) -> dict:
+        from .problem import DEFAULT_TOLERANCES
+
+        table = {dtype: list(self.problem.tolerances(dtype)) for dtype in DEFAULT_TOLERANCES}
+        table["default"] = list(self.problem.tolerances("float32"))
+        return table
+
+    def start_oracle(self) -> None:
+        """Start the reference process; a broken problem raises ProblemError."""
+        if self.oracle and self.oracle.alive():
+            return
+        log = self.logs / f"oracle-{self.problem.name}-{os.getpid()}.log"
+        self.oracle = Child("oracle", log)
+        self.oracle.send({"problem": self.problem.path, "device": self.options.device,
+                          "tolerances": self._tolerances(), **self.seeds})
+        try:
+            header = self.oracle.recv(time.monotonic() + self.options.run_timeout).header
+        except (ChildDied, ChildTimeout) as exc:
+            self.close()
+            raise ProblemError(f"Problem file {self.problem.path}: the reference process failed "
+                               f"({exc or 'timed out'}); see {log}.") from None
+        if header.get("error"):
+            self.close()
+            raise ProblemError(f"Problem file {self.problem.path} could not be used: "
+                               f"{header.get('exception')}: {header.get('message')}".strip())
+        self.oracle_info = header
+        self.environment = collect_environment(self.options.device, header.get("device_name", ""),
+                                               header.get("capability", ""))
+
+    # -- one candidate -----------------------------------------------------------
+
+    def evaluate(self, candidate: str | Path, on_phase: Optional[Phase] = None) -> EvalResult:
+        started = time.monotonic()
+        path = Path(candidate)
+        result = EvalResult(Verdict.CRASHED, "", problem=self.problem.path, candidate=str(path))
+        try:
+            source = path.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            result.verdict, result.explanation = Verdict.IMPORT_ERROR, f"Candidate file {path} cannot be read: {exc}."
+            return result
+        result.candidate_hash = hashlib.sha256(source.encode()).hexdigest()
+        self.start_oracle()
+        result.environment = self.environment
+        notify = on_phase or (lambda phase: None)
+        worker = None
+        try:
+            entry = builds.BuildEntry(self.cache, source, self.arch)
+            notify("building")
+            result.build = self._build(path, entry)
+            worker = self._start_worker(path, entry, result)
+            notify("checking")
+            result.check = self._check(worker, result)
+            notify("timing")
+            result.timings = self._time(worker, result)
+            cand, ref = result.timings["candidate"], result.timings["reference"]
+            result.speedup = ref.median / cand.median if cand.median > 0 else None
+            result.verdict = Verdict.CORRECT
+            result.explanation = (f"{Verdict.CORRECT.sentence} Candidate {cand.median:.4g} ms, "
+                                  f"reference {ref.median:.4g} ms: {result.speedup:.2f}x.")
+        except _Stop as stop:
+            result.verdict, result.explanation = stop.verdict, stop.explanation
+            result.build = stop.details.pop("build", result.build)
+            result.details.update(stop.details)
+        finally:
+            if worker:
+                worker.stop()
+            result.seconds = time.monotonic() - started
+        return result
+
+    def _build(self, path: Path, entry: builds.BuildEntry) -> BuildResult:
+        cached = entry.recorded()
+        if cached and cached.ok:
+            return BuildResult(ok=True, seconds=0.0, cached=True, key=entry.key, log_path=cached.log_path)
+        started = time.monotonic()
+        entry.dir.mkdir(parents=True, exist_ok=True)
+        child = Child("build", entry.log_path, env=entry.env())
+        limit = self.options.build_timeout
+        try:
+            child.send(self._import_spec(path, entry))
+            header = child.recv(started + limit).header
+        except ChildTimeout:
+            raise _timeout("building", limit, entry.log_path) from None
+        except ChildDied as exc:
+            raise _died("building", exc.status, entry.log_path) from None
+        finally:
+            child.stop()
+        seconds = time.monotonic() - started
+        if header.get("error"):
+            stop = _child_error(header, "importing (building) the candidate")
+            errors = builds.first_errors(builds.log_tail(entry.log_path))
+            stop.details["build"] = BuildResult(False, seconds, key=entry.key, log_path=str(entry.log_path),
+                                                first_errors=errors)
+            if stop.verdict is Verdict.COMPILE_ERROR and errors:
+                stop.explanation = (f"{Verdict.COMPILE_ERROR.sentence} First errors:\n" + "\n".join(errors)
+                                    + f"\nFull log: {entry.log_path}")
+            raise stop
+        record = BuildResult(True, seconds, key=entry.key, log_path=str(entry.log_path))
+        entry.record(record)
+        return record
+
+    def _import_spec(self, path: Path, entry: builds.BuildEntry) -> dict:
+        return {"candidate": str(path.resolve()), "lock": str(entry.lock_path),
+                "pch_lock": str(entry.pch_lock_path) if entry.uses_pch else None}
+
+    def _start_worker(self, path: Path, entry: builds.BuildEntry, result: EvalResult) -> Child:
+        log = self.logs / f"worker-{result.candidate_hash[:16]}-{os.getpid()}.log"
+        worker = Child("candidate", log, env=entry.env())
+        try:
+            worker.send({**self._import_spec(path, entry), "problem": self.problem.path,
+                         "device": self.options.device, **self.seeds})
+            header = self._talk(worker, time.monotonic() + self.options.build_timeout,
+                                "importing the candidate").header
+            result.warnings.extend(header.get("warnings", []))
+            self._refuse_tampering(header)
+        except _Stop:
+            worker.stop()
+            raise
+        return worker
+
+    def _talk(self, child: Child, deadline: float, doing: str, raw: bool = False):
+        try:
+            message = child.recv(deadline, raw=raw)
+        except ChildTimeout:
+            raise _timeout(doing, child.waited, child.log_path) from None
+        except ChildDied as exc:
+            raise _died(doing, exc.status, child.log_path) from None
+        if message.header.get("error"):
+            raise _child_error(message.header, message.header.get("phase", doing))
+        return message
+
+    def _oracle_says(self, deadline: float, raw: bool = False):
+        try:
+            message = self.oracle.recv(deadline, raw=raw)
+        except (ChildDied, ChildTimeout) as exc:
+            self.close()
+            raise ProblemError(f"Problem file {self.problem.path}: the reference process failed "
+                               f"({exc or 'timed out'}).") from None
+        if message.header.get("error"):
+            self.close()
+            raise ProblemError(f"Problem file {self.problem.path}: {message.header.get('exception')}: "
+                               f"{message.header.get('message')}")
+        return message
+
+    def _check(self, worker: Child, result: EvalResult) -> CheckResult:
+        deadline = time.monotonic() + self.options.run_timeout
+        total = CheckResult(True)
+        for trial in range(self.options.trials):
+            self.oracle.send({"cmd": "make_trial"})
+            inputs = self._oracle_says(deadline, raw=True)
+            worker.forward(inputs, cmd="trial")
+            outputs = self._talk(worker, deadline, f"running trial {trial + 1}", raw=True)
+            header = outputs.header
+            self._refuse_tampering(header)
+            self.oracle.forward(outputs, cmd="compare")
+            check = from_dict(CheckResult, self._oracle_says(deadline).header["check"])
+            check.trials = trial + 1
+            changed = header.get("inputs_changed") or []
+            if changed and check.passed:
+                check.passed = False
+                check.reasons.append(f"the candidate changed its input(s) {changed} in place")
+            total.trials = trial + 1
+            total.max_abs_error = max(total.max_abs_error, check.max_abs_error)
+            total.max_rel_error = max(total.max_rel_error, check.max_rel_error)
+            if not check.passed:
+                check.failed_trial = trial + 1
+                check.max_abs_error, check.max_rel_error = total.max_abs_error, total.max_rel_error
+                result.check = check
+                raise _Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} Trial {trial + 1}: "
+                            + "; ".join(check.reasons) + ".")
+        return total
+
+    def _refuse_tampering(self, header: dict) -> None:
+        if header.get("tampered"):
+            names = ", ".join(map(str, header["tampered"]))
+            raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} It replaced {names}, "
+                        "which the harness uses to check or time it.", tampered=header["tampered"])
+
+    def _time(self, worker: Child, result: EvalResult) -> dict[str, Timing]:
+        o = self.options
+        worker.send({"cmd": "time", "compile_baseline": o.compile_baseline,
+                     "rule": {"target_rel_se": o.target_rel_se, "time_cap": o.time_cap,
+                              "min_samples": o.min_samples}})
+        header = self._talk(worker, time.monotonic() + o.run_timeout, "being timed").header
+        self._refuse_tampering(header)
+        return {name: from_dict(Timing, t) for name, t in header["timings"].items()}
+
+
+def _seed() -> int:
+    return int.from_bytes(os.urandom(8), "little") >> 1
+
+
+def evaluate(problem: str | Path, candidate: str | Path, options: Optional[EvalOptions] = None,
+             on_phase: Optional[Phase] = None) -> EvalResult:
+    """Evaluate one candidate; raises ProblemError for a bad problem file."""
+    with Evaluator(problem, options) as evaluator:
+        return evaluator.evaluate(candidate, on_phase)

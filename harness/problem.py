@@ -1,0 +1,91 @@
+"""Problem files: KernelBench format, loaded and linted.
+
+Loading here is static (it parses, it does not run the file), so the harness
+process never executes problem code; the reference process does that and
+reports dynamic problems (bad inputs) as a ProblemError too.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+REQUIRED = ("Model", "get_inputs", "get_init_inputs")
+
+# allclose tolerances by dtype when a problem sets none
+DEFAULT_TOLERANCES = {
+    "float32": (1e-4, 1e-4),
+    "float64": (1e-4, 1e-4),
+    "float16": (1e-2, 1e-2),
+    "bfloat16": (1e-2, 1e-2),
+}
+
+
+class ProblemError(Exception):
+    """A problem file that cannot be used; the message is one paragraph for a person."""
+
+
+@dataclass
+class Problem:
+    path: str
+    name: str
+    source: str
+    sha256: str
+    atol: Optional[float] = None
+    rtol: Optional[float] = None
+
+    def tolerances(self, dtype_name: str) -> tuple[float, float]:
+        atol, rtol = DEFAULT_TOLERANCES.get(dtype_name, (1e-4, 1e-4))
+        return (self.atol if self.atol is not None else atol,
+                self.rtol if self.rtol is not None else rtol)
+
+
+def _constant(tree: ast.Module, name: str, path: Path) -> Optional[float]:
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                value = None
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+                raise ProblemError(
+                    f"Problem file {path}: {name} must be a non-negative number literal, "
+                    f"found `{ast.unparse(node.value)}`.")
+            return float(value)
+    return None
+
+
+def load_problem(path: str | Path) -> Problem:
+    path = Path(path)
+    if not path.is_file():
+        raise ProblemError(f"Problem file {path} does not exist or is not a file.")
+    try:
+        source = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProblemError(f"Problem file {path} cannot be read: {exc}.") from None
+    try:
+        tree = ast.parse(source, filename=str(path))
+    except SyntaxError as exc:
+        raise ProblemError(
+            f"Problem file {path} has a syntax error at line {exc.lineno}: {exc.msg}. "
+            "A problem must be a valid Python file in KernelBench format.") from None
+    defined = set()
+    for node in tree.body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+            defined.add(node.name)
+        elif isinstance(node, ast.Assign):
+            defined.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            defined.update((a.asname or a.name).split(".")[0] for a in node.names)
+    missing = [name for name in REQUIRED if name not in defined]
+    if missing:
+        raise ProblemError(
+            f"Problem file {path} does not define {', '.join(missing)}. A problem in "
+            "KernelBench format defines `class Model(nn.Module)`, `get_inputs()` returning "
+            "the forward arguments and `get_init_inputs()` returning the constructor arguments.")
+    return Problem(path=str(path.resolve()), name=path.stem, source=source,
+                   sha256=hashlib.sha256(source.encode()).hexdigest(),
+                   atol=_constant(tree, "ATOL", path), rtol=_constant(tree, "RTOL", path))

@@ -1,0 +1,131 @@
+"""Child processes as seen from the harness: start, talk, time-limit, kill.
+
+Every child runs `python -m harness.worker ROLE FD` in a session of its own, so
+killing its process group also ends whatever it started (ninja, nvcc, a fork
+bomb). Its stdout and stderr go to a log file; results come back only over the
+private channel on FD.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+from . import channel
+
+
+class ChildDied(Exception):
+    """The child ended without answering; `status` says how."""
+
+    def __init__(self, status: str):
+        super().__init__(status)
+        self.status = status
+
+
+class ChildTimeout(Exception):
+    """The child did not answer in time and was killed."""
+
+
+def describe_exit(returncode: Optional[int]) -> str:
+    if returncode is None:
+        return "is still running"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        meaning = {"SIGSEGV": " (segmentation fault)", "SIGKILL": " (killed, often out of memory)",
+                   "SIGABRT": " (aborted)", "SIGBUS": " (bus error)", "SIGFPE": " (arithmetic fault)",
+                   "SIGILL": " (illegal instruction)"}.get(name, "")
+        return f"was killed by {name}{meaning}"
+    return f"exited with status {returncode} before reporting a result"
+
+
+def _pythonpath() -> str:
+    """Children import this very harness package, wherever it was imported from."""
+    root = str(Path(__file__).resolve().parent.parent)
+    rest = os.environ.get("PYTHONPATH")
+    return f"{root}{os.pathsep}{rest}" if rest else root
+
+
+class Child:
+    """One worker process and the parent's end of its channel."""
+
+    def __init__(self, role: str, log_path: Path, env: Optional[dict] = None):
+        self.role = role
+        self.log_path = Path(log_path)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.conn, child_fd = channel.pair()
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "harness.worker", role, str(child_fd)],
+                pass_fds=(child_fd,), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True, env={**os.environ, "PYTHONPATH": _pythonpath(), **(env or {})})
+        os.close(child_fd)
+
+    def send(self, header: dict, tensors: list = ()) -> None:
+        try:
+            channel.send(self.conn, header, tensors)
+        except OSError:
+            raise ChildDied(self._exit_status()) from None
+
+    def forward(self, message: channel.Message, **extra) -> None:
+        """Pass on a message received raw from another child."""
+        try:
+            channel.forward(self.conn, message, **extra)
+        except OSError:
+            raise ChildDied(self._exit_status()) from None
+
+    def _wait_readable(self, deadline: float) -> None:
+        self.waited = 0.0
+        started = time.monotonic()
+        while not self.conn.poll(0.05):
+            if self.proc.poll() is not None and not self.conn.poll(0):
+                raise ChildDied(describe_exit(self.proc.returncode))
+            if time.monotonic() > deadline:
+                self.waited = time.monotonic() - started
+                self.kill()
+                raise ChildTimeout()
+
+    def recv(self, deadline: float, raw: bool = False) -> channel.Message:
+        """The next message, decoded (or raw for relaying), before `deadline` (monotonic)."""
+        self._wait_readable(deadline)
+        try:
+            return channel.recv_raw(self.conn) if raw else channel.recv(self.conn)
+        except (EOFError, OSError):
+            raise ChildDied(self._exit_status()) from None
+
+    def _exit_status(self) -> str:
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+        return describe_exit(self.proc.returncode)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        channel.close_quietly(self.conn)
+
+    def stop(self) -> None:
+        """Ask politely, then kill: children never outlive the harness's use of them."""
+        if self.alive():
+            try:
+                channel.send(self.conn, {"cmd": "exit"})
+                self.proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()

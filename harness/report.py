@@ -1,0 +1,63 @@
+"""How results look to a person: rich tables, one glance per evaluation."""
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from .results import EvalResult, Verdict
+
+VERDICT_STYLE = {Verdict.CORRECT: "bold green", Verdict.INCORRECT: "bold red",
+                 Verdict.REJECTED: "bold magenta", Verdict.TIMEOUT: "bold yellow"}
+
+TIMING_LABELS = {"candidate": "candidate", "reference": "reference", "compiled": "torch.compile"}
+
+
+def verdict_text(verdict: Verdict) -> Text:
+    return Text(verdict.value, style=VERDICT_STYLE.get(verdict, "bold red"))
+
+
+def timing_table(result: EvalResult) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False)
+    for column in ("", "median ms", "IQR ms", "mean ms", "min ms", "n", "±SE", "vs ref"):
+        table.add_column(column, justify="left" if not column else "right")
+    reference = result.timings.get("reference")
+    for name, t in result.timings.items():
+        ratio = f"{reference.median / t.median:.2f}x" if reference and t.median else ""
+        table.add_row(TIMING_LABELS.get(name, name), f"{t.median:.4g}", f"{t.iqr:.3g}", f"{t.mean:.4g}",
+                      f"{t.min:.4g}", str(t.n), f"{t.rel_se:.1%}", ratio if name != "reference" else "")
+    return table
+
+
+def eval_panel(result: EvalResult) -> Panel:
+    summary = Table.grid(padding=(0, 2))
+    summary.add_column(style="dim")
+    summary.add_column()
+    summary.add_row("verdict", verdict_text(result.verdict))
+    if result.speedup is not None:
+        style = "bold green" if result.speedup >= 1.5 else ("yellow" if result.speedup >= 1 else "red")
+        summary.add_row("speedup", Text(f"{result.speedup:.2f}x", style=style))
+    if result.build:
+        b = result.build
+        summary.add_row("build", "cached" if b.cached else f"{b.seconds:.1f} s" + ("" if b.ok else " (failed)"))
+    if result.check:
+        c = result.check
+        summary.add_row("check", f"{c.trials} trial(s), max abs err {c.max_abs_error:.3g}, "
+                                 f"max rel err {c.max_rel_error:.3g}")
+    env = result.environment
+    if env:
+        summary.add_row("device", " · ".join(x for x in (env.device_name, env.arch, f"torch {env.torch}") if x))
+    summary.add_row("took", f"{result.seconds:.1f} s")
+    parts = [summary, Text(""), Text(result.explanation)]
+    if result.timings:
+        parts += [Text(""), timing_table(result)]
+    for warning in result.warnings:
+        parts.append(Text(f"warning: {warning}", style="yellow"))
+    title = f"{result.candidate}  →  {result.problem.rsplit('/', 1)[-1]}"
+    return Panel(Group(*parts), title=title, title_align="left", expand=False)
+
+
+def print_result(console: Console, result: EvalResult) -> None:
+    console.print(eval_panel(result))

@@ -1,0 +1,165 @@
+"""Typed results of an evaluation, each with a JSON round-trip.
+
+Every object that crosses a process boundary or lands in runs/ is one of these
+dataclasses; `to_json`/`from_json` turn them into plain JSON and back.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+
+class Verdict(str, enum.Enum):
+    """The closed set of outcomes of one evaluation."""
+
+    CORRECT = "correct"
+    INCORRECT = "incorrect"
+    COMPILE_ERROR = "compile_error"
+    IMPORT_ERROR = "import_error"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+    REJECTED = "rejected"
+    NO_CODE = "no_code"
+
+    @property
+    def sentence(self) -> str:
+        return _SENTENCES[self]
+
+
+_SENTENCES = {
+    Verdict.CORRECT: "The candidate built, matched the reference on every trial and was timed.",
+    Verdict.INCORRECT: "The candidate ran but its outputs do not match the reference.",
+    Verdict.COMPILE_ERROR: "The candidate's extension failed to compile.",
+    Verdict.IMPORT_ERROR: "The candidate file failed to import or does not define a usable ModelNew.",
+    Verdict.RUNTIME_ERROR: "The candidate raised an error while running.",
+    Verdict.TIMEOUT: "The candidate exceeded its time limit and was stopped.",
+    Verdict.CRASHED: "The process running the candidate died without reporting a result.",
+    Verdict.REJECTED: "The candidate was caught gaming the measurement.",
+    Verdict.NO_CODE: "The answer holds no Python code block that defines ModelNew.",
+}
+
+
+@dataclass
+class BuildResult:
+    ok: bool
+    seconds: float
+    cached: bool = False
+    key: str = ""
+    log_path: str = ""
+    first_errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CheckResult:
+    passed: bool
+    trials: int = 0
+    max_abs_error: float = 0.0
+    max_rel_error: float = 0.0
+    mismatch_share: float = 0.0
+    first_bad_index: Optional[list[int]] = None
+    failed_trial: Optional[int] = None
+    reasons: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Timing:
+    """Summary of one timed callable; times in milliseconds."""
+
+    median: float
+    iqr: float
+    mean: float
+    min: float
+    n: int
+    rel_se: float
+    method: str  # "cuda_events" or "perf_counter"
+    wall_median: float = 0.0  # host-clock cross-check of the same samples
+
+    @property
+    def spread(self) -> float:
+        """IQR as a share of the median."""
+        return self.iqr / self.median if self.median else 0.0
+
+
+@dataclass
+class Environment:
+    device: str
+    device_name: str = ""
+    arch: str = ""
+    driver: str = ""
+    torch: str = ""
+    cuda: str = ""
+    python: str = ""
+    harness: str = ""
+    hostname: str = ""
+
+
+@dataclass
+class EvalResult:
+    verdict: Verdict
+    explanation: str
+    problem: str = ""
+    candidate: str = ""
+    candidate_hash: str = ""
+    build: Optional[BuildResult] = None
+    check: Optional[CheckResult] = None
+    timings: dict[str, Timing] = field(default_factory=dict)
+    speedup: Optional[float] = None
+    warnings: list[str] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+    environment: Optional[Environment] = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict is Verdict.CORRECT
+
+
+# --- JSON round-trip -------------------------------------------------------
+
+def to_dict(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, dict):
+        return {str(k): to_dict(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_dict(v) for v in obj]
+    return obj
+
+
+def from_dict(cls: Any, data: Any) -> Any:
+    """Rebuild `cls` (a dataclass, enum, or typing construct) from `to_dict` output."""
+    if data is None:
+        return None
+    origin = typing.get_origin(cls)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(cls) if a is not type(None)]
+        return from_dict(inner[0], data) if len(inner) == 1 else data
+    if origin is list:
+        (item,) = typing.get_args(cls)
+        return [from_dict(item, v) for v in data]
+    if origin is dict:
+        _, value = typing.get_args(cls)
+        return {k: from_dict(value, v) for k, v in data.items()}
+    if isinstance(cls, type) and issubclass(cls, enum.Enum):
+        return cls(data)
+    if dataclasses.is_dataclass(cls):
+        hints = typing.get_type_hints(cls)
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: from_dict(hints[k], v) for k, v in data.items() if k in names})
+    return data
+
+
+def to_json(obj: Any, indent: int | None = 2) -> str:
+    return json.dumps(to_dict(obj), indent=indent)
+
+
+def from_json(cls: Any, text: str) -> Any:
+    return from_dict(cls, json.loads(text))

@@ -1,0 +1,127 @@
+"""The timing loop and its stopping rule.
+
+Several callables (candidate, reference, optionally the compiled reference)
+are timed interleaved in random order, so clock and thermal drift hit all of
+them alike. Each sample gets fresh inputs, a cache flush and, on GPU, CUDA
+events on the current stream with a device-wide synchronize before the end
+event (work left on other streams is counted). Sampling stops when the
+relative standard error of every median is under the target, or at a cap.
+"""
+from __future__ import annotations
+
+import math
+import os
+import random
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from .results import Timing
+
+# Taken at import, before any candidate code runs in this process.
+_perf_counter = time.perf_counter
+
+
+@dataclass
+class Timed:
+    make_args: Callable[[], list]  # fresh inputs for one call
+    fn: Callable
+
+
+@dataclass
+class StopRule:
+    target_rel_se: float = 0.01
+    min_samples: int = 10
+    max_samples: int = 2000
+    time_cap: float = 10.0  # seconds for the whole sampling stage
+    warmup_calls: int = 3
+
+
+def rel_se_of_median(samples: list[float]) -> float:
+    """Relative standard error of the median, from a robust (IQR) spread."""
+    n = len(samples)
+    if n < 4:
+        return math.inf
+    q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
+    median = statistics.median(samples)
+    sigma = (q3 - q1) / 1.349
+    return 1.2533 * sigma / math.sqrt(n) / median if median > 0 else math.inf
+
+
+def summarize(samples: list[float], method: str, wall: list[float]) -> Timing:
+    if len(samples) >= 2:
+        q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
+    else:
+        q1 = q3 = samples[0]
+    return Timing(median=statistics.median(samples), iqr=q3 - q1, mean=statistics.fmean(samples),
+                  min=min(samples), n=len(samples), rel_se=rel_se_of_median(samples), method=method,
+                  wall_median=statistics.median(wall))
+
+
+def _cpu_cache_bytes() -> int:
+    try:
+        text = open("/sys/devices/system/cpu/cpu0/cache/index3/size").read().strip()
+        return int(text.rstrip("K")) * 1024 if text.endswith("K") else int(text.rstrip("M")) << 20
+    except (OSError, ValueError):
+        return 32 << 20
+
+
+class Clock:
+    """Measures one call: cache flush, then events (GPU) or perf_counter (CPU)."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        if self.cuda:
+            l2 = torch.cuda.get_device_properties(device).L2_cache_size
+            self.flush_buffer = torch.empty(max(2 * l2, 64 << 20), dtype=torch.uint8, device=device)
+            self.synchronize = torch.cuda.synchronize
+            self.start, self.end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            self.method = "cuda_events"
+        else:
+            self.flush_buffer = torch.empty(2 * _cpu_cache_bytes(), dtype=torch.uint8)
+            self.synchronize = lambda: None
+            self.method = "perf_counter"
+
+    def measure(self, timed: Timed) -> tuple[float, float]:
+        """(milliseconds by the device clock, milliseconds by the host clock)."""
+        args = timed.make_args()
+        self.flush_buffer.zero_()
+        self.synchronize()
+        if self.cuda:
+            self.start.record()
+        t0 = _perf_counter()
+        with torch.no_grad():
+            timed.fn(*args)
+        self.synchronize()
+        if self.cuda:
+            self.end.record()
+            self.end.synchronize()
+        wall = (_perf_counter() - t0) * 1e3
+        return (self.start.elapsed_time(self.end) if self.cuda else wall), wall
+
+
+def time_interleaved(entries: dict[str, Timed], device: torch.device, rule: StopRule) -> dict[str, Timing]:
+    clock = Clock(device)
+    for timed in entries.values():
+        for _ in range(rule.warmup_calls):
+            clock.measure(timed)
+    samples = {name: [] for name in entries}
+    wall = {name: [] for name in entries}
+    order = list(entries)
+    rng = random.Random(os.urandom(8))
+    started = _perf_counter()
+    while True:
+        rng.shuffle(order)
+        for name in order:
+            ms, host_ms = clock.measure(entries[name])
+            samples[name].append(ms)
+            wall[name].append(host_ms)
+        n = len(samples[order[0]])
+        converged = n >= rule.min_samples and all(
+            rel_se_of_median(s) <= rule.target_rel_se for s in samples.values())
+        if converged or n >= rule.max_samples or _perf_counter() - started >= rule.time_cap:
+            break
+    return {name: summarize(samples[name], clock.method, wall[name]) for name in entries}

@@ -1,0 +1,290 @@
+"""The child processes: `python -m harness.worker ROLE FD`.
+
+Roles:
+- build: imports the candidate once (load_inline compiles at import) and reports.
+- candidate: imports the built candidate, runs it on the inputs it is handed,
+  and times it interleaved with the reference on inputs of its own.
+- oracle: builds the reference, draws trial inputs from fresh seeds, keeps the
+  reference outputs, and compares what the candidate returned. It never runs
+  candidate code, so the reference outputs never live where the candidate runs.
+
+The first message on FD is the spec (from the harness); every later message
+from a child is JSON plus raw tensor bytes (see channel.py).
+"""
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import fcntl
+import importlib.util
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import channel, check, timing
+from .results import to_dict
+
+# Taken before any candidate code runs: a candidate that swaps them is caught.
+_GUARDED = {
+    "torch.cuda.synchronize": (torch.cuda, "synchronize"),
+    "torch.cuda.Event": (torch.cuda, "Event"),
+    "torch.allclose": (torch, "allclose"),
+    "time.perf_counter": (timing.time, "perf_counter"),
+    "harness.timing.time_interleaved": (timing, "time_interleaved"),
+    "harness.channel.send": (channel, "send"),
+}
+_ORIGINALS = {name: getattr(owner, attr) for name, (owner, attr) in _GUARDED.items()}
+
+
+def tampered() -> list[str]:
+    return [name for name, (owner, attr) in _GUARDED.items() if getattr(owner, attr) is not _ORIGINALS[name]]
+
+
+@contextlib.contextmanager
+def file_lock(path: str | None):
+    """An exclusive flock; released by the kernel if this process dies."""
+    if not path:
+        yield
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def import_file(path: str, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def import_candidate(spec: dict):
+    """Import (and so build) the candidate under the cache entry's locks."""
+    with file_lock(spec.get("lock")), file_lock(spec.get("pch_lock")):
+        # A build killed mid-way leaves torch's own lock file behind, and the
+        # next load_inline would wait on it forever; we hold the entry's lock.
+        ext = os.environ.get("TORCH_EXTENSIONS_DIR")
+        if ext:
+            for stale in Path(ext).glob("*/lock"):
+                stale.unlink(missing_ok=True)
+        return import_file(spec["candidate"], "candidate")
+
+
+def classify_import_error(exc: BaseException) -> str:
+    text = str(exc)
+    if "Error building extension" in text or "PreCompile Header fail" in text:
+        return "compile_error"
+    return "import_error"
+
+
+def error_message(kind: str, exc: BaseException, **extra) -> dict:
+    tb = "".join(traceback.format_exception(exc))
+    print(tb, file=sys.stderr, flush=True)  # into the log, where first_errors looks
+    return {"error": kind, "exception": type(exc).__name__, "message": str(exc)[:8000],
+            "traceback": tb[-8000:], **extra}
+
+
+def randomize_parameters(model: torch.nn.Module, seed: int) -> None:
+    """Move every float parameter off its init, the same way in every process.
+
+    A kernel that assumes e.g. LayerNorm's weight=1 and bias=0 then fails."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dtype.is_floating_point and p.numel():
+                scale = float(p.detach().abs().mean()) or 1.0
+                noise = torch.randn(p.shape, generator=gen, dtype=torch.float32) * 0.5 * scale
+                p.add_(noise.to(device=p.device, dtype=p.dtype))
+
+
+def copy_parameters(reference: torch.nn.Module, candidate: torch.nn.Module) -> list[str]:
+    """Write the reference's parameter values into the candidate's, matched by
+    order and shape. Returns warnings for candidate parameters left unmatched."""
+    available = list(reference.parameters())
+    warnings = []
+    with torch.no_grad():
+        for name, p in candidate.named_parameters():
+            match = next((i for i, r in enumerate(available) if r.shape == p.shape), None)
+            if match is None:
+                warnings.append(f"candidate parameter {name} {tuple(p.shape)} matches no reference "
+                                "parameter; it keeps its own values")
+                continue
+            p.copy_(available.pop(match).to(p.dtype))
+    return warnings
+
+
+def build_model(cls, init_args: list, init_seed: int):
+    torch.manual_seed(init_seed)
+    return cls(*init_args)
+
+
+def to_device(values: list, device: torch.device) -> list:
+    return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def fresh_inputs(problem, device: torch.device) -> list:
+    """New inputs from a seed nobody else knows, made directly on the device."""
+    torch.manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+    with torch.device(device):
+        return to_device(list(problem.get_inputs()), device)
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+# --- roles -------------------------------------------------------------------
+
+def build_role(conn, spec: dict) -> None:
+    try:
+        module = import_candidate(spec)
+    except BaseException as exc:  # noqa: BLE001 - SystemExit from a candidate is a result too
+        channel.send(conn, error_message(classify_import_error(exc), exc))
+        return
+    ok = isinstance(getattr(module, "ModelNew", None), type)
+    channel.send(conn, {"ok": ok} if ok else {"error": "import_error", "exception": "",
+                                               "message": "the file defines no class ModelNew"})
+
+
+def check_inputs(values: Any, where: str) -> None:
+    if not isinstance(values, (list, tuple)):
+        raise TypeError(f"{where} must return a list, it returned a {type(values).__name__}")
+    for v in values:
+        if not (isinstance(v, torch.Tensor) or v is None or isinstance(v, (bool, int, float, str, list, tuple))):
+            raise TypeError(f"{where} returned a {type(v).__name__}; inputs must be tensors or plain values")
+
+
+def oracle_role(conn, spec: dict) -> None:
+    device = torch.device(spec["device"])
+    try:
+        problem = import_file(spec["problem"], "problem")
+        init_args = list(problem.get_init_inputs())
+        check_inputs(init_args, "get_init_inputs()")
+        reference = build_model(problem.Model, init_args, spec["init_seed"])
+        randomize_parameters(reference, spec["param_seed"])
+        reference = reference.to(device).eval()
+        check_inputs(problem.get_inputs(), "get_inputs()")
+    except BaseException as exc:  # noqa: BLE001
+        channel.send(conn, error_message("problem_error", exc))
+        return
+    info = {"ready": True, "device_name": "", "capability": ""}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        info.update(device_name=props.name, capability=f"{props.major}.{props.minor}")
+    channel.send(conn, info)
+    tolerances = spec["tolerances"]
+    outputs = None
+    while True:
+        message = channel.recv(conn)
+        cmd = message.header.get("cmd")
+        if cmd == "make_trial":
+            torch.manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+            try:
+                inputs = list(problem.get_inputs())
+                check_inputs(inputs, "get_inputs()")
+                with torch.no_grad():
+                    outputs = reference(*to_device(inputs, device))
+                sync(device)
+            except BaseException as exc:  # noqa: BLE001
+                channel.send(conn, error_message("problem_error", exc))
+                return
+            tensors: list = []
+            channel.send(conn, {"inputs": channel.flatten(inputs, tensors)}, tensors)
+        elif cmd == "compare":
+            candidate = channel.unflatten(message.header["outputs"], message.blobs)
+            result = check.compare(outputs, candidate, channel.devices(message.header["outputs"]),
+                                   lambda dtype: tuple(tolerances.get(dtype, tolerances["default"])))
+            channel.send(conn, {"check": to_dict(result)})
+        else:
+            return
+
+
+def candidate_role(conn, spec: dict) -> None:
+    device = torch.device(spec["device"])
+    problem = import_file(spec["problem"], "problem")
+    try:
+        module = import_candidate(spec)
+    except BaseException as exc:  # noqa: BLE001
+        channel.send(conn, error_message(classify_import_error(exc), exc))
+        return
+    model_new = getattr(module, "ModelNew", None)
+    if not isinstance(model_new, type) or not issubclass(model_new, torch.nn.Module):
+        channel.send(conn, {"error": "import_error", "exception": "",
+                            "message": "the file defines no ModelNew subclass of torch.nn.Module"})
+        return
+    init_args = list(problem.get_init_inputs())
+    try:
+        reference = build_model(problem.Model, init_args, spec["init_seed"])
+        randomize_parameters(reference, spec["param_seed"])
+        candidate = build_model(model_new, init_args, spec["init_seed"])
+        warnings = copy_parameters(reference, candidate)
+        reference, candidate = reference.to(device).eval(), candidate.to(device).eval()
+    except BaseException as exc:  # noqa: BLE001
+        channel.send(conn, error_message("runtime_error", exc, phase="constructing ModelNew"))
+        return
+    channel.send(conn, {"ready": True, "warnings": warnings, "tampered": tampered()})
+    while True:
+        message = channel.recv(conn)
+        cmd = message.header.get("cmd")
+        if cmd == "trial":
+            inputs = to_device(list(channel.unflatten(message.header["inputs"], message.blobs)), device)
+            pristine = [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
+            try:
+                with torch.no_grad():
+                    outputs = candidate(*inputs)
+                sync(device)
+                changed = [i for i, (a, b) in enumerate(zip(inputs, pristine))
+                           if isinstance(a, torch.Tensor) and not torch.equal(a, b)]
+                tensors: list = []
+                tree = channel.flatten(outputs, tensors)
+                sync(device)
+            except BaseException as exc:  # noqa: BLE001
+                channel.send(conn, error_message("runtime_error", exc, phase="running ModelNew"))
+                return
+            _ORIGINALS["harness.channel.send"](
+                conn, {"outputs": tree, "inputs_changed": changed, "tampered": tampered()}, tensors)
+        elif cmd == "time":
+            entries = {"candidate": timing.Timed(lambda: fresh_inputs(problem, device), candidate),
+                       "reference": timing.Timed(lambda: fresh_inputs(problem, device), reference)}
+            try:
+                if message.header.get("compile_baseline"):
+                    entries["compiled"] = timing.Timed(lambda: fresh_inputs(problem, device),
+                                                       torch.compile(reference))
+                rule = timing.StopRule(**message.header.get("rule", {}))
+                results = _ORIGINALS["harness.timing.time_interleaved"](entries, device, rule)
+            except BaseException as exc:  # noqa: BLE001
+                channel.send(conn, error_message("runtime_error", exc, phase="timing"))
+                return
+            _ORIGINALS["harness.channel.send"](
+                conn, {"timings": {k: to_dict(v) for k, v in results.items()}, "tampered": tampered()})
+        else:
+            return
+
+
+ROLES = {"build": build_role, "candidate": candidate_role, "oracle": oracle_role}
+
+
+def main(argv: list[str]) -> None:
+    role, fd = argv[1], int(argv[2])
+    faulthandler.enable()  # a segfault leaves a Python stack in the log
+    conn = channel.connect(fd)
+    spec = channel.recv(conn).header
+    ROLES[role](conn, spec)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: candidate extensions and CUDA can hang or crash in it.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

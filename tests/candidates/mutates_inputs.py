@@ -1,0 +1,16 @@
+# Correct output, but it normalises its input in place.
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, normalized_shape):
+        super().__init__()
+        self.dims = tuple(range(-len(normalized_shape), 0))
+        self.weight = nn.Parameter(torch.ones(normalized_shape))
+        self.bias = nn.Parameter(torch.zeros(normalized_shape))
+
+    def forward(self, x):
+        x.sub_(x.mean(dim=self.dims, keepdim=True))
+        x.mul_(torch.rsqrt(x.pow(2).mean(dim=self.dims, keepdim=True) + 1e-5))
+        return x * self.weight + self.bias

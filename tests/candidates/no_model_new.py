@@ -1,0 +1,5 @@
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    pass

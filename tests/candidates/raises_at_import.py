@@ -1,0 +1,3 @@
+import torch
+
+raise ValueError("this candidate refuses to load")

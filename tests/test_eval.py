@@ -1,0 +1,145 @@
+"""The evaluation engine on CPU: every verdict from a real candidate file."""
+import dataclasses
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import CANDIDATES, PROBLEMS, REPO
+from harness.evaluate import Evaluator, evaluate
+from harness.problem import ProblemError
+from harness.results import EvalResult, Verdict, from_json, to_json
+
+SMALL = PROBLEMS / "small_layernorm.py"
+
+
+@pytest.fixture(scope="module")
+def evaluator(cpu_options):
+    with Evaluator(SMALL, cpu_options) as ev:
+        yield ev
+
+
+@pytest.mark.parametrize("name, verdict, says", [
+    ("py_correct", Verdict.CORRECT, "matched the reference"),
+    ("py_wrong", Verdict.INCORRECT, "differs from the reference"),
+    ("mutates_inputs", Verdict.INCORRECT, "changed its input"),
+    ("returns_empty", Verdict.INCORRECT, "differs from the reference"),
+    ("segfault", Verdict.CRASHED, "SIGSEGV"),
+    ("os_exit", Verdict.CRASHED, "exited with status 0"),
+    ("sys_exit_at_import", Verdict.IMPORT_ERROR, "SystemExit"),
+    ("raises_at_import", Verdict.IMPORT_ERROR, "refuses to load"),
+    ("no_model_new", Verdict.IMPORT_ERROR, "ModelNew"),
+    ("raises_in_forward", Verdict.RUNTIME_ERROR, "invalid configuration"),
+])
+def test_verdicts(evaluator, name, verdict, says):
+    result = evaluator.evaluate(CANDIDATES / f"{name}.py")
+    assert result.verdict is verdict, result.explanation
+    assert says in result.explanation
+    if verdict is Verdict.CORRECT:
+        assert result.check.trials == 5
+        assert result.check.max_abs_error < 1e-4
+        for name in ("candidate", "reference"):
+            timing = result.timings[name]
+            assert timing.n >= 5 and timing.method == "perf_counter"
+            assert timing.min <= timing.median <= timing.median + timing.iqr
+        assert result.speedup == pytest.approx(result.timings["reference"].median / result.timings["candidate"].median)
+    else:
+        assert result.speedup is None and not result.timings
+
+
+def test_incorrect_reports_where(evaluator):
+    result = evaluator.evaluate(CANDIDATES / "py_wrong.py")
+    check = result.check
+    assert not check.passed and check.failed_trial == 1
+    assert check.first_bad_index is not None and len(check.first_bad_index) == 3
+    assert 0 < check.mismatch_share <= 1
+    assert check.max_abs_error > 1e-3
+
+
+def test_hang_times_out_and_next_candidate_runs(cpu_options):
+    options = dataclasses.replace(cpu_options, run_timeout=4)
+    with Evaluator(SMALL, options) as ev:
+        result = ev.evaluate(CANDIDATES / "hangs.py")
+        assert result.verdict is Verdict.TIMEOUT
+        assert "after 4 s" in result.explanation
+        assert ev.evaluate(CANDIDATES / "py_correct.py").verdict is Verdict.CORRECT
+
+
+def test_build_that_never_ends_times_out(cpu_options, tmp_path):
+    candidate = tmp_path / "slow_build.py"
+    candidate.write_text("import time\ntime.sleep(600)\n")
+    result = evaluate(SMALL, candidate, dataclasses.replace(cpu_options, build_timeout=3))
+    assert result.verdict is Verdict.TIMEOUT
+    assert "building" in result.explanation
+
+
+def test_cpp_candidate_builds_once_and_is_cached(evaluator):
+    first = evaluator.evaluate(CANDIDATES / "cpp_layernorm.py")
+    assert first.verdict is Verdict.CORRECT, first.explanation
+    second = evaluator.evaluate(CANDIDATES / "cpp_layernorm.py")
+    assert second.verdict is Verdict.CORRECT
+    assert second.build.cached and second.build.key == first.build.key
+
+
+def test_compile_error_quotes_the_compiler(evaluator):
+    result = evaluator.evaluate(CANDIDATES / "cpp_compile_error.py")
+    assert result.verdict is Verdict.COMPILE_ERROR
+    assert not result.build.ok
+    assert any("main.cpp" in line and "error" in line for line in result.build.first_errors)
+    assert "expected" in result.explanation  # gcc's own words reach the person
+
+
+def test_result_round_trips_through_json(evaluator):
+    result = evaluator.evaluate(CANDIDATES / "py_correct.py")
+    again = from_json(EvalResult, to_json(result))
+    assert again == result
+    assert json.loads(to_json(result))["verdict"] == "correct"
+
+
+@pytest.mark.parametrize("source, says", [
+    ("import torch\n", "does not define Model, get_inputs, get_init_inputs"),
+    ("def Model(:\n", "syntax error at line 1"),
+    ("class Model: pass\ndef get_inputs(): return [1]\n", "does not define get_init_inputs"),
+    ("class Model: pass\ndef get_inputs(): return [1]\ndef get_init_inputs(): return []\nATOL = 'x'\n",
+     "ATOL must be a non-negative number"),
+])
+def test_bad_problem_files_are_named(tmp_path, source, says):
+    from harness.problem import load_problem
+
+    path = tmp_path / "bad_problem.py"
+    path.write_text(source)
+    with pytest.raises(ProblemError) as info:
+        load_problem(path)
+    assert str(path) in str(info.value) and says in str(info.value)
+
+
+def test_problem_whose_inputs_are_not_tensors(tmp_path, cpu_options):
+    path = tmp_path / "odd_inputs.py"
+    path.write_text(SMALL.read_text().replace("return [torch.randn(8, 16, 32)]", "return [object()]"))
+    with pytest.raises(ProblemError) as info:
+        evaluate(path, CANDIDATES / "py_correct.py", cpu_options)
+    assert "odd_inputs.py" in str(info.value) and "inputs must be tensors or plain values" in str(info.value)
+
+
+def run_cli(*args, cache_dir):
+    return subprocess.run([sys.executable, "-m", "harness", *args, "--device", "cpu", "--time-cap", "1",
+                           "--cache-dir", str(cache_dir)], capture_output=True, text=True, cwd=REPO)
+
+
+def test_cli_exit_status_and_json(tmp_path, cache_dir):
+    out = tmp_path / "result.json"
+    ok = run_cli("eval", str(SMALL), str(CANDIDATES / "py_correct.py"), "--json", str(out), cache_dir=cache_dir)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert json.loads(out.read_text())["verdict"] == "correct"
+    assert "speedup" in ok.stdout
+    bad = run_cli("eval", str(SMALL), str(CANDIDATES / "py_wrong.py"), cache_dir=cache_dir)
+    assert bad.returncode == 1 and "incorrect" in bad.stdout
+
+
+def test_cli_bad_problem_is_a_usage_error(tmp_path, cache_dir):
+    path = tmp_path / "no_model.py"
+    path.write_text("import torch\n")
+    result = run_cli("eval", str(path), str(CANDIDATES / "py_correct.py"), cache_dir=cache_dir)
+    assert result.returncode == 2
+    assert "no_model.py" in result.stdout and "Traceback" not in result.stdout + result.stderr

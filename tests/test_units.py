@@ -1,0 +1,73 @@
+"""Pure parts of the engine: comparison, error extraction, statistics."""
+import math
+
+import torch
+
+from harness.build import first_errors
+from harness.channel import Unsupported
+from harness.check import compare
+from harness.timing import rel_se_of_median, summarize
+
+TOL = lambda dtype: (1e-4, 1e-4)  # noqa: E731
+
+
+def test_compare_accepts_close_values():
+    ref = torch.randn(4, 5)
+    result = compare(ref, ref + 1e-6, ["cpu"], TOL)
+    assert result.passed and result.max_abs_error < 2e-6
+
+
+def test_compare_reports_first_bad_index_and_share():
+    ref = torch.zeros(3, 4)
+    cand = ref.clone()
+    cand[1, 2] = 1.0
+    cand[2, 3] = 1.0
+    result = compare(ref, cand, ["cpu"], TOL)
+    assert not result.passed
+    assert result.first_bad_index == [1, 2]
+    assert math.isclose(result.mismatch_share, 2 / 12)
+
+
+def test_compare_flags_shape_dtype_device_and_count():
+    ref = torch.randn(2, 3)
+    assert "shape" in compare(ref, torch.randn(3, 2), ["cpu"], TOL).reasons[0]
+    assert "dtype" in compare(ref, ref.double(), ["cpu"], TOL).reasons[0]
+    assert "device" in compare(ref, ref, ["cuda:0"], TOL).reasons[0]
+    assert "expected 1 output" in compare(ref, (ref, ref), ["cpu", "cpu"], TOL).reasons[0]
+    assert "plain torch.Tensor" in compare(ref, Unsupported("LazyTensor"), [], TOL).reasons[0]
+
+
+def test_compare_flags_nonfinite_where_reference_is_finite():
+    ref = torch.ones(5)
+    cand = ref.clone()
+    cand[3] = float("nan")
+    result = compare(ref, cand, ["cpu"], TOL)
+    assert not result.passed
+    assert any("non-finite" in r for r in result.reasons)
+
+
+def test_first_errors_prefers_compiler_lines():
+    log = "\n".join([
+        "Traceback (most recent call last):",
+        "RuntimeError: Error building extension 'x': [1/2] nvcc ...",
+        "/tmp/build/x/cuda.cu(12): error: identifier \"blockDimx\" is undefined",
+        "      int i = blockDimx * 2;",
+        "              ^",
+        "ninja: build stopped: subcommand failed.",
+    ])
+    lines = first_errors(log)
+    assert lines[0] == 'cuda.cu(12): error: identifier "blockDimx" is undefined'
+    assert "ninja" not in "\n".join(lines)
+
+
+def test_first_errors_falls_back_to_the_exception():
+    log = "Traceback (most recent call last):\n  File \"c.py\", line 3\nTypeError: load_inline() got an unexpected keyword argument 'extra_cuda_flags'\n"
+    assert first_errors(log) == ["TypeError: load_inline() got an unexpected keyword argument 'extra_cuda_flags'"]
+
+
+def test_stopping_statistic_shrinks_with_samples():
+    noisy = [1.0 + 0.1 * ((i * 7919) % 13 - 6) / 6 for i in range(400)]
+    assert rel_se_of_median(noisy[:10]) > rel_se_of_median(noisy)
+    assert rel_se_of_median([1.0, 1.0]) == math.inf
+    summary = summarize(noisy, "perf_counter", noisy)
+    assert summary.n == 400 and summary.min <= summary.median and summary.iqr > 0
