@@ -41,16 +41,18 @@ def nvidia_smi(query: str) -> list[str]:
     return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
 
 
-def gpu_arch(device: str) -> str:
-    """The arch to build for: the present GPU's compute capability ("9.0"), or "cpu"."""
+def gpu_arch(device: str, gpu: Optional[int] = None) -> str:
+    """The arch to build for: a GPU's compute capability ("9.0"), or "cpu".
+
+    `gpu` is a physical index as nvidia-smi counts; by default the first GPU
+    this process may use."""
     if not device.startswith("cuda"):
         return "cpu"
     caps = nvidia_smi("compute_cap")
-    index = int(device.split(":")[1]) if ":" in device else 0
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible and visible.split(",")[0].isdigit():
-        index = int(visible.split(",")[index]) if index < len(visible.split(",")) else index
-    return caps[index] if index < len(caps) else (caps[0] if caps else "unknown")
+    if gpu is None:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
+        gpu = int(visible) if visible.isdigit() else 0
+    return caps[gpu] if gpu < len(caps) else (caps[0] if caps else "unknown")
 
 
 def cache_key(source: str, arch: str) -> str:
@@ -69,7 +71,6 @@ class BuildEntry:
         self.key = cache_key(source, arch)
         self.dir = self.cache_dir / "builds" / self.key[:24]
         self.arch = arch
-        self.uses_pch = "use_pch" in source
 
     @property
     def log_path(self) -> Path:

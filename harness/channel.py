@@ -1,20 +1,31 @@
 """The private channel between the harness and its child processes.
 
-A message is one JSON header followed by zero or more raw byte blobs, one per
-tensor the header describes. Nothing a child sends is unpickled: a candidate's
-process could otherwise run code inside whoever reads its messages. Tensors
-travel as dtype, shape and bytes, and are rebuilt as plain `torch.Tensor`s.
+A message is one JSON header on a Unix socket. Each tensor it carries lives in
+a memfd (an anonymous in-memory file) whose descriptor travels with the
+header (SCM_RIGHTS): the harness relays descriptors between children without
+touching the data, and big tensors cost one copy in and one copy out.
+
+Nothing a child sends is unpickled, since a candidate's process could
+otherwise run code inside whoever reads its messages. Tensors are rebuilt from
+dtype, shape and bytes as plain `torch.Tensor`s, read with pread (never
+mapped: a file the sender shrinks afterwards cannot fault the reader).
 """
 from __future__ import annotations
 
-import ctypes
+import array
 import json
+import mmap
+import os
+import select
 import socket
+import stat
+import struct
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, Optional
 
 MAX_HEADER = 16 * 1024 * 1024
+MAX_FDS = 64
+_PREFIX = struct.Struct("!QI")  # header length, descriptor count
 
 
 class ChannelError(Exception):
@@ -24,87 +35,174 @@ class ChannelError(Exception):
 @dataclass
 class Message:
     header: dict
-    blobs: list = field(default_factory=list)  # tensors (decoded) or raw bytes (relayed)
+    tensors: list = field(default_factory=list)  # decoded tensors
+    fds: list = field(default_factory=list)  # raw descriptors, when received for relaying
 
 
-def close_quietly(conn: Connection) -> None:
-    try:
-        conn.close()
-    except OSError:
-        pass
+class Channel:
+    """One end of a socketpair, speaking length-prefixed JSON plus descriptors."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+
+    @classmethod
+    def from_fd(cls, fd: int) -> "Channel":
+        return cls(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=fd))
+
+    def poll(self, timeout: float) -> bool:
+        return bool(select.select([self.sock], [], [], timeout)[0])
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def send_frame(self, data: bytes, fds: list[int] = ()) -> None:
+        prefix = _PREFIX.pack(len(data), len(fds))
+        if fds:
+            self.sock.sendmsg([prefix], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+        else:
+            self.sock.sendall(prefix)
+        self.sock.sendall(data)
+
+    def _recv_exact(self, n: int) -> bytes:
+        buf = bytearray(n)
+        view, got = memoryview(buf), 0
+        while got < n:
+            k = self.sock.recv_into(view[got:])
+            if not k:
+                raise EOFError("channel closed")
+            got += k
+        return bytes(buf)
+
+    def recv_frame(self) -> tuple[bytes, list[int]]:
+        data, ancillary, _, _ = self.sock.recvmsg(_PREFIX.size, socket.CMSG_SPACE(MAX_FDS * 4))
+        if not data:
+            raise EOFError("channel closed")
+        fds = array.array("i")
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(payload[:len(payload) - len(payload) % fds.itemsize])
+        data += self._recv_exact(_PREFIX.size - len(data))
+        length, count = _PREFIX.unpack(data)
+        if length > MAX_HEADER or count != len(fds):
+            for fd in fds:
+                os.close(fd)
+            raise ChannelError("message header too large or its descriptors missing")
+        return self._recv_exact(length), list(fds)
 
 
-def pair() -> tuple[Connection, int]:
-    """A connection for the parent and a raw fd to hand to a child through pass_fds."""
+def pair() -> tuple[Channel, int]:
+    """A channel for the parent and a raw fd to hand to a child through pass_fds."""
     parent, child = socket.socketpair()
-    return Connection(parent.detach()), child.detach()
+    return Channel(parent), child.detach()
 
 
-def connect(fd: int) -> Connection:
-    return Connection(fd)
+# --- tensors in memfds ---------------------------------------------------------
 
-
-def _buffer(tensor) -> Any:
-    """A zero-copy view of a contiguous CPU tensor's bytes."""
-    return (ctypes.c_char * tensor.nbytes).from_address(tensor.data_ptr()) if tensor.nbytes else b""
-
-
-def send(conn: Connection, header: dict, tensors: list = ()) -> None:
-    """Send a header and tensors; the header gets a `tensors` list describing them."""
+def _tensor_fd(tensor) -> int:
+    """A memfd holding the tensor's bytes, copied straight from its device."""
     import torch
 
-    cpu = [t.detach().contiguous().cpu() if isinstance(t, torch.Tensor) else t for t in tensors]
-    specs = [{"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),
-              "nbytes": t.nbytes} for t in cpu]
-    conn.send_bytes(json.dumps({**header, "tensors": specs}).encode())
-    for t in cpu:
-        conn.send_bytes(_buffer(t))
+    fd = os.memfd_create("harness-tensor", os.MFD_CLOEXEC)
+    if tensor.nbytes:
+        os.ftruncate(fd, tensor.nbytes)
+        with mmap.mmap(fd, tensor.nbytes) as mapped:
+            view = torch.frombuffer(mapped, dtype=torch.uint8)
+            view.copy_(tensor.detach().contiguous().reshape(-1).view(torch.uint8))
+            del view
+    return fd
 
 
-def _recv_header(conn: Connection) -> dict:
-    raw = conn.recv_bytes(MAX_HEADER)
+def _read_fd(fd: int, tensor) -> None:
+    """Fill `tensor` (contiguous, CPU) from a descriptor that must hold exactly its bytes."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size != tensor.nbytes:
+        raise ChannelError("a tensor's data does not match its shape and dtype")
+    if not tensor.nbytes:
+        return
+    import ctypes
+
+    buffer = (ctypes.c_char * tensor.nbytes).from_address(tensor.data_ptr())
+    view, done = memoryview(buffer).cast("B"), 0
+    while done < tensor.nbytes:
+        n = os.preadv(fd, [view[done:done + (1 << 30)]], done)
+        if n <= 0:
+            raise ChannelError("a tensor's data ended early")
+        done += n
+
+
+def send(chan: Channel, header: dict, tensors: list = ()) -> None:
+    """Send a header and tensors; the header gets a `tensors` list describing them."""
+    specs = [{"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "nbytes": t.nbytes}
+             for t in tensors]
+    fds = [_tensor_fd(t) for t in tensors]
+    try:
+        chan.send_frame(json.dumps({**header, "tensors": specs}).encode(), fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _parse_header(raw: bytes, fds: list[int]) -> dict:
     try:
         header = json.loads(raw)
     except ValueError as exc:
-        raise ChannelError(f"unreadable message header: {exc}") from None
-    if not isinstance(header, dict) or not isinstance(header.get("tensors", []), list):
-        raise ChannelError("message header is not an object with a tensor list")
-    return header
+        header, error = None, f"unreadable message header: {exc}"
+    if header is not None:
+        specs = header.get("tensors", []) if isinstance(header, dict) else None
+        if isinstance(specs, list) and len(specs) == len(fds):
+            return header
+        error = "message header does not describe its tensors"
+    for fd in fds:
+        os.close(fd)
+    raise ChannelError(error)
 
 
-def recv(conn: Connection) -> Message:
-    """Receive a message and rebuild its tensors."""
+def recv(chan: Channel, max_bytes: Optional[int] = None) -> Message:
+    """Receive a message and rebuild its tensors (at most `max_bytes` in all)."""
     import torch
 
-    header = _recv_header(conn)
+    raw, fds = chan.recv_frame()
+    header = _parse_header(raw, fds)
     tensors = []
-    for spec in header.get("tensors", []):
-        dtype = getattr(torch, str(spec.get("dtype")), None)
-        if not isinstance(dtype, torch.dtype):
-            raise ChannelError(f"unknown dtype {spec.get('dtype')!r}")
-        shape = [int(s) for s in spec.get("shape", [])]
-        tensor = torch.empty(shape, dtype=dtype)
-        if tensor.nbytes != spec.get("nbytes"):
-            raise ChannelError("tensor size does not match its shape and dtype")
-        if tensor.nbytes:
-            conn.recv_bytes_into(_buffer(tensor))
-        else:
-            conn.recv_bytes()
-        tensors.append(tensor)
+    try:
+        total = 0
+        for spec, fd in zip(header["tensors"], fds):
+            dtype = getattr(torch, str(spec.get("dtype")), None)
+            if not isinstance(dtype, torch.dtype):
+                raise ChannelError(f"unknown dtype {spec.get('dtype')!r}")
+            shape = [int(s) for s in spec.get("shape", [])]
+            numel = 1
+            for s in shape:
+                numel *= s
+            total += numel * dtype.itemsize
+            if any(s < 0 for s in shape) or (max_bytes is not None and total > max_bytes):
+                raise ChannelError("tensors larger than the reference's outputs allow")
+            tensor = torch.empty(shape, dtype=dtype)
+            _read_fd(fd, tensor)
+            tensors.append(tensor)
+    finally:
+        for fd in fds:
+            os.close(fd)
     return Message(header, tensors)
 
 
-def recv_raw(conn: Connection) -> Message:
-    """Receive a message without rebuilding tensors, for relaying between children."""
-    header = _recv_header(conn)
-    return Message(header, [conn.recv_bytes() for _ in header.get("tensors", [])])
+def recv_raw(chan: Channel) -> Message:
+    """Receive a message keeping its descriptors, for relaying between children."""
+    raw, fds = chan.recv_frame()
+    return Message(_parse_header(raw, fds), fds=fds)
 
 
-def forward(conn: Connection, message: Message, **extra) -> None:
-    """Send a message received with recv_raw on to another process."""
-    conn.send_bytes(json.dumps({**message.header, **extra}).encode())
-    for blob in message.blobs:
-        conn.send_bytes(blob)
+def forward(chan: Channel, message: Message, **extra) -> None:
+    """Send a message received with recv_raw on to another process, then let go of it."""
+    try:
+        chan.send_frame(json.dumps({**message.header, **extra}).encode(), message.fds)
+    finally:
+        for fd in message.fds:
+            os.close(fd)
+        message.fds = []
 
 
 # --- outputs and inputs as trees of tensors and plain values -----------------
@@ -157,4 +255,3 @@ def devices(tree: Any) -> list[str]:
             if key in tree:
                 return [d for v in tree[key] for d in devices(v)]
     return []
-

@@ -63,32 +63,26 @@ def _compare_values(label: str, ref: torch.Tensor, cand: torch.Tensor,
     atol, rtol = tol
     if ref.numel() == 0:
         return
-    if not ref.dtype.is_floating_point and not ref.dtype.is_complex:
+    if not ref.dtype.is_floating_point:
         bad = cand != ref
         diff = (cand.to(torch.float64) - ref.to(torch.float64)).abs()
     else:
-        r, c = ref.to(torch.float64), cand.to(torch.float64)
-        diff = (c - r).abs()
-        nonfinite = ~torch.isfinite(c) & torch.isfinite(r)
-        # NaN where the reference is NaN counts as a match (equal_nan)
-        both_nan = torch.isnan(c) & torch.isnan(r)
-        same_inf = torch.isinf(c) & (c == r)
-        bad = ~(diff <= atol + rtol * r.abs()) & ~both_nan & ~same_inf
-        if nonfinite.any():
-            result.reasons.append(
-                f"{label} has {int(nonfinite.sum())} non-finite value(s) where the reference is finite")
-        diff = torch.where(torch.isfinite(diff), diff, torch.zeros_like(diff))
-        rel = diff / r.abs().clamp_min(1e-12)
-        result.max_rel_error = max(result.max_rel_error, float(rel.max()))
+        # half types are compared in float32 so the error figures are not rounded away
+        r, c = (ref, cand) if ref.dtype in (torch.float32, torch.float64) else (ref.float(), cand.float())
+        bad = ~torch.isclose(c, r, rtol=rtol, atol=atol, equal_nan=True)
+        nonfinite = int((~torch.isfinite(c) & torch.isfinite(r)).sum())
+        if nonfinite:
+            result.reasons.append(f"{label} has {nonfinite} non-finite value(s) where the reference is finite")
+        diff = (c - r).abs_().nan_to_num_(nan=0.0, posinf=0.0)
+        result.max_rel_error = max(result.max_rel_error, float((diff / r.abs().clamp_min(1e-12)).max()))
     result.max_abs_error = max(result.max_abs_error, float(diff.max()))
     mismatches = int(bad.sum())
     if mismatches:
         result.passed = False
         result.mismatch_share = mismatches / bad.numel()
         flat = int(bad.reshape(-1).nonzero()[0, 0])
-        result.first_bad_index = list(torch.unravel_index(torch.tensor(flat), bad.shape))
-        result.first_bad_index = [int(i) for i in result.first_bad_index]
-        index = tuple(result.first_bad_index)
+        index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), bad.shape))
+        result.first_bad_index = list(index)
         result.reasons.append(
             f"{label} differs from the reference in {mismatches} of {bad.numel()} elements "
             f"({result.mismatch_share:.2%}); first at index {list(index)}: "

@@ -43,22 +43,36 @@ def eval_options(args: argparse.Namespace):
                        cache_dir=args.cache_dir)
 
 
+def parse_gpus(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise SystemExit(f"--gpus takes GPU indices separated by commas, like 0,1; got {text!r}") from None
+
+
 def cmd_eval(args: argparse.Namespace, console: Console) -> int:
-    from .evaluate import Evaluator
-    from .report import print_result
+    from rich.live import Live
+
+    from .pool import evaluate_many
+    from .report import phase_table, print_result
     from .results import to_dict
 
     for candidate in args.candidates:
         if not Path(candidate).is_file():
             console.print(f"[red]Candidate file {candidate} does not exist or is not a file.[/red]")
             return USAGE_ERROR
-    results = []
-    with Evaluator(args.problem, eval_options(args)) as evaluator:
-        for candidate in args.candidates:
-            with console.status(f"{candidate}: starting") as status:
-                result = evaluator.evaluate(candidate, lambda phase: status.update(f"{candidate}: {phase}"))
-            print_result(console, result)
-            results.append(result)
+    phases = ["waiting"] * len(args.candidates)
+    with Live(phase_table(args.candidates, phases), console=console, transient=True) as live:
+        def on_event(index: int, phase: str) -> None:
+            phases[index] = phase
+            live.update(phase_table(args.candidates, phases))
+
+        results = evaluate_many(args.problem, args.candidates, eval_options(args), parse_gpus(args.gpus),
+                                args.jobs, on_event)
+    for result in results:
+        print_result(console, result)
     if args.json:
         payload = to_dict(results[0]) if len(results) == 1 else [to_dict(r) for r in results]
         args.json.write_text(json.dumps(payload, indent=2))
@@ -71,7 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands.add_parser("eval", help="evaluate candidate(s) against a problem: one verdict each")
     p.add_argument("problem", help="problem file (KernelBench format)")
     p.add_argument("candidates", nargs="+", metavar="candidate", help="candidate file(s) defining ModelNew")
-    p.add_argument("--json", type=Path, default=None, metavar="OUT", help="write the full result as JSON")
+    p.add_argument("--json", type=Path, default=None, metavar="OUT",
+                   help="write the full result as JSON (a list when there are several candidates)")
+    p.add_argument("--gpus", default=None, metavar="0,1", help="GPUs to time on, one candidate at a time each")
+    p.add_argument("--jobs", type=int, default=None, metavar="N", help="builds at once (default: half the cores)")
     add_eval_options(p)
     p.set_defaults(handler=cmd_eval)
     return parser

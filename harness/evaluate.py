@@ -35,6 +35,7 @@ class EvalOptions:
     time_cap: float = 10.0
     target_rel_se: float = 0.01
     min_samples: int = 10
+    gpu: Optional[int] = None  # physical GPU index; children see only that GPU
     logs_dir: Optional[Path] = None  # where run logs go; default inside the cache
 
     def resolved_cache(self) -> Path:
@@ -47,6 +48,27 @@ class _Stop(Exception):
     def __init__(self, verdict: Verdict, explanation: str, **details):
         super().__init__(explanation)
         self.verdict, self.explanation, self.details = verdict, explanation, details
+        self.build: Optional[BuildResult] = None
+
+    def fill(self, result: EvalResult) -> None:
+        result.verdict, result.explanation = self.verdict, self.explanation
+        result.build = self.build or result.build
+        result.details.update(self.details)
+
+
+@dataclass
+class Built:
+    """A candidate after its build step; `failed` means `result` is already final."""
+
+    path: Path
+    entry: Optional[builds.BuildEntry]
+    result: EvalResult
+    started: float
+    failed: bool = False
+
+
+def _quiet(phase: str) -> None:
+    pass
 
 
 def _child_error(header: dict, doing: str) -> _Stop:
@@ -78,10 +100,12 @@ class Evaluator:
         self.options = options or EvalOptions()
         self.cache = self.options.resolved_cache()
         self.logs = Path(self.options.logs_dir) if self.options.logs_dir else self.cache / "logs"
-        self.arch = builds.gpu_arch(self.options.device)
+        self.arch = builds.gpu_arch(self.options.device, self.options.gpu)
         self.seeds = {"init_seed": _seed(), "param_seed": _seed()}
         self.oracle: Optional[Child] = None
         self.oracle_info: dict = {}
+        self._spare: Optional[Child] = None
+        self._spawned = 0
         self.environment = None
 
     def __enter__(self) -> "Evaluator":
@@ -91,6 +115,9 @@ class Evaluator:
         self.close()
 
     def close(self) -> None:
+        if self._spare:
+            self._spare.kill()
+            self._spare = None
         if self.oracle:
             self.oracle.stop()
             self.oracle = None
@@ -108,8 +135,8 @@ class Evaluator:
         """Start the reference process; a broken problem raises ProblemError."""
         if self.oracle and self.oracle.alive():
             return
-        log = self.logs / f"oracle-{self.problem.name}-{os.getpid()}.log"
-        self.oracle = Child("oracle", log)
+        log = self.logs / f"oracle-{self.problem.name}-{os.getpid()}-{self.options.gpu or 0}.log"
+        self.oracle = Child("oracle", log, env=self._env())
         self.oracle.send({"problem": self.problem.path, "device": self.options.device,
                           "tolerances": self._tolerances(), **self.seeds})
         try:
@@ -129,6 +156,11 @@ class Evaluator:
     # -- one candidate -----------------------------------------------------------
 
     def evaluate(self, candidate: str | Path, on_phase: Optional[Phase] = None) -> EvalResult:
+        """Build, check and time one candidate."""
+        return self.run(self.build(candidate, on_phase), on_phase)
+
+    def build(self, candidate: str | Path, on_phase: Optional[Phase] = None) -> Built:
+        """The build step alone: needs CPU cores only, so a pool runs many at once."""
         started = time.monotonic()
         path = Path(candidate)
         result = EvalResult(Verdict.CRASHED, "", problem=self.problem.path, candidate=str(path))
@@ -136,34 +168,48 @@ class Evaluator:
             source = path.read_text()
         except (OSError, UnicodeDecodeError) as exc:
             result.verdict, result.explanation = Verdict.IMPORT_ERROR, f"Candidate file {path} cannot be read: {exc}."
-            return result
+            return Built(path, None, result, started, failed=True)
         result.candidate_hash = hashlib.sha256(source.encode()).hexdigest()
-        self.start_oracle()
-        result.environment = self.environment
-        notify = on_phase or (lambda phase: None)
-        worker = None
+        entry = builds.BuildEntry(self.cache, source, self.arch)
+        (on_phase or _quiet)("building")
         try:
-            entry = builds.BuildEntry(self.cache, source, self.arch)
-            notify("building")
             result.build = self._build(path, entry)
-            worker = self._start_worker(path, entry, result)
+        except _Stop as stop:
+            stop.fill(result)
+            result.seconds = time.monotonic() - started
+            return Built(path, entry, result, started, failed=True)
+        return Built(path, entry, result, started)
+
+    def run(self, built: Built, on_phase: Optional[Phase] = None) -> EvalResult:
+        """Check and time a built candidate on this evaluator's device."""
+        result = built.result
+        if built.failed:
+            return result
+        notify = on_phase or _quiet
+        phases = result.details.setdefault("phase_seconds", {})
+        mark = time.monotonic()
+        worker = self._take_worker()  # starts while the reference process comes up
+        try:
+            self.start_oracle()
+            result.environment = self.environment
+            self._start_worker(worker, built.path, built.entry, result)
+            phases["start"], mark = time.monotonic() - mark, time.monotonic()
             notify("checking")
             result.check = self._check(worker, result)
+            phases["check"], mark = time.monotonic() - mark, time.monotonic()
             notify("timing")
             result.timings = self._time(worker, result)
+            phases["time"] = time.monotonic() - mark
             cand, ref = result.timings["candidate"], result.timings["reference"]
             result.speedup = ref.median / cand.median if cand.median > 0 else None
             result.verdict = Verdict.CORRECT
             result.explanation = (f"{Verdict.CORRECT.sentence} Candidate {cand.median:.4g} ms, "
                                   f"reference {ref.median:.4g} ms: {result.speedup:.2f}x.")
         except _Stop as stop:
-            result.verdict, result.explanation = stop.verdict, stop.explanation
-            result.build = stop.details.pop("build", result.build)
-            result.details.update(stop.details)
+            stop.fill(result)
         finally:
-            if worker:
-                worker.stop()
-            result.seconds = time.monotonic() - started
+            worker.stop()
+            result.seconds = time.monotonic() - built.started
         return result
 
     def _build(self, path: Path, entry: builds.BuildEntry) -> BuildResult:
@@ -172,7 +218,7 @@ class Evaluator:
             return BuildResult(ok=True, seconds=0.0, cached=True, key=entry.key, log_path=cached.log_path)
         started = time.monotonic()
         entry.dir.mkdir(parents=True, exist_ok=True)
-        child = Child("build", entry.log_path, env=entry.env())
+        child = Child("build", entry.log_path, env=self._env(entry))
         limit = self.options.build_timeout
         try:
             child.send(self._import_spec(path, entry))
@@ -187,8 +233,8 @@ class Evaluator:
         if header.get("error"):
             stop = _child_error(header, "importing (building) the candidate")
             errors = builds.first_errors(builds.log_tail(entry.log_path))
-            stop.details["build"] = BuildResult(False, seconds, key=entry.key, log_path=str(entry.log_path),
-                                                first_errors=errors)
+            stop.build = BuildResult(False, seconds, key=entry.key, log_path=str(entry.log_path),
+                                     first_errors=errors)
             if stop.verdict is Verdict.COMPILE_ERROR and errors:
                 stop.explanation = (f"{Verdict.COMPILE_ERROR.sentence} First errors:\n" + "\n".join(errors)
                                     + f"\nFull log: {entry.log_path}")
@@ -197,15 +243,34 @@ class Evaluator:
         entry.record(record)
         return record
 
+    def _env(self, entry: Optional[builds.BuildEntry] = None) -> dict:
+        env = entry.env() if entry else {}
+        if self.options.gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(self.options.gpu)
+        return env
+
     def _import_spec(self, path: Path, entry: builds.BuildEntry) -> dict:
         return {"candidate": str(path.resolve()), "lock": str(entry.lock_path),
-                "pch_lock": str(entry.pch_lock_path) if entry.uses_pch else None}
+                "pch_lock": str(entry.pch_lock_path)}
 
-    def _start_worker(self, path: Path, entry: builds.BuildEntry, result: EvalResult) -> Child:
-        log = self.logs / f"worker-{result.candidate_hash[:16]}-{os.getpid()}.log"
-        worker = Child("candidate", log, env=entry.env())
+    def _spawn_worker(self) -> Child:
+        self._spawned += 1
+        log = self.logs / f"worker-{os.getpid()}-{self.options.gpu or 0}-{self._spawned}.log"
+        return Child("candidate", log, env=self._env())
+
+    def _take_worker(self) -> Child:
+        """A fresh worker; after the first candidate a spare one, with torch
+        already imported, waits for the next, which hides its start-up."""
+        spare, self._spare = self._spare, None
+        worker = spare if spare and spare.alive() else self._spawn_worker()
+        if self._spawned > 1 or spare:
+            self._spare = self._spawn_worker()
+        return worker
+
+    def _start_worker(self, worker: Child, path: Path, entry: builds.BuildEntry, result: EvalResult) -> Child:
+        result.details["worker_log"] = str(worker.log_path)
         try:
-            worker.send({**self._import_spec(path, entry), "problem": self.problem.path,
+            worker.send({**self._import_spec(path, entry), "problem": self.problem.path, "env": entry.env(),
                          "device": self.options.device, **self.seeds})
             header = self._talk(worker, time.monotonic() + self.options.build_timeout,
                                 "importing the candidate").header
@@ -214,7 +279,6 @@ class Evaluator:
         except _Stop:
             worker.stop()
             raise
-        return worker
 
     def _talk(self, child: Child, deadline: float, doing: str, raw: bool = False):
         try:

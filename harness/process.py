@@ -118,7 +118,7 @@ class Child:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
-        channel.close_quietly(self.conn)
+        self.conn.close()
 
     def stop(self) -> None:
         """Ask politely, then kill: children never outlive the harness's use of them."""

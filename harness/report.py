@@ -61,3 +61,14 @@ def eval_panel(result: EvalResult) -> Panel:
 
 def print_result(console: Console, result: EvalResult) -> None:
     console.print(eval_panel(result))
+
+
+def phase_table(candidates: list, phases: list[str]) -> Table:
+    """Live view of a batch: each candidate and what it is doing now."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False)
+    table.add_column("candidate")
+    table.add_column("phase")
+    for candidate, phase in zip(candidates, phases):
+        done = phase in {v.value for v in Verdict}
+        table.add_row(str(candidate), verdict_text(Verdict(phase)) if done else Text(phase, style="cyan"))
+    return table

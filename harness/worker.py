@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from . import channel, check, timing
-from .results import to_dict
+from .results import CheckResult, to_dict
 
 # Taken before any candidate code runs: a candidate that swaps them is caught.
 _GUARDED = {
@@ -67,9 +67,29 @@ def import_file(path: str, name: str):
     return module
 
 
+def serialize_pch_builds(lock_path: str | None) -> None:
+    """Let one process at a time check or rebuild torch's shared precompiled header.
+
+    load_inline(use_pch=True) writes one header file inside torch's install for
+    every extension; builds running side by side would otherwise race on it."""
+    from torch.utils import cpp_extension
+
+    original = cpp_extension._check_and_build_extension_h_precompiler_headers
+    if not lock_path or getattr(original, "serialized", False):
+        return
+
+    def locked(*args, **kwargs):
+        with file_lock(lock_path):
+            return original(*args, **kwargs)
+
+    locked.serialized = True
+    cpp_extension._check_and_build_extension_h_precompiler_headers = locked
+
+
 def import_candidate(spec: dict):
-    """Import (and so build) the candidate under the cache entry's locks."""
-    with file_lock(spec.get("lock")), file_lock(spec.get("pch_lock")):
+    """Import (and so build) the candidate under the cache entry's lock."""
+    serialize_pch_builds(spec.get("pch_lock"))
+    with file_lock(spec.get("lock")):
         # A build killed mid-way leaves torch's own lock file behind, and the
         # next load_inline would wait on it forever; we hold the entry's lock.
         ext = os.environ.get("TORCH_EXTENSIONS_DIR")
@@ -107,18 +127,21 @@ def randomize_parameters(model: torch.nn.Module, seed: int) -> None:
 
 
 def copy_parameters(reference: torch.nn.Module, candidate: torch.nn.Module) -> list[str]:
-    """Write the reference's parameter values into the candidate's, matched by
-    order and shape. Returns warnings for candidate parameters left unmatched."""
+    """Write the reference's parameter values into the candidate's, matched in
+    order by shape, or else by element count (a flattened copy of the same
+    values). Returns warnings for candidate parameters left unmatched."""
     available = list(reference.parameters())
     warnings = []
     with torch.no_grad():
         for name, p in candidate.named_parameters():
             match = next((i for i, r in enumerate(available) if r.shape == p.shape), None)
             if match is None:
+                match = next((i for i, r in enumerate(available) if r.numel() == p.numel()), None)
+            if match is None:
                 warnings.append(f"candidate parameter {name} {tuple(p.shape)} matches no reference "
                                 "parameter; it keeps its own values")
                 continue
-            p.copy_(available.pop(match).to(p.dtype))
+            p.copy_(available.pop(match).reshape(p.shape).to(p.dtype))
     return warnings
 
 
@@ -135,7 +158,8 @@ def fresh_inputs(problem, device: torch.device) -> list:
     """New inputs from a seed nobody else knows, made directly on the device."""
     torch.manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
     with torch.device(device):
-        return to_device(list(problem.get_inputs()), device)
+        values = problem.get_inputs()
+    return to_device(list(values), device) if isinstance(values, (list, tuple)) else values
 
 
 def sync(device: torch.device) -> None:
@@ -173,7 +197,7 @@ def oracle_role(conn, spec: dict) -> None:
         reference = build_model(problem.Model, init_args, spec["init_seed"])
         randomize_parameters(reference, spec["param_seed"])
         reference = reference.to(device).eval()
-        check_inputs(problem.get_inputs(), "get_inputs()")
+        check_inputs(fresh_inputs(problem, device), "get_inputs()")
     except BaseException as exc:  # noqa: BLE001
         channel.send(conn, error_message("problem_error", exc))
         return
@@ -185,15 +209,21 @@ def oracle_role(conn, spec: dict) -> None:
     tolerances = spec["tolerances"]
     outputs = None
     while True:
-        message = channel.recv(conn)
+        # a candidate's outputs may not be much bigger than the reference's
+        limit = 4 * sum(t.nbytes for t in check.as_list(outputs) if isinstance(t, torch.Tensor)) + (1 << 20)
+        try:
+            message = channel.recv(conn, max_bytes=limit)
+        except channel.ChannelError as exc:
+            # what the candidate sent was malformed: that is its failure, not ours
+            channel.send(conn, {"check": to_dict(CheckResult(False, reasons=[f"its outputs are unreadable: {exc}"]))})
+            continue
         cmd = message.header.get("cmd")
         if cmd == "make_trial":
-            torch.manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
             try:
-                inputs = list(problem.get_inputs())
+                inputs = fresh_inputs(problem, device)
                 check_inputs(inputs, "get_inputs()")
                 with torch.no_grad():
-                    outputs = reference(*to_device(inputs, device))
+                    outputs = reference(*inputs)
                 sync(device)
             except BaseException as exc:  # noqa: BLE001
                 channel.send(conn, error_message("problem_error", exc))
@@ -201,15 +231,21 @@ def oracle_role(conn, spec: dict) -> None:
             tensors: list = []
             channel.send(conn, {"inputs": channel.flatten(inputs, tensors)}, tensors)
         elif cmd == "compare":
-            candidate = channel.unflatten(message.header["outputs"], message.blobs)
-            result = check.compare(outputs, candidate, channel.devices(message.header["outputs"]),
-                                   lambda dtype: tuple(tolerances.get(dtype, tolerances["default"])))
+            tree, candidate = message.header.get("outputs"), None
+            try:
+                candidate = channel.unflatten(tree, message.tensors)
+                result = check.compare(outputs, candidate, channel.devices(tree),
+                                       lambda dtype: tuple(tolerances.get(dtype, tolerances["default"])))
+            except channel.ChannelError as exc:
+                result = CheckResult(False, reasons=[f"its outputs are unreadable: {exc}"])
+            del message, candidate
             channel.send(conn, {"check": to_dict(result)})
         else:
             return
 
 
 def candidate_role(conn, spec: dict) -> None:
+    os.environ.update(spec.get("env", {}))  # this candidate's cache entry; the process may be a spare
     device = torch.device(spec["device"])
     problem = import_file(spec["problem"], "problem")
     try:
@@ -237,7 +273,7 @@ def candidate_role(conn, spec: dict) -> None:
         message = channel.recv(conn)
         cmd = message.header.get("cmd")
         if cmd == "trial":
-            inputs = to_device(list(channel.unflatten(message.header["inputs"], message.blobs)), device)
+            inputs = to_device(list(channel.unflatten(message.header["inputs"], message.tensors)), device)
             pristine = [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
             try:
                 with torch.no_grad():
@@ -277,7 +313,7 @@ ROLES = {"build": build_role, "candidate": candidate_role, "oracle": oracle_role
 def main(argv: list[str]) -> None:
     role, fd = argv[1], int(argv[2])
     faulthandler.enable()  # a segfault leaves a Python stack in the log
-    conn = channel.connect(fd)
+    conn = channel.Channel.from_fd(fd)
     spec = channel.recv(conn).header
     ROLES[role](conn, spec)
     sys.stdout.flush()

@@ -71,3 +71,24 @@ def test_stopping_statistic_shrinks_with_samples():
     assert rel_se_of_median([1.0, 1.0]) == math.inf
     summary = summarize(noisy, "perf_counter", noisy)
     assert summary.n == 400 and summary.min <= summary.median and summary.iqr > 0
+
+
+def test_parameters_are_matched_by_shape_then_by_size():
+    from harness.worker import copy_parameters, randomize_parameters
+
+    reference = torch.nn.Sequential(torch.nn.LayerNorm((4, 8)))
+    randomize_parameters(reference, seed=1)
+    assert not torch.equal(reference[0].weight, torch.ones(4, 8))  # moved off its init
+
+    class Flat(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.ones(32))
+            self.bias = torch.nn.Parameter(torch.zeros(32))
+            self.extra = torch.nn.Parameter(torch.zeros(3))
+
+    flat = Flat()
+    warnings = copy_parameters(reference, flat)
+    assert torch.equal(flat.weight, reference[0].weight.reshape(-1))
+    assert torch.equal(flat.bias, reference[0].bias.reshape(-1))
+    assert len(warnings) == 1 and "extra" in warnings[0]
