@@ -1,0 +1,38 @@
+"""Several candidates at once: parallel builds, one timing slot per device."""
+import shutil
+
+from conftest import CANDIDATES, PROBLEMS
+from harness.pool import evaluate_many
+from harness.results import Verdict
+
+SMALL = PROBLEMS / "small_layernorm.py"
+
+
+def cpp_variant(tmp_path, name: str, flag: str):
+    """A different source (so a different cache entry) with the same behaviour."""
+    source = (CANDIDATES / "cpp_layernorm.py").read_text()
+    path = tmp_path / f"{name}.py"
+    path.write_text(source.replace("cpp_layernorm_test", f"cpp_layernorm_{name}").replace('"-O2"', f'"{flag}"'))
+    return path
+
+
+def test_pool_builds_in_parallel_and_keeps_results_apart(tmp_path, cpu_options):
+    a = cpp_variant(tmp_path, "variant_a", "-O1")
+    a_again = tmp_path / "variant_a_again.py"
+    shutil.copy(a, a_again)  # same source, built concurrently with the first
+    b = cpp_variant(tmp_path, "variant_b", "-O3")
+    candidates = [a, CANDIDATES / "segfault.py", a_again, b, CANDIDATES / "py_wrong.py",
+                  CANDIDATES / "py_correct.py"]
+    events = []
+    results = evaluate_many(SMALL, candidates, cpu_options, build_jobs=3,
+                            on_event=lambda i, phase: events.append((i, phase)))
+    assert [r.candidate for r in results] == [str(c) for c in candidates]
+    verdicts = [r.verdict for r in results]
+    assert verdicts == [Verdict.CORRECT, Verdict.CRASHED, Verdict.CORRECT, Verdict.CORRECT,
+                        Verdict.INCORRECT, Verdict.CORRECT], [r.explanation for r in results]
+    assert results[0].build.key == results[2].build.key != results[3].build.key
+    assert all(r.build.ok for r in (results[0], results[2], results[3]))
+    # every candidate went through building before its verdict
+    for i in range(len(candidates)):
+        phases = [p for j, p in events if j == i]
+        assert phases[0] == "building" and phases[-1] == verdicts[i].value
