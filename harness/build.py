@@ -142,3 +142,96 @@ def log_tail(path: Path, max_bytes: int = 200_000) -> str:
     except OSError:
         return ""
 
+
+
+# --- torch's precompiled header, shared by every load_inline(use_pch=True) build ----
+
+class PchError(RuntimeError):
+    """The precompiled header could not be built; the message says why and what to do."""
+
+
+class _WouldBuild(Exception):
+    pass
+
+
+def pch_path() -> Path:
+    """The precompiled torch/extension.h that load_inline(use_pch=True) uses: one per torch install."""
+    import torch
+
+    return Path(torch.__file__).parent / "include" / "torch" / "extension.h.gch"
+
+
+def pch_status() -> str:
+    """"ready", "missing", "stale" (built with other flags or by another torch), or
+    "unsupported" (torch precompiles only with g++ on Linux).
+
+    Runs torch's own check with its compile step intercepted, so the answer follows
+    torch's signature rule without copying it. It swaps cpp_extension.subprocess for
+    the call: not for use while another thread of this process runs load_inline."""
+    from torch.utils import cpp_extension as ext
+
+    check = getattr(ext, "_check_and_build_extension_h_precompiler_headers", None)
+    try:
+        supported = check is not None and platform.system() == "Linux" and \
+            ext.check_compiler_is_gcc(ext.get_cxx_compiler())
+    except (OSError, subprocess.SubprocessError):  # no C++ compiler at all
+        supported = False
+    if not supported:
+        return "unsupported"
+    if not pch_path().exists():
+        return "missing"
+    real = ext.subprocess
+
+    class Probe:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        @staticmethod
+        def check_output(args, *rest, **kwargs):
+            if "c++-header" in args:
+                raise _WouldBuild
+            return real.check_output(args, *rest, **kwargs)
+
+    ext.subprocess = Probe()
+    try:
+        check(None, None)
+    except _WouldBuild:
+        return "stale"
+    finally:
+        ext.subprocess = real
+    return "ready"
+
+
+def pch_ready() -> bool:
+    return pch_status() == "ready"
+
+
+def prepare_pch(cache_dir: Path) -> float:
+    """Build the precompiled header as a candidate with no extra cflags needs it,
+    unless it is ready; returns the seconds spent. Holds <cache>/pch.lock, the
+    lock build children take around the same step. Raises PchError."""
+    import contextlib
+    import fcntl
+    import time
+
+    from torch.utils import cpp_extension
+
+    directory = pch_path().parent
+    if not os.access(directory, os.W_OK):
+        raise PchError(f"torch's include directory {directory} is not writable, and torch writes the "
+                       "precompiled header there. Use a torch installed where you can write (a virtual "
+                       "environment); candidates still build without it, about 10 s slower each.")
+    lock = Path(cache_dir) / "pch.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with open(lock, "a") as f, contextlib.ExitStack() as unlock:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        unlock.callback(fcntl.flock, f, fcntl.LOCK_UN)
+        try:
+            cpp_extension._check_and_build_extension_h_precompiler_headers(None, None)
+        except RuntimeError as exc:
+            output = getattr(exc.__cause__, "output", None) or b""
+            errors = first_errors(output.decode(errors="replace") if isinstance(output, bytes) else str(output))
+            raise PchError(f"Building torch's precompiled header {pch_path()} failed: {exc}. Compiler said: "
+                           + (" | ".join(errors) or "nothing")) from None
+    return time.monotonic() - started

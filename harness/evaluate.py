@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from . import build as builds
+from . import roofline
 from .environment import collect_environment
 from .problem import Problem, ProblemError, load_problem
 from .process import Child, ChildDied, ChildTimeout
-from .results import (BuildResult, CheckResult, EvalResult, Timing, Verdict, from_dict)
+from .results import BuildResult, CheckResult, EvalResult, Timing, Verdict, from_dict, to_dict
 
 Phase = Callable[[str], None]
 
@@ -104,6 +105,7 @@ class Evaluator:
         self.seeds = {"init_seed": _seed(), "param_seed": _seed()}
         self.oracle: Optional[Child] = None
         self.oracle_info: dict = {}
+        self.problem_warnings: list[str] = []
         self._spare: Optional[Child] = None
         self._spawned = 0
         self.environment = None
@@ -138,7 +140,7 @@ class Evaluator:
         log = self.logs / f"oracle-{self.problem.name}-{os.getpid()}-{self.options.gpu or 0}.log"
         self.oracle = Child("oracle", log, env=self._env())
         self.oracle.send({"problem": self.problem.path, "device": self.options.device,
-                          "tolerances": self._tolerances(), **self.seeds})
+                          "tolerances": self._tolerances(), "cache_dir": str(self.cache), **self.seeds})
         try:
             header = self.oracle.recv(time.monotonic() + self.options.run_timeout).header
         except (ChildDied, ChildTimeout) as exc:
@@ -150,6 +152,7 @@ class Evaluator:
             raise ProblemError(f"Problem file {self.problem.path} could not be used: "
                                f"{header.get('exception')}: {header.get('message')}".strip())
         self.oracle_info = header
+        self.problem_warnings = list(header.get("warnings", []))
         self.environment = collect_environment(self.options.device, header.get("device_name", ""),
                                                header.get("capability", ""))
 
@@ -192,6 +195,7 @@ class Evaluator:
         try:
             self.start_oracle()
             result.environment = self.environment
+            result.warnings.extend(self.problem_warnings)
             self._start_worker(worker, built.path, built.entry, result)
             phases["start"], mark = time.monotonic() - mark, time.monotonic()
             notify("checking")
@@ -202,6 +206,7 @@ class Evaluator:
             phases["time"] = time.monotonic() - mark
             cand, ref = result.timings["candidate"], result.timings["reference"]
             result.speedup = ref.median / cand.median if cand.median > 0 else None
+            self._judge_speed(result)
             result.verdict = Verdict.CORRECT
             result.explanation = (f"{Verdict.CORRECT.sentence} Candidate {cand.median:.4g} ms, "
                                   f"reference {ref.median:.4g} ms: {result.speedup:.2f}x.")
@@ -332,20 +337,52 @@ class Evaluator:
                             + "; ".join(check.reasons) + ".")
         return total
 
+    def _judge_speed(self, result: EvalResult) -> None:
+        """Place the time against the hardware's limits; refuse the impossible."""
+        cand = result.timings["candidate"]
+        declared = self.oracle_info.get("roofline") or {}
+        peaks = self.oracle_info.get("peaks")
+        line = roofline.assess(declared.get("bytes"), declared.get("flops"),
+                               from_dict(roofline.Peaks, peaks) if peaks else None, cand.median)
+        if declared:
+            result.details["roofline"] = to_dict(line)
+        if roofline.impossible(line, cand.median):
+            raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} Its {cand.median:.4g} ms is below the "
+                        f"physical floor of {line.floor_ms:.4g} ms: moving the problem's {line.bytes / 1e6:.0f} MB "
+                        f"would take {line.achieved_gbs:.0f} GB/s, above the measured peak of "
+                        f"{peaks['bandwidth_gbs']:.0f} GB/s. The clock did not see all of its work.")
+        if result.speedup and result.speedup > roofline.SUSPICIOUS_SPEEDUP:
+            result.warnings.append(f"a speedup above {roofline.SUSPICIOUS_SPEEDUP:.0f}x is rare: check that the "
+                                   "reference is not unusually slow and that the kernel does all the work")
+
     def _refuse_tampering(self, header: dict) -> None:
         if header.get("tampered"):
             names = ", ".join(map(str, header["tampered"]))
             raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} It replaced {names}, "
                         "which the harness uses to check or time it.", tampered=header["tampered"])
+        if header.get("threads"):
+            names = ", ".join(map(str, header["threads"]))
+            raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} It left background thread(s) "
+                        f"running ({names}): work finished after forward returns escapes the check and "
+                        "the clock.", threads=header["threads"])
 
     def _time(self, worker: Child, result: EvalResult) -> dict[str, Timing]:
         o = self.options
         worker.send({"cmd": "time", "compile_baseline": o.compile_baseline,
                      "rule": {"target_rel_se": o.target_rel_se, "time_cap": o.time_cap,
                               "min_samples": o.min_samples}})
-        header = self._talk(worker, time.monotonic() + o.run_timeout, "being timed").header
-        self._refuse_tampering(header)
-        return {name: from_dict(Timing, t) for name, t in header["timings"].items()}
+        deadline = time.monotonic() + o.run_timeout
+        message = self._talk(worker, deadline, "being timed", raw=True)
+        self._refuse_tampering(message.header)
+        timings = {name: from_dict(Timing, t) for name, t in message.header["timings"].items()}
+        self.oracle.forward(message, cmd="verify_timed")
+        check = from_dict(CheckResult, self._oracle_says(deadline).header["check"])
+        result.details["timed_calls_checked"] = check.trials
+        if not check.passed:
+            raise _Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} It passed the check trials, but "
+                        f"while being timed {'; '.join(check.reasons)}. Its behaviour changes between "
+                        "calls (call counting, cached outputs, or skipped work).", timed_check=to_dict(check))
+        return timings
 
 
 def _seed() -> int:

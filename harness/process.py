@@ -8,9 +8,11 @@ private channel on FD.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Optional
@@ -40,7 +42,8 @@ def describe_exit(returncode: Optional[int]) -> str:
             name = f"signal {-returncode}"
         meaning = {"SIGSEGV": " (segmentation fault)", "SIGKILL": " (killed, often out of memory)",
                    "SIGABRT": " (aborted)", "SIGBUS": " (bus error)", "SIGFPE": " (arithmetic fault)",
-                   "SIGILL": " (illegal instruction)"}.get(name, "")
+                   "SIGILL": " (illegal instruction)", "SIGXFSZ": " (wrote a file over the size limit)",
+                   "SIGXCPU": " (CPU time limit)"}.get(name, "")
         return f"was killed by {name}{meaning}"
     return f"exited with status {returncode} before reporting a result"
 
@@ -52,6 +55,53 @@ def _pythonpath() -> str:
     return f"{root}{os.pathsep}{rest}" if rest else root
 
 
+def _parents() -> dict[int, int]:
+    """pid -> parent pid for every process visible in /proc."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+                table[int(entry)] = int(stat[stat.rindex(")") + 2:].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    return table
+
+
+def descendants(root: int) -> set[int]:
+    parents = _parents()
+    found, frontier = set(), {root}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def kill_tree(root: int) -> None:
+    """Stop every process under `root`, then kill them all.
+
+    Workers are child subreapers, so nothing they start escapes their subtree
+    by daemonizing or changing session; stopping first keeps a fork bomb from
+    outrunning the kill."""
+    stopped: set[int] = set()
+    for _ in range(50):
+        fresh = (descendants(root) | {root}) - stopped
+        if not fresh:
+            break
+        for pid in fresh:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except (ProcessLookupError, PermissionError):
+                pass
+        stopped |= fresh
+    for pid in stopped:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 class Child:
     """One worker process and the parent's end of its channel."""
 
@@ -59,12 +109,15 @@ class Child:
         self.role = role
         self.log_path = Path(log_path)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        # a private scratch directory: what a candidate writes there goes with it
+        self.scratch = tempfile.mkdtemp(prefix=f"harness-{role}-")
         self.conn, child_fd = channel.pair()
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "harness.worker", role, str(child_fd)],
                 pass_fds=(child_fd,), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True, env={**os.environ, "PYTHONPATH": _pythonpath(), **(env or {})})
+                start_new_session=True, cwd=self.scratch,
+                env={**os.environ, "PYTHONPATH": _pythonpath(), "TMPDIR": self.scratch, **(env or {})})
         os.close(child_fd)
 
     def send(self, header: dict, tensors: list = ()) -> None:
@@ -110,6 +163,8 @@ class Child:
         return self.proc.poll() is None
 
     def kill(self) -> None:
+        if self.proc.poll() is None:
+            kill_tree(self.proc.pid)
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -119,6 +174,7 @@ class Child:
         except subprocess.TimeoutExpired:
             pass
         self.conn.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
     def stop(self) -> None:
         """Ask politely, then kill: children never outlive the harness's use of them."""

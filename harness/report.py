@@ -31,6 +31,21 @@ def timing_table(result: EvalResult) -> Table:
     return table
 
 
+def roofline_text(line: dict) -> str:
+    parts = []
+    if line.get("achieved_gbs") is not None:
+        text = f"{line['achieved_gbs']:.0f} GB/s"
+        if line.get("bandwidth_share") is not None:
+            text += f" = {line['bandwidth_share']:.0%} of the measured peak (floor {line['floor_ms']:.4g} ms)"
+        parts.append(text)
+    if line.get("achieved_tflops") is not None:
+        text = f"{line['achieved_tflops']:.1f} TFLOP/s"
+        if line.get("flops_share") is not None:
+            text += f" = {line['flops_share']:.0%} of fp32 peak"
+        parts.append(text)
+    return "; ".join(parts)
+
+
 def eval_panel(result: EvalResult) -> Panel:
     summary = Table.grid(padding=(0, 2))
     summary.add_column(style="dim")
@@ -46,6 +61,9 @@ def eval_panel(result: EvalResult) -> Panel:
         c = result.check
         summary.add_row("check", f"{c.trials} trial(s), max abs err {c.max_abs_error:.3g}, "
                                  f"max rel err {c.max_rel_error:.3g}")
+    line = result.details.get("roofline")
+    if line and result.timings:
+        summary.add_row("roofline", roofline_text(line))
     env = result.environment
     if env:
         summary.add_row("device", " · ".join(x for x in (env.device_name, env.arch, f"torch {env.torch}") if x))

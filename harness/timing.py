@@ -2,7 +2,8 @@
 
 Several callables (candidate, reference, optionally the compiled reference)
 are timed interleaved in random order, so clock and thermal drift hit all of
-them alike. Each sample gets fresh inputs, a cache flush and, on GPU, CUDA
+them alike. Each sample gets fresh inputs (from a seed the caller may use to check the
+output), a cache flush and, on GPU, CUDA
 events on the current stream with a device-wide synchronize before the end
 event (work left on other streams is counted). Sampling stops when the
 relative standard error of every median is under the target, or at a cap.
@@ -15,7 +16,7 @@ import random
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -23,12 +24,31 @@ from .results import Timing
 
 # Taken at import, before any candidate code runs in this process.
 _perf_counter = time.perf_counter
+_synchronize = torch.cuda.synchronize
+_Event = torch.cuda.Event
+
+
+def _l2_persistence_reset() -> Optional[Callable[[], int]]:
+    """cudaCtxResetPersistingL2Cache from the CUDA runtime torch already loaded, if any.
+
+    Lines a kernel marked persisting survive an ordinary flush; resetting them
+    before each sample keeps a candidate from carrying its data across calls."""
+    import ctypes
+
+    for name in ("libcudart.so.13", "libcudart.so.12", "libcudart.so"):
+        try:
+            lib = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+            return lib.cudaCtxResetPersistingL2Cache
+        except (OSError, AttributeError):
+            continue
+    return None
 
 
 @dataclass
 class Timed:
-    make_args: Callable[[], list]  # fresh inputs for one call
+    make_args: Callable[[int], list]  # fresh inputs for one call, from a seed
     fn: Callable
+    observe: Optional[Callable[[int, Any], None]] = None  # sees (seed, output) of each timed call
 
 
 @dataclass
@@ -74,49 +94,56 @@ class Clock:
 
     def __init__(self, device: torch.device):
         self.cuda = device.type == "cuda"
+        self.reset_persistence = None
         if self.cuda:
             l2 = torch.cuda.get_device_properties(device).L2_cache_size
             self.flush_buffer = torch.empty(max(2 * l2, 64 << 20), dtype=torch.uint8, device=device)
-            self.synchronize = torch.cuda.synchronize
-            self.start, self.end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            self.synchronize = _synchronize
+            self.start, self.end = _Event(enable_timing=True), _Event(enable_timing=True)
+            self.reset_persistence = _l2_persistence_reset()
             self.method = "cuda_events"
         else:
             self.flush_buffer = torch.empty(2 * _cpu_cache_bytes(), dtype=torch.uint8)
             self.synchronize = lambda: None
             self.method = "perf_counter"
 
-    def measure(self, timed: Timed) -> tuple[float, float]:
+    def measure(self, timed: Timed, seed: int) -> tuple[float, float]:
         """(milliseconds by the device clock, milliseconds by the host clock)."""
-        args = timed.make_args()
+        args = timed.make_args(seed)
+        if self.reset_persistence:
+            self.reset_persistence()
         self.flush_buffer.zero_()
         self.synchronize()
         if self.cuda:
             self.start.record()
         t0 = _perf_counter()
         with torch.no_grad():
-            timed.fn(*args)
+            output = timed.fn(*args)
         self.synchronize()
         if self.cuda:
             self.end.record()
             self.end.synchronize()
         wall = (_perf_counter() - t0) * 1e3
+        if timed.observe:
+            timed.observe(seed, output)
         return (self.start.elapsed_time(self.end) if self.cuda else wall), wall
 
 
 def time_interleaved(entries: dict[str, Timed], device: torch.device, rule: StopRule) -> dict[str, Timing]:
+    rng = random.Random(os.urandom(16))
     clock = Clock(device)
     for timed in entries.values():
+        warm = Timed(timed.make_args, timed.fn)  # warm-up calls are neither timed nor observed
         for _ in range(rule.warmup_calls):
-            clock.measure(timed)
+            clock.measure(warm, rng.getrandbits(63))
     samples = {name: [] for name in entries}
     wall = {name: [] for name in entries}
     order = list(entries)
-    rng = random.Random(os.urandom(8))
     started = _perf_counter()
     while True:
         rng.shuffle(order)
         for name in order:
-            ms, host_ms = clock.measure(entries[name])
+            ms, host_ms = clock.measure(entries[name], rng.getrandbits(63))
             samples[name].append(ms)
             wall[name].append(host_ms)
         n = len(samples[order[0]])

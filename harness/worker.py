@@ -18,23 +18,33 @@ import faulthandler
 import fcntl
 import importlib.util
 import os
+import platform
 import sys
+import threading
 import traceback
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from . import channel, check, timing
+from . import channel, check, roofline, timing
 from .results import CheckResult, to_dict
 
 # Taken before any candidate code runs: a candidate that swaps them is caught.
 _GUARDED = {
     "torch.cuda.synchronize": (torch.cuda, "synchronize"),
     "torch.cuda.Event": (torch.cuda, "Event"),
+    "torch.cuda.Event.record": (torch.cuda.Event, "record"),
+    "torch.cuda.Event.elapsed_time": (torch.cuda.Event, "elapsed_time"),
+    "torch.cuda.Event.synchronize": (torch.cuda.Event, "synchronize"),
     "torch.allclose": (torch, "allclose"),
+    "torch.equal": (torch, "equal"),
+    "torch.manual_seed": (torch, "manual_seed"),
+    "torch.randint": (torch, "randint"),
+    "torch.Tensor.zero_": (torch.Tensor, "zero_"),
     "time.perf_counter": (timing.time, "perf_counter"),
     "harness.timing.time_interleaved": (timing, "time_interleaved"),
+    "harness.timing.Clock.measure": (timing.Clock, "measure"),
     "harness.channel.send": (channel, "send"),
 }
 _ORIGINALS = {name: getattr(owner, attr) for name, (owner, attr) in _GUARDED.items()}
@@ -42,6 +52,23 @@ _ORIGINALS = {name: getattr(owner, attr) for name, (owner, attr) in _GUARDED.ite
 
 def tampered() -> list[str]:
     return [name for name, (owner, attr) in _GUARDED.items() if getattr(owner, attr) is not _ORIGINALS[name]]
+
+
+class ThreadWatch:
+    """Python threads the candidate started while it was being run.
+
+    Work finished by a thread after forward returns would escape both the
+    check (outputs sampled at return) and the clock."""
+
+    def __init__(self):
+        self.baseline = {t.ident for t in threading.enumerate()}
+
+    def new(self) -> list[str]:
+        return sorted(t.name for t in threading.enumerate() if t.ident not in self.baseline and t.is_alive())
+
+
+def integrity(watch: "ThreadWatch") -> dict:
+    return {"tampered": tampered(), "threads": watch.new()}
 
 
 @contextlib.contextmanager
@@ -154,12 +181,62 @@ def to_device(values: list, device: torch.device) -> list:
     return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
 
 
-def fresh_inputs(problem, device: torch.device) -> list:
-    """New inputs from a seed nobody else knows, made directly on the device."""
-    torch.manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+def inputs_from_seed(problem, device: torch.device, seed: int) -> list:
+    """The problem's inputs for a seed, made directly on the device; the same
+    seed gives the same inputs in any process on the same kind of device."""
+    torch.manual_seed(seed)
     with torch.device(device):
         values = problem.get_inputs()
     return to_device(list(values), device) if isinstance(values, (list, tuple)) else values
+
+
+def fresh_inputs(problem, device: torch.device) -> list:
+    """New inputs from a seed nobody else knows."""
+    return inputs_from_seed(problem, device, int.from_bytes(os.urandom(8), "little") >> 1)
+
+
+SAMPLED_ELEMENTS = 2048
+
+
+def sample_positions(numel: int, key: int, device: torch.device) -> torch.Tensor:
+    count = min(numel, SAMPLED_ELEMENTS)
+    if count == numel:
+        return torch.arange(numel, device=device)
+    generator = torch.Generator(device=device).manual_seed(key)
+    return torch.randint(0, numel, (count,), generator=generator, device=device)
+
+
+class TimedOutputs:
+    """Samples of every timed output, for the reference process to re-check.
+
+    Positions are drawn after the call returns, from a key nobody knew before,
+    so only an output that is right everywhere passes reliably."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.samples: list[dict] = []
+        self.values: list[list[torch.Tensor]] = []
+
+    def observe(self, seed: int, output: Any) -> None:
+        key = int.from_bytes(os.urandom(8), "little") >> 1
+        outputs, meta, values = check.as_list(output), [], []
+        for i, out in enumerate(outputs):
+            if type(out) is not torch.Tensor:
+                meta.append({"unsupported": type(out).__qualname__})
+                continue
+            flat = out.detach().reshape(-1)
+            meta.append({"shape": list(out.shape), "dtype": str(out.dtype).removeprefix("torch.")})
+            values.append(flat[sample_positions(flat.numel(), key + i, flat.device)].to(torch.float64))
+        self.samples.append({"seed": seed, "key": key, "outputs": meta})
+        self.values.append(values)
+
+    def message(self) -> tuple[dict, list]:
+        """One tensor per output position: its samples stacked, as few descriptors as possible."""
+        tensors = []
+        if self.values and all(len(v) == len(self.values[0]) for v in self.values):
+            tensors = [torch.cat([v[i].reshape(-1).cpu() for v in self.values])
+                       for i in range(len(self.values[0]))]
+        return {"timed": self.samples}, tensors
 
 
 def sync(device: torch.device) -> None:
@@ -188,8 +265,23 @@ def check_inputs(values: Any, where: str) -> None:
             raise TypeError(f"{where} returned a {type(v).__name__}; inputs must be tensors or plain values")
 
 
+def problem_roofline(problem, device: torch.device, device_name: str, cache_dir: str | None) -> dict:
+    """The bytes and flops the problem declares, and the device's measured peaks."""
+    declared = {name: int(getattr(problem, f"roofline_{name}")()) for name in ("bytes", "flops")
+                if callable(getattr(problem, f"roofline_{name}", None))}
+    if not declared:
+        return {}
+    peaks = roofline.cached_peaks(cache_dir, device_name) if cache_dir else None
+    if peaks is None:
+        peaks = roofline.measure_peaks(device, device_name)
+        if cache_dir:
+            roofline.store_peaks(cache_dir, peaks)
+    return {"roofline": declared, "peaks": to_dict(peaks)}
+
+
 def oracle_role(conn, spec: dict) -> None:
     device = torch.device(spec["device"])
+    pin_threads(device)
     try:
         problem = import_file(spec["problem"], "problem")
         init_args = list(problem.get_init_inputs())
@@ -201,16 +293,20 @@ def oracle_role(conn, spec: dict) -> None:
     except BaseException as exc:  # noqa: BLE001
         channel.send(conn, error_message("problem_error", exc))
         return
-    info = {"ready": True, "device_name": "", "capability": ""}
+    info = {"ready": True, "device_name": platform.processor() or platform.machine(), "capability": ""}
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         info.update(device_name=props.name, capability=f"{props.major}.{props.minor}")
+    try:
+        info.update(problem_roofline(problem, device, info["device_name"], spec.get("cache_dir")))
+    except Exception as exc:  # noqa: BLE001 - a broken declaration is reported, not fatal
+        info["warnings"] = [f"the problem's roofline declaration failed: {type(exc).__name__}: {exc}"]
     channel.send(conn, info)
     tolerances = spec["tolerances"]
     outputs = None
     while True:
-        # a candidate's outputs may not be much bigger than the reference's
-        limit = 4 * sum(t.nbytes for t in check.as_list(outputs) if isinstance(t, torch.Tensor)) + (1 << 20)
+        # a candidate's outputs may not be much bigger than the reference's (plus the timed samples)
+        limit = 4 * sum(t.nbytes for t in check.as_list(outputs) if isinstance(t, torch.Tensor)) + (64 << 20)
         try:
             message = channel.recv(conn, max_bytes=limit)
         except channel.ChannelError as exc:
@@ -240,13 +336,67 @@ def oracle_role(conn, spec: dict) -> None:
                 result = CheckResult(False, reasons=[f"its outputs are unreadable: {exc}"])
             del message, candidate
             channel.send(conn, {"check": to_dict(result)})
+        elif cmd == "verify_timed":
+            result = verify_timed(problem, reference, device, message, tolerances)
+            del message
+            channel.send(conn, {"check": to_dict(result)})
         else:
             return
+
+
+def verify_timed(problem, reference, device: torch.device, message: channel.Message,
+                 tolerances: dict) -> CheckResult:
+    """Re-check the sampled outputs of every timed call against the reference
+    on the same inputs, regenerated here from their seeds."""
+    samples = message.header.get("timed") or []
+    offsets = [0] * len(message.tensors)
+    result = CheckResult(True, trials=len(samples))
+    failures = 0
+    for number, sample in enumerate(samples, 1):
+        with torch.no_grad():
+            refs = check.as_list(reference(*inputs_from_seed(problem, device, int(sample["seed"]))))
+        reasons = []
+        metas = sample.get("outputs") or []
+        if len(metas) != len(refs) or len(message.tensors) != len(refs):
+            reasons.append(f"it returned {len(metas)} output(s) where the reference returns {len(refs)}")
+        for i, (ref, meta) in enumerate(zip(refs, metas)):
+            if reasons:
+                break
+            if "unsupported" in meta:
+                reasons.append(f"output {i} is a {meta['unsupported']}, expected a plain torch.Tensor")
+                break
+            if meta.get("shape") != list(ref.shape) or meta.get("dtype") != str(ref.dtype).removeprefix("torch."):
+                reasons.append(f"output {i} has shape {meta.get('shape')} and dtype {meta.get('dtype')}")
+                break
+            flat = ref.reshape(-1)
+            positions = sample_positions(flat.numel(), int(sample["key"]) + i, flat.device)
+            got = message.tensors[i][offsets[i]:offsets[i] + positions.numel()].to(flat.device)
+            offsets[i] += positions.numel()
+            atol, rtol = tolerances.get(str(ref.dtype).removeprefix("torch."), tolerances["default"])
+            want = flat[positions].to(torch.float64)
+            if got.numel() != want.numel() or not torch.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True):
+                reasons.append(f"output {i} differs from the reference")
+        if reasons:
+            failures += 1
+            if result.passed:
+                result.passed, result.failed_trial, first = False, number, "; ".join(reasons)
+    if failures:
+        result.mismatch_share = failures / max(1, len(samples))
+        result.reasons.append(f"{failures} of {len(samples)} timed calls returned wrong outputs "
+                              f"(first, call {result.failed_trial}: {first})")
+    return result
+
+
+def pin_threads(device: torch.device) -> None:
+    # One intra-op thread on CPU: timings that a busy machine barely moves, the same for both models.
+    if device.type == "cpu":
+        torch.set_num_threads(1)
 
 
 def candidate_role(conn, spec: dict) -> None:
     os.environ.update(spec.get("env", {}))  # this candidate's cache entry; the process may be a spare
     device = torch.device(spec["device"])
+    pin_threads(device)
     problem = import_file(spec["problem"], "problem")
     try:
         module = import_candidate(spec)
@@ -268,7 +418,8 @@ def candidate_role(conn, spec: dict) -> None:
     except BaseException as exc:  # noqa: BLE001
         channel.send(conn, error_message("runtime_error", exc, phase="constructing ModelNew"))
         return
-    channel.send(conn, {"ready": True, "warnings": warnings, "tampered": tampered()})
+    watch = ThreadWatch()
+    channel.send(conn, {"ready": True, "warnings": warnings, **integrity(watch)})
     while True:
         message = channel.recv(conn)
         cmd = message.header.get("cmd")
@@ -288,21 +439,24 @@ def candidate_role(conn, spec: dict) -> None:
                 channel.send(conn, error_message("runtime_error", exc, phase="running ModelNew"))
                 return
             _ORIGINALS["harness.channel.send"](
-                conn, {"outputs": tree, "inputs_changed": changed, "tampered": tampered()}, tensors)
+                conn, {"outputs": tree, "inputs_changed": changed, **integrity(watch)}, tensors)
         elif cmd == "time":
-            entries = {"candidate": timing.Timed(lambda: fresh_inputs(problem, device), candidate),
-                       "reference": timing.Timed(lambda: fresh_inputs(problem, device), reference)}
+            make_inputs = lambda seed: inputs_from_seed(problem, device, seed)  # noqa: E731
+            observed = TimedOutputs(device)
+            entries = {"candidate": timing.Timed(make_inputs, candidate, observed.observe),
+                       "reference": timing.Timed(make_inputs, reference)}
             try:
                 if message.header.get("compile_baseline"):
-                    entries["compiled"] = timing.Timed(lambda: fresh_inputs(problem, device),
-                                                       torch.compile(reference))
+                    entries["compiled"] = timing.Timed(make_inputs, torch.compile(reference))
                 rule = timing.StopRule(**message.header.get("rule", {}))
                 results = _ORIGINALS["harness.timing.time_interleaved"](entries, device, rule)
             except BaseException as exc:  # noqa: BLE001
                 channel.send(conn, error_message("runtime_error", exc, phase="timing"))
                 return
+            header, tensors = observed.message()
             _ORIGINALS["harness.channel.send"](
-                conn, {"timings": {k: to_dict(v) for k, v in results.items()}, "tampered": tampered()})
+                conn, {"timings": {k: to_dict(v) for k, v in results.items()}, **integrity(watch), **header},
+                tensors)
         else:
             return
 
@@ -310,9 +464,32 @@ def candidate_role(conn, spec: dict) -> None:
 ROLES = {"build": build_role, "candidate": candidate_role, "oracle": oracle_role}
 
 
+FILE_SIZE_LIMIT = 16 << 30
+
+
+def confine(role: str) -> None:
+    """Limits for processes that run candidate code."""
+    import ctypes
+    import resource
+
+    # Orphans of anything started here are re-parented to this process, not to
+    # init, so the harness can find and kill the whole tree.
+    PR_SET_CHILD_SUBREAPER = 36
+    ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    if role == "oracle":
+        return
+    try:  # under memory pressure the kernel kills this process first, not the harness
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:
+        pass
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
+
+
 def main(argv: list[str]) -> None:
     role, fd = argv[1], int(argv[2])
     faulthandler.enable()  # a segfault leaves a Python stack in the log
+    confine(role)
     conn = channel.Channel.from_fd(fd)
     spec = channel.recv(conn).header
     ROLES[role](conn, spec)

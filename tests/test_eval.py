@@ -143,3 +143,25 @@ def test_cli_bad_problem_is_a_usage_error(tmp_path, cache_dir):
     result = run_cli("eval", str(path), str(CANDIDATES / "py_correct.py"), cache_dir=cache_dir)
     assert result.returncode == 2
     assert "no_model.py" in result.stdout and "Traceback" not in result.stdout + result.stderr
+
+
+def test_fork_bomb_is_stopped_whole(cpu_options, tmp_path, monkeypatch):
+    import os
+
+    pids_file = tmp_path / "pids.txt"
+    monkeypatch.setenv("FORK_BOMB_PIDS", str(pids_file))
+    with Evaluator(SMALL, dataclasses.replace(cpu_options, run_timeout=4)) as ev:
+        result = ev.evaluate(CANDIDATES / "fork_bomb.py")
+        assert result.verdict is Verdict.TIMEOUT
+        pids = [int(line) for line in pids_file.read_text().split()]
+        assert len(pids) == 20
+        alive = [pid for pid in pids if os.path.exists(f"/proc/{pid}") and
+                 open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"]
+        assert not alive
+        assert ev.evaluate(CANDIDATES / "py_correct.py").verdict is Verdict.CORRECT
+
+
+def test_file_over_the_size_limit_is_refused(evaluator):
+    result = evaluator.evaluate(CANDIDATES / "big_file.py")
+    assert result.verdict is Verdict.RUNTIME_ERROR
+    assert "File too large" in result.explanation

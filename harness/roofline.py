@@ -1,0 +1,112 @@
+"""How close a time is to what the hardware allows.
+
+A problem may declare `roofline_bytes()` (the fewest bytes its forward must
+move through memory) and `roofline_flops()`. The device's peaks are measured
+once (a large copy, a large float32 matrix product) and cached per device
+name. A candidate faster than the bytes allow at the measured peak is not
+measuring what it claims.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+# Below this share of the floor a time is impossible, not merely good:
+# the measured peak is itself a median, so leave room for its noise.
+IMPOSSIBLE_SHARE = 0.85
+SUSPICIOUS_SPEEDUP = 10.0
+
+
+@dataclass
+class Peaks:
+    device_name: str
+    bandwidth_gbs: float  # bytes read + written per second, in GB/s
+    tflops_fp32: float
+
+
+@dataclass
+class Roofline:
+    bytes: Optional[int] = None
+    flops: Optional[int] = None
+    floor_ms: Optional[float] = None  # bytes at the measured peak bandwidth
+    achieved_gbs: Optional[float] = None
+    bandwidth_share: Optional[float] = None
+    achieved_tflops: Optional[float] = None
+    flops_share: Optional[float] = None
+
+
+def assess(bytes_: Optional[int], flops: Optional[int], peaks: Optional[Peaks], median_ms: float) -> Roofline:
+    out = Roofline(bytes=bytes_, flops=flops)
+    seconds = median_ms / 1e3
+    if bytes_ and seconds > 0:
+        out.achieved_gbs = bytes_ / seconds / 1e9
+        if peaks and peaks.bandwidth_gbs > 0:
+            out.floor_ms = bytes_ / (peaks.bandwidth_gbs * 1e9) * 1e3
+            out.bandwidth_share = out.achieved_gbs / peaks.bandwidth_gbs
+    if flops and seconds > 0:
+        out.achieved_tflops = flops / seconds / 1e12
+        if peaks and peaks.tflops_fp32 > 0:
+            out.flops_share = out.achieved_tflops / peaks.tflops_fp32
+    return out
+
+
+def impossible(roofline: Roofline, median_ms: float) -> bool:
+    return roofline.floor_ms is not None and median_ms < IMPOSSIBLE_SHARE * roofline.floor_ms
+
+
+# --- the peaks cache (harness side) --------------------------------------------
+
+def cached_peaks(cache_dir: Path, device_name: str) -> Optional[Peaks]:
+    try:
+        data = json.loads((Path(cache_dir) / "peaks.json").read_text()).get(device_name)
+        return Peaks(**data) if data else None
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def store_peaks(cache_dir: Path, peaks: Peaks) -> None:
+    path = Path(cache_dir) / "peaks.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        data = {}
+    data[peaks.device_name] = peaks.__dict__
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    os.replace(tmp, path)
+
+
+# --- measuring (in the reference process, which never runs candidate code) ----
+
+def measure_peaks(device, device_name: str) -> Peaks:
+    import torch
+
+    def median_seconds(fn, reps: int) -> float:
+        fn()
+        times = []
+        for _ in range(reps):
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            t0 = time.perf_counter()
+            fn()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
+    big = 1 << 30 if device.type == "cuda" else 1 << 28
+    src = torch.empty(big // 4, dtype=torch.float32, device=device).normal_()
+    dst = torch.empty_like(src)
+    bandwidth = 2 * src.nbytes / median_seconds(lambda: dst.copy_(src), 10) / 1e9
+    del src, dst
+    n = 8192 if device.type == "cuda" else 1024
+    a = torch.randn(n, n, device=device)
+    b = torch.randn(n, n, device=device)
+    tflops = 2 * n ** 3 / median_seconds(lambda: a @ b, 5) / 1e12
+    return Peaks(device_name=device_name, bandwidth_gbs=bandwidth, tflops_fp32=tflops)
