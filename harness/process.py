@@ -100,6 +100,19 @@ def kill_tree(root: int) -> None:
             os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+    # SIGKILL lands asynchronously; wait (briefly) until the tree is really gone
+    deadline = time.monotonic() + 2.0
+    while any(running(pid) for pid in stopped) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
 
 
 class Child:
