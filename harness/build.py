@@ -7,12 +7,15 @@ and only loads it, so the worker that runs the candidate pays no build.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import hashlib
 import os
 import platform
 import re
 import subprocess
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -82,7 +85,7 @@ class BuildEntry:
 
     @property
     def pch_lock_path(self) -> Path:
-        return self.cache_dir / "pch.lock"
+        return pch_lock_path(self.cache_dir)
 
     def env(self) -> dict:
         env = {"TORCH_EXTENSIONS_DIR": str(self.dir / "ext")}
@@ -122,10 +125,11 @@ def first_errors(log_text: str, limit: int = 12) -> list[str]:
     lines = log_text.splitlines()
     picked: list[str] = []
     for i, line in enumerate(lines):
-        if _COMPILER_ERROR.search(line):
+        if _COMPILER_ERROR.search(line) and re.sub(r"^/\S*/", "", line.rstrip()) not in picked:
             for extra in lines[i:i + 3]:
+                extra = re.sub(r"^/\S*/", "", extra.rstrip())
                 if extra.strip() and extra not in picked[-3:]:
-                    picked.append(re.sub(r"^/\S*/", "", extra.rstrip()))
+                    picked.append(extra)
         if len(picked) >= limit:
             break
     if not picked:
@@ -202,18 +206,36 @@ def pch_status() -> str:
     return "ready"
 
 
+def pch_lock_path(cache_dir: Path) -> Path:
+    """One lock per torch install (the header is per install), beside the header
+    where that is writable."""
+    header = pch_path()
+    return header.with_suffix(".lock") if os.access(header.parent, os.W_OK) else Path(cache_dir) / "pch.lock"
+
+
+@contextlib.contextmanager
+def file_lock(path: str | Path | None):
+    """An exclusive flock; released by the kernel if the holder dies."""
+    if not path:
+        yield
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def pch_ready() -> bool:
     return pch_status() == "ready"
 
 
 def prepare_pch(cache_dir: Path) -> float:
     """Build the precompiled header as a candidate with no extra cflags needs it,
-    unless it is ready; returns the seconds spent. Holds <cache>/pch.lock, the
-    lock build children take around the same step. Raises PchError."""
-    import contextlib
-    import fcntl
-    import time
-
+    unless it is ready; returns the seconds spent. Holds the lock that build
+    children take around the same step. Raises PchError."""
     from torch.utils import cpp_extension
 
     directory = pch_path().parent
@@ -221,12 +243,8 @@ def prepare_pch(cache_dir: Path) -> float:
         raise PchError(f"torch's include directory {directory} is not writable, and torch writes the "
                        "precompiled header there. Use a torch installed where you can write (a virtual "
                        "environment); candidates still build without it, about 10 s slower each.")
-    lock = Path(cache_dir) / "pch.lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    with open(lock, "a") as f, contextlib.ExitStack() as unlock:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        unlock.callback(fcntl.flock, f, fcntl.LOCK_UN)
+    with file_lock(pch_lock_path(cache_dir)):
         try:
             cpp_extension._check_and_build_extension_h_precompiler_headers(None, None)
         except RuntimeError as exc:

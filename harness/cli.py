@@ -79,6 +79,20 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     return 0 if all(r.ok for r in results) else 1
 
 
+def cmd_doctor(args: argparse.Namespace, console: Console) -> int:
+    """Exit 0 when everything the device needs is present, 1 otherwise."""
+    from .doctor import diagnose, print_diagnosis
+    from .results import to_dict
+
+    if args.prepare:
+        console.print("Preparing torch's precompiled header (about 45 s when it has to be built) ...")
+    diagnosis = diagnose(args.device, args.cache_dir, prepare=args.prepare)
+    print_diagnosis(console, diagnosis)
+    if args.json:
+        args.json.write_text(json.dumps({**to_dict(diagnosis), "ok": diagnosis.ok}, indent=2))
+    return 0 if diagnosis.ok else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="harness", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -91,6 +105,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, default=None, metavar="N", help="builds at once (default: half the cores)")
     add_eval_options(p)
     p.set_defaults(handler=cmd_eval)
+    p = commands.add_parser("doctor", help="check GPUs, torch, compilers and the build cache; say how to fix "
+                            "what is missing (exit 1 when something the device needs is missing)")
+    p.add_argument("--device", choices=["cuda", "cpu"], default=None,
+                   help="what to check for (default: cuda when a GPU is present)")
+    p.add_argument("--cache-dir", type=Path, default=None, help="build cache (default ~/.cache/harness)")
+    p.add_argument("--prepare", action="store_true",
+                   help="build torch's precompiled header now (about 45 s, once per torch install)")
+    p.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write the findings as JSON")
+    p.set_defaults(handler=cmd_doctor)
+
+    from .run_command import DESCRIPTION, EPILOG, add_run_arguments, run_main
+
+    p = commands.add_parser("run", help="the optimization loop: propose, evaluate, feed back, repeat",
+                            description=DESCRIPTION, epilog=EPILOG,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_arguments(p)
+    p.set_defaults(handler=run_main)
     return parser
 
 

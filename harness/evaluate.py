@@ -96,7 +96,8 @@ def _timeout(doing: str, limit: float, log: Path) -> _Stop:
 class Evaluator:
     """Evaluates candidates for one problem on one device, keeping the reference process."""
 
-    def __init__(self, problem: str | Path | Problem, options: Optional[EvalOptions] = None):
+    def __init__(self, problem: str | Path | Problem, options: Optional[EvalOptions] = None,
+                 keep_spare: bool = True):
         self.problem = problem if isinstance(problem, Problem) else load_problem(problem)
         self.options = options or EvalOptions()
         self.cache = self.options.resolved_cache()
@@ -107,6 +108,7 @@ class Evaluator:
         self.oracle_info: dict = {}
         self.problem_warnings: list[str] = []
         self._spare: Optional[Child] = None
+        self.keep_spare = keep_spare  # for evaluators that will see more than one candidate
         self._spawned = 0
         self.environment = None
 
@@ -214,6 +216,11 @@ class Evaluator:
             stop.fill(result)
         finally:
             worker.stop()
+            # An evaluator used for several candidates keeps a spare worker
+            # importing torch for the next one; started only now, so it never
+            # competes with a timing.
+            if self.keep_spare and self.oracle and self._spare is None:
+                self._spare = self._spawn_worker()
             result.seconds = time.monotonic() - built.started
         return result
 
@@ -264,13 +271,9 @@ class Evaluator:
         return Child("candidate", log, env=self._env())
 
     def _take_worker(self) -> Child:
-        """A fresh worker; after the first candidate a spare one, with torch
-        already imported, waits for the next, which hides its start-up."""
+        """The spare worker if one is ready, else a fresh one."""
         spare, self._spare = self._spare, None
-        worker = spare if spare and spare.alive() else self._spawn_worker()
-        if self._spawned > 1 or spare:
-            self._spare = self._spawn_worker()
-        return worker
+        return spare if spare and spare.alive() else self._spawn_worker()
 
     def _start_worker(self, worker: Child, path: Path, entry: builds.BuildEntry, result: EvalResult) -> Child:
         result.details["worker_log"] = str(worker.log_path)
@@ -392,5 +395,5 @@ def _seed() -> int:
 def evaluate(problem: str | Path, candidate: str | Path, options: Optional[EvalOptions] = None,
              on_phase: Optional[Phase] = None) -> EvalResult:
     """Evaluate one candidate; raises ProblemError for a bad problem file."""
-    with Evaluator(problem, options) as evaluator:
+    with Evaluator(problem, options, keep_spare=False) as evaluator:
         return evaluator.evaluate(candidate, on_phase)

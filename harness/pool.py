@@ -37,7 +37,7 @@ def evaluate_many(problem: str | Path | Problem, candidates: Sequence[str | Path
     problem = problem if isinstance(problem, Problem) else load_problem(problem)
     notify = on_event or (lambda index, phase: None)
     slots = [dataclasses.replace(options, gpu=g) for g in gpus] if gpus else [options]
-    evaluators = [Evaluator(problem, slot) for slot in slots]
+    evaluators = [Evaluator(problem, slot, keep_spare=len(candidates) > len(slots)) for slot in slots]
     built: "queue.Queue" = queue.Queue()
     results: list[Optional[EvalResult]] = [None] * len(candidates)
     failures: list[BaseException] = []

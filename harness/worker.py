@@ -13,9 +13,7 @@ from a child is JSON plus raw tensor bytes (see channel.py).
 """
 from __future__ import annotations
 
-import contextlib
 import faulthandler
-import fcntl
 import importlib.util
 import os
 import platform
@@ -28,6 +26,7 @@ from typing import Any
 import torch
 
 from . import channel, check, roofline, timing
+from .build import file_lock
 from .results import CheckResult, to_dict
 
 # Taken before any candidate code runs: a candidate that swaps them is caught.
@@ -39,7 +38,6 @@ _GUARDED = {
     "torch.cuda.Event.synchronize": (torch.cuda.Event, "synchronize"),
     "torch.allclose": (torch, "allclose"),
     "torch.equal": (torch, "equal"),
-    "torch.manual_seed": (torch, "manual_seed"),
     "torch.randint": (torch, "randint"),
     "torch.Tensor.zero_": (torch.Tensor, "zero_"),
     "time.perf_counter": (timing.time, "perf_counter"),
@@ -71,21 +69,6 @@ def integrity(watch: "ThreadWatch") -> dict:
     return {"tampered": tampered(), "threads": watch.new()}
 
 
-@contextlib.contextmanager
-def file_lock(path: str | None):
-    """An exclusive flock; released by the kernel if this process dies."""
-    if not path:
-        yield
-        return
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 def import_file(path: str, name: str):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
@@ -95,7 +78,8 @@ def import_file(path: str, name: str):
 
 
 def serialize_pch_builds(lock_path: str | None) -> None:
-    """Let one process at a time check or rebuild torch's shared precompiled header.
+    """Let one process at a time check or rebuild torch's shared precompiled header,
+    and let no candidate delete it.
 
     load_inline(use_pch=True) writes one header file inside torch's install for
     every extension; builds running side by side would otherwise race on it."""
@@ -111,6 +95,9 @@ def serialize_pch_builds(lock_path: str | None) -> None:
 
     locked.serialized = True
     cpp_extension._check_and_build_extension_h_precompiler_headers = locked
+    # torch deletes the shared header whenever an extension does not ask for it,
+    # which would make the next quick-idiom candidate pay its ~45 s build again
+    cpp_extension.remove_extension_h_precompiler_headers = lambda: None
 
 
 def import_candidate(spec: dict):

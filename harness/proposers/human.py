@@ -1,0 +1,52 @@
+"""A person at an editor: the candidate file is evaluated each time it is saved."""
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+from .base import Conversation, Proposal
+
+POLL_SECONDS = 0.25
+SETTLE_SECONDS = 0.3  # editors may write a file in several steps
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class HumanProposer:
+    name = "human"
+
+    def __init__(self, path: Path, template: str, last: Optional[str] = None):
+        """`last` is the candidate evaluated last on a resumed run."""
+        self.path = Path(path)
+        if not self.path.exists():
+            self.path.write_text(template)
+        # The untouched template, or the version evaluated last, is not a new candidate.
+        self.seen = _digest(last if last is not None else self.path.read_text())
+
+    def propose(self, conversation: Conversation, say: Callable[[str], None]) -> Proposal:
+        say(conversation.prompt)
+        say(f"Edit and save {self.path} to evaluate it (Ctrl-C ends the run).")
+        started = time.monotonic()
+        while True:
+            text = self._read()
+            if text and text.strip() and _digest(text) != self.seen:
+                time.sleep(SETTLE_SECONDS)
+                if self._read() == text:
+                    self.seen = _digest(text)
+                    return Proposal(answer=text, origin=f"human:{self.path}", code=text,
+                                    seconds=time.monotonic() - started)
+                continue
+            time.sleep(POLL_SECONDS)
+
+    def _read(self) -> Optional[str]:
+        try:
+            return self.path.read_text()
+        except (OSError, UnicodeDecodeError):
+            return None  # mid-save or moved aside by the editor: look again
+
+    def close(self) -> None:
+        pass

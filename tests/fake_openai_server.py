@@ -1,0 +1,143 @@
+"""A local OpenAI-compatible chat-completions server for tests.
+
+Real HTTP on 127.0.0.1, so the real `openai` client is exercised end to end:
+authentication (401), unknown models (404), scripted failures such as a 429
+with Retry-After, and recorded answers. Every request body is kept for asserts.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Optional
+
+import pytest
+
+KEY = "sk-test-key-0123456789"
+MODEL = "fake-coder"
+
+
+@dataclass
+class Reply:
+    """One scripted reply: an answer, or an HTTP error status."""
+
+    content: str = ""
+    status: int = 200
+    headers: dict = field(default_factory=dict)
+    finish_reason: str = "stop"
+    reasoning: Optional[str] = None  # sent apart, as vLLM's `reasoning_content`
+
+
+class FakeOpenAI:
+    def __init__(self, models=(MODEL,), key: str = KEY):
+        self.models = list(models)
+        self.key = key
+        self.script: deque[Reply] = deque()
+        self.fallback: Optional[Reply] = None  # served when the script is empty
+        self.requests: list[dict] = []  # bodies of chat requests that passed auth and model checks
+        self.attempts = 0  # every chat request, failed ones included
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def answer(self, *replies: Reply | str) -> None:
+        self.script.extend(r if isinstance(r, Reply) else Reply(r) for r in replies)
+
+    def start(self) -> "FakeOpenAI":
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def _next(self) -> Reply:
+        if self.script:
+            return self.script.popleft()
+        if self.fallback:
+            return self.fallback
+        return Reply(status=500, content="the test scripted no more answers")
+
+    def _handler(self):
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep test output quiet
+                pass
+
+            def _send(self, status: int, payload: dict, headers: Optional[dict] = None):
+                body = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _error(self, status: int, message: str, code: str, headers=None):
+                self._send(status, {"error": {"message": message, "type": "invalid_request_error",
+                                              "param": None, "code": code}}, headers)
+
+            def _authorised(self) -> bool:
+                if self.headers.get("Authorization") == f"Bearer {fake.key}":
+                    return True
+                self._error(401, "Incorrect API key provided.", "invalid_api_key")
+                return False
+
+            def do_GET(self):
+                if not self._authorised():
+                    return
+                if self.path.rstrip("/") == "/v1/models":
+                    self._send(200, {"object": "list", "data": [
+                        {"id": m, "object": "model", "created": 0, "owned_by": "test"}
+                        for m in fake.models]})
+                else:
+                    self._error(404, f"Unknown path {self.path}", "not_found")
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                fake.attempts += 1
+                if not self._authorised():
+                    return
+                if self.path.rstrip("/") != "/v1/chat/completions":
+                    return self._error(404, f"Unknown path {self.path}", "not_found")
+                if body.get("model") not in fake.models:
+                    return self._error(
+                        404, f"The model `{body.get('model')}` does not exist or you do not have "
+                        "access to it.", "model_not_found")
+                reply = fake._next()
+                if reply.status != 200:
+                    return self._error(reply.status, reply.content or "scripted failure",
+                                       "scripted", reply.headers)
+                fake.requests.append(body)
+                prompt_tokens = sum(len(m["content"]) for m in body["messages"]) // 4
+                completion_tokens = max(1, len(reply.content) // 4)
+                message = {"role": "assistant", "content": reply.content}
+                if reply.reasoning is not None:
+                    message["reasoning_content"] = reply.reasoning
+                self._send(200, {
+                    "id": f"chatcmpl-{fake.attempts}", "object": "chat.completion",
+                    "created": int(time.time()), "model": body["model"],
+                    "choices": [{"index": 0, "message": message,
+                                 "finish_reason": reply.finish_reason}],
+                    "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                              "total_tokens": prompt_tokens + completion_tokens}})
+
+        return Handler
+
+
+@pytest.fixture
+def fake_openai():
+    server = FakeOpenAI().start()
+    try:
+        yield server
+    finally:
+        server.stop()

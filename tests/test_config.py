@@ -1,0 +1,68 @@
+"""Settings: flags over a TOML file over defaults; keys only from the environment."""
+import pytest
+
+from harness.config import ConfigError, Settings, load_config, parse_duration, resolve
+
+
+def flags(**given):
+    return {"device": "cpu", **given}
+
+
+def test_durations():
+    assert parse_duration(90) == 90.0
+    assert parse_duration("30m") == 1800.0 and parse_duration("2h") == 7200.0
+    with pytest.raises(ValueError):
+        parse_duration("soon")
+
+
+def test_flags_override_the_file_which_overrides_defaults(tmp_path):
+    config = tmp_path / "h.toml"
+    config.write_text('[endpoint]\nmodel = "m1"\nbase_url = "http://127.0.0.1:8000/v1"\n'
+                      'temperature = 0.6\n[limits]\nrounds = 7\nwall_time = "30m"\ntarget = 3\n')
+    s = resolve(flags(config=str(config), rounds=3))
+    assert (s.model, s.rounds, s.wall_time, s.target, s.temperature) == ("m1", 3, 1800.0, 3.0, 0.6)
+    assert s.proposer == "openai" and s.accept == 1.5
+
+
+def test_default_proposer(monkeypatch):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-x")  # a key alone names no model
+    assert resolve(flags()).proposer == "human"
+    assert resolve(flags(model="m")).proposer == "openai"
+    assert resolve(flags(files=["a.py"])).proposer == "files"
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
+    with pytest.raises(ConfigError, match="needs a model"):
+        resolve(flags())
+
+
+def test_resumed_settings_keep_what_was_stored_unless_given():
+    stored = Settings(problem="/p.py", proposer="files", files=["/a.py"], rounds=5, device="cpu")
+    s = resolve({"rounds": 8, "proposer": None, "files": None}, base=stored)
+    assert (s.rounds, s.proposer, s.files) == (8, "files", ["/a.py"])
+
+
+@pytest.mark.parametrize("text, message", [
+    ('rounds = 3\n', "at the top level"),
+    ('[limits]\nround = 3\n', "unknown key `round` in \\[limits\\]"),
+    ('[limits]\nrounds = "three"\n', "rounds must be a whole number"),
+    ('[endpoint]\napi_key = "sk-secret"\n', "holds an API key"),
+    ('[limits\n', "is not valid TOML"),
+])
+def test_bad_files_are_clear_errors(tmp_path, text, message):
+    config = tmp_path / "bad.toml"
+    config.write_text(text)
+    with pytest.raises(ConfigError, match=message) as caught:
+        load_config(config)
+    assert str(config) in str(caught.value) and "sk-secret" not in str(caught.value)
+
+
+def test_inconsistent_settings_are_reported_together():
+    with pytest.raises(ConfigError) as caught:
+        resolve(flags(proposer="files", accept=3.0, target=2.0, rounds=0))
+    message = str(caught.value)
+    assert "--files" in message and "--accept" in message and "--rounds" in message
+
+
+def test_a_person_at_an_editor_has_no_round_limit_unless_asked():
+    assert resolve(flags(proposer="human")).rounds is None
+    assert resolve(flags(proposer="human", rounds=4)).rounds == 4

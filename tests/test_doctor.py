@@ -1,0 +1,108 @@
+"""`harness doctor`: what it finds, how it says so, and its exit status."""
+import fcntl
+import json
+import subprocess
+import time
+
+import pytest
+import torch
+
+from harness import build
+from harness.cli import main
+from harness.doctor import Diagnosis, diagnose
+from harness.results import from_dict, to_dict
+
+
+def by_name(diagnosis: Diagnosis) -> dict:
+    return {c.name: c for c in diagnosis.checks}
+
+
+def test_cpu_diagnosis_reports_torch_compilers_and_cache(tmp_path):
+    cache = tmp_path / "cache"
+    (cache / "builds" / "entry").mkdir(parents=True)
+    (cache / "builds" / "entry" / "build.log").write_bytes(b"x" * 1000)
+    diagnosis = diagnose("cpu", cache)
+    checks = by_name(diagnosis)
+    assert {"GPU", "torch", "nvcc", "C++ compiler", "ninja", "Python headers", "build cache",
+            "precompiled header"} == set(checks)
+    assert checks["torch"].ok and torch.__version__ in checks["torch"].found
+    assert checks["C++ compiler"].ok and checks["ninja"].ok
+    assert str(cache) in checks["build cache"].found and "1 build(s)" in checks["build cache"].found
+    assert diagnosis.cache_bytes == 1000
+    # on cpu neither a GPU nor nvcc is needed, nor the precompiled header
+    assert not (checks["GPU"].needed or checks["nvcc"].needed or checks["precompiled header"].needed)
+    assert diagnosis.ok
+    assert from_dict(Diagnosis, json.loads(json.dumps(to_dict(diagnosis)))) == diagnosis
+
+
+def test_cli_prints_a_table_and_exits_0_when_ready(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")
+    cache, out = tmp_path / "given-cache", tmp_path / "doctor.json"
+    assert main(["doctor", "--device", "cpu", "--cache-dir", str(cache), "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "harness doctor (device cpu)" in text and "build cache" in text and str(cache) in text
+    assert "Ready for cpu." in text
+    report = json.loads(out.read_text())
+    assert report["ok"] is True and report["cache_dir"] == str(cache)
+
+
+def test_cli_exits_1_and_says_how_to_fix_a_missing_compiler(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")
+    monkeypatch.setenv("CXX", "no-such-compiler-here")
+    assert main(["doctor", "--device", "cpu", "--cache-dir", str(tmp_path)]) == 1
+    text = capsys.readouterr().out
+    assert "'no-such-compiler-here'" in text and "Install g++" in text
+    assert "Not ready for cpu: C++ compiler" in text
+
+
+@pytest.mark.skipif(bool(build.nvidia_smi("name")), reason="a GPU is present")
+def test_cuda_without_a_gpu_is_not_ready(tmp_path):
+    diagnosis = diagnose("cuda", tmp_path)
+    gpu = by_name(diagnosis)["GPU"]
+    assert gpu.needed and not gpu.ok and "--device cpu" in gpu.fix
+    assert not diagnosis.ok
+
+
+def test_pch_status_never_builds_the_header():
+    started = time.monotonic()
+    status = build.pch_status()
+    assert status in ("ready", "missing", "stale", "unsupported")
+    assert build.pch_ready() == (status == "ready")
+    assert time.monotonic() - started < 15  # building it takes 45 s or more
+
+
+def test_prepare_pch_holds_the_lock_and_calls_torch_without_extra_flags(tmp_path, monkeypatch):
+    from torch.utils import cpp_extension
+
+    calls = []
+
+    def fake(extra_cflags, extra_include_paths, is_standalone=False):
+        with open(build.pch_lock_path(tmp_path)) as f:  # another open file: blocked while prepare_pch holds it
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        calls.append((extra_cflags, extra_include_paths))
+
+    monkeypatch.setattr(cpp_extension, "_check_and_build_extension_h_precompiler_headers", fake)
+    monkeypatch.setattr(build, "pch_path", lambda: tmp_path / "torch" / "extension.h.gch")
+    (tmp_path / "torch").mkdir()
+    assert build.prepare_pch(tmp_path) >= 0
+    assert calls == [(None, None)]
+
+
+def test_prepare_pch_failure_is_one_paragraph_with_the_compiler_error(tmp_path, monkeypatch):
+    from torch.utils import cpp_extension
+
+    def failing(*args, **kwargs):
+        try:
+            raise subprocess.CalledProcessError(1, ["c++"], output=b"extension.h:3:10: fatal error: boom.h: No such file")
+        except subprocess.CalledProcessError as exc:
+            raise RuntimeError("Compile PreCompile Header fail, command: c++ ...") from exc
+
+    monkeypatch.setattr(cpp_extension, "_check_and_build_extension_h_precompiler_headers", failing)
+    monkeypatch.setattr(build, "pch_path", lambda: tmp_path / "torch" / "extension.h.gch")
+    (tmp_path / "torch").mkdir()
+    with pytest.raises(build.PchError) as caught:
+        build.prepare_pch(tmp_path)
+    message = str(caught.value)
+    assert "boom.h: No such file" in message and str(tmp_path / "torch" / "extension.h.gch") in message
+    assert "\n" not in message

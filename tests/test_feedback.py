@@ -1,0 +1,85 @@
+"""Feedback text: verdict, errors cut to what matters, times, thresholds, history."""
+from harness.feedback import (Thresholds, advice, compiler_errors, feedback_context, feedback_text,
+                              headline, history_table)
+from harness.prompts import Prompts
+from harness.results import BuildResult, CheckResult, EvalResult, Timing, Verdict
+
+T = Thresholds(accept=1.5, target=2.0)
+
+
+def timing(ms: float) -> Timing:
+    return Timing(median=ms, iqr=ms / 50, mean=ms, min=ms * 0.9, n=40, rel_se=0.004, method="cuda_events")
+
+
+def correct(speedup: float) -> EvalResult:
+    return EvalResult(Verdict.CORRECT, f"{Verdict.CORRECT.sentence} Candidate ...",
+                      check=CheckResult(True, trials=5, max_abs_error=1e-6),
+                      timings={"candidate": timing(8.17 / speedup), "reference": timing(8.17)},
+                      speedup=speedup)
+
+
+def compile_error() -> EvalResult:
+    group = ["main.cu:20:9: error: expected ';' before 'double'", "   20 |   double inv = 1.0;"]
+    return EvalResult(Verdict.COMPILE_ERROR,
+                      f"{Verdict.COMPILE_ERROR.sentence} First errors:\n" + "\n".join(group) + "\nFull log: x",
+                      build=BuildResult(ok=False, seconds=3.0, first_errors=group + group))
+
+
+def incorrect() -> EvalResult:
+    reason = "the output differs in 10 of 4096 elements (0.24%); first at index [0, 3]"
+    return EvalResult(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} Trial 2: {reason}.",
+                      check=CheckResult(False, trials=2, max_abs_error=0.5, max_rel_error=2.0,
+                                        mismatch_share=0.0024, first_bad_index=[0, 3],
+                                        failed_trial=2, reasons=[reason]))
+
+
+def test_compiler_errors_are_shown_once():
+    lines = compiler_errors(compile_error())
+    assert lines == ["main.cu:20:9: error: expected ';' before 'double'", "   20 |   double inv = 1.0;"]
+    context = feedback_context(1, compile_error(), T, [])
+    assert context["compiler_errors"] == lines
+    assert "First errors" not in context["explanation"]  # not repeated outside the block
+
+
+def test_incorrect_shows_the_mismatch_and_the_failing_trial():
+    context = feedback_context(1, incorrect(), T, [])
+    assert context["correctness"][0].startswith("the output differs in 10 of 4096")
+    assert "failed on trial 2" in context["correctness"]
+    assert context["explanation"] == "" and context["speedup"] is None
+
+
+def test_advice_follows_the_thresholds():
+    assert "different strategy" in advice(correct(0.61), T, None)
+    assert "slower than the reference" in advice(correct(0.61), T, None)
+    assert "short of the target 2.0x" in advice(correct(1.7), T, None)
+    assert "task is done" in advice(correct(2.3), T, None)
+    assert "Best so far: round 2 at 1.80x" in advice(compile_error(), T, (2, 1.8))
+    assert "Best so far" not in advice(correct(1.9), T, (2, 1.8))
+
+
+def test_text_has_times_speedup_thresholds_and_history():
+    history = [(1, compile_error()), (2, incorrect())]
+    text = feedback_text(Prompts(), 3, correct(1.2), T, history)
+    assert text.startswith("## Round 3: correct")
+    assert "- candidate: 6.808 ms" in text and "- reference: 8.17 ms" in text
+    assert "Speedup: 1.20x (acceptable: 1.5x, target: 2.0x)" in text
+    assert "| 1 | compile_error | - | - | - |" in text
+    assert "| 3 | correct | 1.20x | 6.808 | 8.17 |" in text
+
+
+def test_no_code_feedback_says_exactly_that():
+    result = EvalResult(Verdict.NO_CODE, "The answer holds no fenced Python code block.")
+    text = feedback_text(Prompts(), 1, result, T, [])
+    assert "## Round 1: no_code" in text and "holds no fenced Python code block" in text
+
+
+def test_history_table_keeps_the_latest_rows():
+    rows = history_table([(n, correct(1.0 + n / 100)) for n in range(1, 31)]).splitlines()
+    assert rows[2] == "| 1-18 | (18 earlier rounds) | | | |"
+    assert rows[-1].startswith("| 30 | correct | 1.30x")
+
+
+def test_headline_is_one_line():
+    assert headline(correct(2.5)) == "2.50x"
+    assert headline(compile_error()).startswith("main.cu:20:9: error")
+    assert headline(incorrect()).startswith("the output differs")

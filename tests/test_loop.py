@@ -1,0 +1,330 @@
+"""The optimization loop: stop rules with a stub evaluator, then real runs on CPU.
+
+Real runs use tests/problems/row_loop.py, whose reference loops over rows in
+Python, so a vectorised plain-Python candidate clears a 2x target without a build.
+"""
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from fake_openai_server import KEY, MODEL, Reply, fake_openai  # noqa: F401  (fixture)
+from harness.config import Settings
+from harness.display import Display
+from harness.loop import Loop
+from harness.prompts import Prompts
+from harness.proposers.base import Exhausted, Proposal, ProposerError, Tokens
+from harness.results import EvalResult, Verdict
+from harness.run_command import main
+from harness.store import ProblemRef, Run, RunStore, utc_now
+
+from conftest import PROBLEMS, REPO, SEEDS
+
+PROBLEM = PROBLEMS / "row_loop.py"
+
+HEAD = "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n" \
+       "    def __init__(self, scale):\n        super().__init__()\n        self.scale = scale\n\n"
+FAST = HEAD + "    def forward(self, x):\n        return torch.tanh(x) * self.scale + 1.0\n"
+# The reference's loop, run twice: a correct candidate well below the 1.5x bar.
+SLOW = HEAD + ("    def forward(self, x):\n        out = torch.empty_like(x)\n"
+               "        for _ in range(2):\n            for i in range(x.shape[0]):\n"
+               "                out[i] = torch.tanh(x[i]) * self.scale + 1.0\n        return out\n")
+WRONG = HEAD + "    def forward(self, x):\n        return torch.tanh(x)\n"
+
+
+def seed(name: str) -> Path:
+    return next(SEEDS.glob(f"{name}_*.txt"))
+
+
+def eval_flags(cache_dir) -> list[str]:
+    return ["--device", "cpu", "--time-cap", "1", "--cache-dir", str(cache_dir)]
+
+
+def only_run(runs: Path) -> Path:
+    (path,) = list(runs.iterdir())
+    return path
+
+
+def run_json(path: Path) -> dict:
+    return json.loads((path / "run.json").read_text())
+
+
+# --- stop rules, with a stub evaluator (no processes) ------------------------
+
+class StubEvaluator:
+    """Reads `# verdict speedup` from the candidate's first line."""
+
+    def evaluate(self, path, on_phase=None):
+        verdict, speedup = Path(path).read_text().split("\n")[0].lstrip("# ").split()
+        on_phase("building")
+        return EvalResult(Verdict(verdict), f"stub {verdict}",
+                          speedup=float(speedup) if verdict == "correct" else None)
+
+
+class ScriptedProposer:
+    name = "scripted"
+
+    def __init__(self, *answers, tokens=Tokens(50, 10)):
+        self.answers = list(answers)
+        self.tokens = tokens
+        self.seen = []
+
+    def propose(self, conversation, say):
+        self.seen.append(conversation)
+        if not self.answers:
+            raise Exhausted("no more")
+        answer = self.answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return Proposal(answer=answer, origin="scripted", code=answer if answer.startswith("#") else None,
+                        tokens=self.tokens)
+
+    def close(self):
+        pass
+
+
+def stub_loop(tmp_path, proposer, clock=None, **settings) -> tuple[Loop, RunStore]:
+    store = RunStore.create(tmp_path, "stub")
+    run = Run(id=store.id, settings=Settings(problem="stub.py", **settings),
+              problem=ProblemRef("stub.py", "stub", "0" * 64), created=utc_now())
+    elapsed = clock or (lambda: 0.0)
+    display = Display(Console(file=io.StringIO()), run, elapsed)
+    loop = Loop(run=run, store=store, rounds=[], proposer=proposer, evaluator=StubEvaluator(),
+                prompts=Prompts(), system="sys", first="the problem", display=display, elapsed=elapsed)
+    return loop, store
+
+
+def test_stops_at_the_target_and_keeps_the_best(tmp_path):
+    loop, _ = stub_loop(tmp_path, ScriptedProposer("# correct 1.2", "# correct 1.7", "# correct 2.1",
+                                                   "# correct 9.0"))
+    run = loop.execute()
+    assert (run.stop_reason, run.outcome, len(run.rounds)) == ("target", "target", 3)
+    assert run.best.round == 3 and run.message == "Target 2.0x reached in round 3: 2.10x."
+
+
+def test_between_accept_and_target_it_keeps_trying_until_the_rounds_run_out(tmp_path):
+    proposer = ScriptedProposer("# correct 1.7", "# compile_error 0", "# correct 1.6")
+    run = stub_loop(tmp_path, proposer, rounds=3)[0].execute()
+    assert (run.stop_reason, run.outcome, run.best.round) == ("rounds", "accepted", 1)
+    assert "best 1.70x in round 1 is acceptable" in run.message
+    assert "short of the target" in proposer.seen[1].prompt  # feedback on round 1
+
+
+def test_wall_time_budget(tmp_path):
+    ticks = iter([0.0, 0.0, 0.0, 50.0] + [100.0] * 20)
+    run = stub_loop(tmp_path, ScriptedProposer(*["# correct 1.0"] * 5), clock=lambda: next(ticks),
+                    wall_time=60)[0].execute()
+    assert run.stop_reason == "wall_time" and 1 <= len(run.rounds) < 5
+
+
+def test_token_budget(tmp_path):
+    run = stub_loop(tmp_path, ScriptedProposer(*["# correct 1.0"] * 5), token_budget=100)[0].execute()
+    assert (run.stop_reason, len(run.rounds), run.tokens.total) == ("tokens", 2, 120)
+
+
+def test_samples_per_round_pick_the_fastest_correct(tmp_path):
+    proposer = ScriptedProposer("# correct 1.2", "# correct 2.5", "# incorrect 0")
+    loop, store = stub_loop(tmp_path, proposer, samples=3)
+    run = loop.execute()
+    assert run.best.sample == 1 and run.best.candidate == "rounds/001/samples/2/candidate.py"
+    (rnd,) = store.load_rounds()
+    assert rnd.chosen == 1 and len(rnd.samples) == 3
+
+
+def test_files_running_out_and_proposer_errors_end_the_run(tmp_path):
+    run = stub_loop(tmp_path / "a", ScriptedProposer("# correct 1.1"))[0].execute()
+    assert (run.status, run.stop_reason) == ("finished", "files_exhausted")
+    error = ProposerError("The endpoint rejected the API key.")
+    run = stub_loop(tmp_path / "b", ScriptedProposer("# correct 1.1", error))[0].execute()
+    assert run.status == "failed" and run.message.startswith("The endpoint rejected the API key.")
+    run = stub_loop(tmp_path / "c", ScriptedProposer(KeyboardInterrupt()))[0].execute()
+    assert (run.status, run.stop_reason) == ("interrupted", "interrupted")
+
+
+def test_no_code_counts_as_a_round_and_its_feedback_says_so(tmp_path):
+    proposer = ScriptedProposer("I would use shared memory.", "# correct 2.0")
+    run = stub_loop(tmp_path, proposer)[0].execute()
+    assert [r.verdict for r in run.rounds] == [Verdict.NO_CODE, Verdict.CORRECT]
+    assert "holds no fenced Python code block" in proposer.seen[1].prompt
+    assert proposer.seen[1].turns[0].answer == "I would use shared memory."
+
+
+# --- real runs on CPU -------------------------------------------------------
+
+def test_files_run_reaches_the_target_and_stops(tmp_path, cache_dir, capsys):
+    cands = tmp_path / "cands"
+    cands.mkdir()
+    (cands / "slow.py").write_text(SLOW)
+    (cands / "fast.py").write_text(FAST)
+    runs = tmp_path / "runs"
+    files = [seed("004"), cands / "slow.py", cands / "fast.py", cands / "slow.py"]
+    rc = main([str(PROBLEM), "--files", *map(str, files), "--runs-dir", str(runs),
+               *eval_flags(cache_dir)])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    path = only_run(runs)
+    record = run_json(path)
+    assert [r["verdict"] for r in record["rounds"]] == ["no_code", "correct", "correct"]
+    assert record["rounds"][1]["speedup"] < 1.5 <= 2.0 <= record["rounds"][2]["speedup"]
+    assert (record["status"], record["outcome"], record["best"]["round"]) == ("finished", "target", 3)
+    assert record["environment"]["torch"] and record["problem"]["sha256"]
+    assert not (path / "rounds" / "004").exists()
+    assert not (path / "rounds" / "001" / "candidate.py").exists()
+    assert "different strategy" in (path / "rounds" / "003" / "prompt.md").read_text()
+    assert "Target 2.0x reached in round 3" in out and str(path) in out
+
+
+def test_openai_run_that_never_builds_ends_after_its_rounds(tmp_path, cache_dir, capsys,
+                                                           fake_openai, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    fake_openai.answer(Reply(status=429, content="slow down", headers={"retry-after-ms": "20"}),
+                       seed("003").read_text(), seed("000").read_text(), FAST)
+    runs = tmp_path / "runs"
+    rc = main([str(PROBLEM), "--model", MODEL, "--base-url", fake_openai.url, "--rounds", "2",
+               "--runs-dir", str(runs), *eval_flags(cache_dir)])
+    out = capsys.readouterr().out
+    assert rc == 1, out
+    path = only_run(runs)
+    record = run_json(path)
+    assert record["settings"]["proposer"] == "openai"
+    assert [r["verdict"] for r in record["rounds"]] == ["import_error", "import_error"]
+    assert record["outcome"] == "no_correct" and record["stop_reason"] == "rounds"
+    assert "no correct candidate in 2 round(s) (import_error x2)" in record["message"]
+    assert "no correct candidate in 2 round(s)" in out
+    assert record["tokens"]["completion"] > 0 and all(r["tokens"] > 0 for r in record["rounds"])
+    # Round 2 was asked with the whole exchange: problem, answer without reasoning, feedback.
+    second = fake_openai.requests[1]["messages"]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
+    assert "</think>" not in second[2]["content"] and "class ModelNew" in second[2]["content"]
+    assert second[3]["content"].startswith("## Round 1: import_error")
+    assert "load_inline()" in second[3]["content"]
+    assert fake_openai.attempts == 3  # the 429 was retried; the fast answer never asked for
+    for file in path.rglob("*"):  # the key never reaches the run directory
+        assert not file.is_file() or KEY not in file.read_text(errors="replace")
+
+
+def test_resume_after_the_process_is_killed(tmp_path, cache_dir, capsys):
+    cands = tmp_path / "cands"
+    cands.mkdir()
+    for name, code in (("a_slow.py", SLOW), ("b_slow.py", SLOW), ("c_fast.py", FAST)):
+        (cands / name).write_text(code)
+    runs = tmp_path / "runs"
+    with open(tmp_path / "out.log", "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "harness.run_command", str(PROBLEM), "--files", str(cands),
+             "--runs-dir", str(runs), *eval_flags(cache_dir)],
+            cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 120
+            while not list(runs.glob("*/rounds/001/round.json")):
+                assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "out.log").read_text()
+                time.sleep(0.02)
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+    path = only_run(runs)
+    assert run_json(path)["status"] == "running"  # killed: nobody marked it finished
+    first_round = (path / "rounds" / "001" / "round.json").read_text()
+
+    rc = main(["--resume", str(path), *eval_flags(cache_dir)])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    record = run_json(path)
+    assert [r["n"] for r in record["rounds"]] == [1, 2, 3]
+    assert (record["outcome"], record["best"]["round"]) == ("target", 3)
+    assert (path / "rounds" / "001" / "round.json").read_text() == first_round  # not redone
+    origins = [json.loads((path / "rounds" / f"00{n}" / "round.json").read_text())["samples"][0]["origin"]
+               for n in (1, 2, 3)]
+    assert [Path(o).name for o in origins] == ["a_slow.py", "b_slow.py", "c_fast.py"]
+    events = [json.loads(line)["event"] for line in (path / "events.jsonl").read_text().splitlines()]
+    assert "resume" in events and events[-1] == "stop"
+    for aside in (path / "partial").glob("*") if (path / "partial").exists() else []:
+        assert aside.name.startswith("002-")  # the round in flight was set aside, then redone
+
+
+def test_human_proposer_evaluates_each_save(tmp_path, cache_dir, capsys):
+    runs = tmp_path / "runs"
+    result = {}
+    thread = threading.Thread(target=lambda: result.setdefault("rc", main(
+        [str(PROBLEM), "--proposer", "human", "--runs-dir", str(runs), *eval_flags(cache_dir)])),
+        daemon=True)
+    thread.start()
+
+    def events():
+        return "".join(p.read_text() for p in runs.glob("*/events.jsonl"))
+
+    def wait_for(pattern):
+        deadline = time.monotonic() + 120
+        while not list(runs.glob(pattern)):
+            assert thread.is_alive() and time.monotonic() < deadline, (pattern, events())
+            time.sleep(0.05)
+        return list(runs.glob(pattern))[0]
+
+    edited = wait_for("*/candidate.py")
+    time.sleep(0.5)  # the template is not a candidate: nothing happens until a save
+    assert not list(runs.glob("*/rounds/001/answer.md"))
+    edited.write_text(WRONG)
+    wait_for("*/rounds/001/round.json")
+    edited.write_text(FAST)
+    thread.join(120)
+    assert not thread.is_alive() and result["rc"] == 0, events()
+    path = edited.parent
+    assert [r["verdict"] for r in run_json(path)["rounds"]] == ["incorrect", "correct"]
+    assert (path / "rounds" / "002" / "candidate.py").read_text() == FAST
+    out = capsys.readouterr().out
+    assert "## Round 1: incorrect" in out and f"Edit and save {edited}" in out
+
+
+# --- bad input ----------------------------------------------------------------
+
+def test_bad_input_is_one_clear_paragraph(tmp_path, capsys):
+    assert main([str(tmp_path / "nope.py"), "--files", str(seed("000")), "--runs-dir",
+                 str(tmp_path / "runs"), "--device", "cpu"]) == 2
+    assert "nope.py does not exist" in capsys.readouterr().err
+    config = tmp_path / "h.toml"
+    config.write_text('[endpoint]\nmodel = "m"\napi_key = "sk-secret"\n')
+    assert main([str(PROBLEM), "--config", str(config), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert "holds an API key" in err and "sk-secret" not in err
+    assert main(["--resume", str(tmp_path)]) == 2
+    assert "is not a run directory" in capsys.readouterr().err
+    assert main([str(PROBLEM), "--proposer", "openai", "--device", "cpu"]) == 2
+    assert "needs a model" in capsys.readouterr().err
+
+
+def test_resume_refuses_a_changed_problem(tmp_path, capsys):
+    problem = tmp_path / "p.py"
+    problem.write_text(PROBLEM.read_text())
+    runs = tmp_path / "runs"
+    store = RunStore.create(runs, "p")
+    store.save_run(Run(id=store.id, settings=Settings(problem=str(problem), proposer="files",
+                                                      files=[str(seed("000"))], device="cpu"),
+                       problem=ProblemRef(str(problem), "p", "0" * 64), created=utc_now()))
+    assert main(["--resume", str(store.path)]) == 2
+    assert "changed since run" in capsys.readouterr().err
+    assert os.path.exists(store.path / "run.json")
+
+
+# --- on a GPU -----------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_gpu_files_run_from_seed_001_to_a_faster_candidate(tmp_path, cache_dir, capsys):
+    faster = Path(__file__).parent / "loop_candidates" / "layernorm_split_rows.py"
+    runs = tmp_path / "runs"
+    rc = main([str(REPO / "problems" / "layernorm_4d.py"), "--files", str(seed("001")), str(faster),
+               "--runs-dir", str(runs), "--device", "cuda", "--cache-dir", str(cache_dir)])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    record = run_json(only_run(runs))
+    assert [r["verdict"] for r in record["rounds"]] == ["correct", "correct"], out
+    assert record["rounds"][0]["speedup"] < 1.5  # seed 001: one block per sample
+    assert record["rounds"][1]["speedup"] >= 2.0 and record["outcome"] == "target"
+    assert record["environment"]["arch"].startswith("sm_")

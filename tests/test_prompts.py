@@ -1,0 +1,90 @@
+"""Prompt templates: what the first prompt must say, and one's own template directory."""
+import ast
+import re
+
+import pytest
+
+from harness.gpu_info import DeviceInfo, peak_bandwidth
+from harness.problem import load_problem
+from harness.prompts import (Prompts, PromptError, candidate_template, first_prompt,
+                             system_prompt)
+
+from conftest import REPO
+
+H100 = DeviceInfo("cuda", "NVIDIA H100 80GB HBM3", "9.0", 3.35)
+
+
+@pytest.fixture
+def problem():
+    return load_problem(REPO / "problems" / "layernorm_4d.py")
+
+
+def python_blocks(text: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", text, re.DOTALL)
+
+
+def test_first_prompt_has_problem_rules_hardware_and_the_quick_idiom(problem):
+    text = first_prompt(Prompts(), problem, H100, accept=1.5, target=2.0, trials=5)
+    assert problem.source.strip() in text
+    assert "class ModelNew(nn.Module)" in text and "load_inline" in text
+    assert "NVIDIA H100 80GB HBM3" in text and "9.0" in text and "sm_90" in text
+    assert "3.35 TB/s" in text
+    assert "1.5x is acceptable; 2.0x or more finishes the task" in text
+    idiom = python_blocks(text)[-1]
+    ast.parse(idiom)  # the example is valid Python
+    assert "no_implicit_headers=True" in idiom and "use_pch=True" in idiom
+    cuda = idiom.split('cuda_source = r"""')[1].split('"""')[0]
+    assert "torch" not in cuda and "cudaStream_t stream" in cuda
+    cpp = idiom.split('cpp_source = r"""')[1].split('"""')[0]
+    assert cpp.lstrip().startswith("#include <torch/extension.h>")
+
+
+def test_cpu_device_is_described_without_gpu_figures(problem):
+    text = first_prompt(Prompts(), problem, DeviceInfo("cpu", "x86_64", "cpu"), accept=1.5,
+                        target=2.0, trials=5)
+    assert "x86_64 (CPU)" in text and "TB/s" not in text
+
+
+def test_tolerances_set_by_the_problem_are_stated(tmp_path):
+    path = tmp_path / "tol.py"
+    path.write_text("ATOL = 0.01\nRTOL = 0.001\nclass Model: pass\n"
+                    "def get_inputs(): return []\ndef get_init_inputs(): return []\n")
+    text = first_prompt(Prompts(), load_problem(path), H100, accept=1.5, target=2.0, trials=5)
+    assert "atol=0.01, rtol=0.001" in text
+
+
+def test_candidate_template_is_python_defining_modelnew(problem):
+    text = candidate_template(Prompts(), problem, accept=1.5, target=2.0)
+    tree = ast.parse(text)
+    assert any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body)
+
+
+def test_own_directory_overrides_some_templates_and_falls_back_for_the_rest(tmp_path, problem):
+    (tmp_path / "system.j2").write_text("Be brief.")
+    prompts = Prompts(tmp_path)
+    assert system_prompt(prompts) == "Be brief."
+    assert "## Rules" in first_prompt(prompts, problem, H100, accept=1.5, target=2.0, trials=5)
+
+
+def test_template_errors_name_the_file(tmp_path, problem):
+    (tmp_path / "first.j2").write_text("{{ problem.source }} {{ gpu_name }}")
+    with pytest.raises(PromptError, match=r"first\.j2 uses a name the harness does not provide"):
+        first_prompt(Prompts(tmp_path), problem, H100, accept=1.5, target=2.0, trials=5)
+    (tmp_path / "first.j2").write_text("{% if %}")
+    with pytest.raises(PromptError, match=r"first\.j2 has a syntax error at line 1"):
+        first_prompt(Prompts(tmp_path), problem, H100, accept=1.5, target=2.0, trials=5)
+
+
+def test_bad_directories_are_clear_errors(tmp_path):
+    with pytest.raises(PromptError, match="does not exist"):
+        Prompts(tmp_path / "missing")
+    with pytest.raises(PromptError, match="holds none of the templates"):
+        Prompts(tmp_path)
+
+
+def test_bandwidth_lookup_prefers_specific_names():
+    assert peak_bandwidth("NVIDIA H100 PCIe") == 2.0
+    assert peak_bandwidth("NVIDIA H100 80GB HBM3") == 3.35
+    assert peak_bandwidth("NVIDIA GH200 480GB") == 4.0
+    assert peak_bandwidth("NVIDIA L4") == 0.3 and peak_bandwidth("NVIDIA L40S") == 0.864
+    assert peak_bandwidth("Some Future GPU") is None
