@@ -32,6 +32,8 @@ def add_eval_options(parser: argparse.ArgumentParser) -> None:
                         help="most seconds spent sampling times")
     parser.add_argument("--compile-baseline", action="store_true", help="also time torch.compile(Model)")
     parser.add_argument("--cache-dir", type=Path, default=None, help="build cache (default ~/.cache/harness)")
+    parser.add_argument("--gpus", default=None, metavar="0,1", help="GPUs to time on, one candidate at a time each")
+    parser.add_argument("--jobs", type=int, default=None, metavar="N", help="builds at once (default: half the cores)")
 
 
 def eval_options(args: argparse.Namespace):
@@ -101,8 +103,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("candidates", nargs="+", metavar="candidate", help="candidate file(s) defining ModelNew")
     p.add_argument("--json", type=Path, default=None, metavar="OUT",
                    help="write the full result as JSON (a list when there are several candidates)")
-    p.add_argument("--gpus", default=None, metavar="0,1", help="GPUs to time on, one candidate at a time each")
-    p.add_argument("--jobs", type=int, default=None, metavar="N", help="builds at once (default: half the cores)")
     add_eval_options(p)
     p.set_defaults(handler=cmd_eval)
     p = commands.add_parser("doctor", help="check GPUs, torch, compilers and the build cache; say how to fix "

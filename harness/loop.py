@@ -20,8 +20,10 @@ from .store import CANDIDATE_FILE, Best, Round, RoundSummary, Run, RunStore, Sam
 
 
 class Evaluates(Protocol):
-    def evaluate(self, candidate_path: str, on_phase: Optional[Callable[[str], None]] = None
-                 ) -> EvalResult: ...
+    """A batch of candidates in, their results out in order (harness.pool.Pool)."""
+
+    def evaluate(self, candidates: list[str], on_event: Optional[Callable[[int, str], None]] = None
+                 ) -> list[EvalResult]: ...
 
 
 def pick(samples: list[Sample]) -> int:
@@ -135,7 +137,8 @@ class Loop:
         self.store.write_prompt(n, prompt)
         turns = [Turn(r.prompt, strip_reasoning(r.answer)) for r in self.rounds]
         conversation = Conversation(self.system, turns, prompt)
-        samples = [self._sample(n, i, conversation) for i in range(self.run.settings.samples)]
+        samples = [self._ask(n, i, conversation) for i in range(self.run.settings.samples)]
+        self._evaluate(n, samples)
         return Round(n=n, prompt=prompt, samples=samples, chosen=pick(samples), started=started,
                      seconds=time.monotonic() - t0)
 
@@ -143,7 +146,8 @@ class Loop:
         self.display.phase(n, i, phase)
         self.store.event("phase", round=n, sample=i + 1, phase=phase)
 
-    def _sample(self, n: int, i: int, conversation: Conversation) -> Sample:
+    def _ask(self, n: int, i: int, conversation: Conversation) -> Sample:
+        """One answer, recorded and extracted; its evaluation comes with the round's batch."""
         self._phase(n, i, "asking")
         proposal = self.proposer.propose(conversation, self.display.say)
         # Tokens count as soon as they are spent, even if this round never finishes.
@@ -154,20 +158,25 @@ class Loop:
         else:
             found = extract(proposal.answer, cut_off=proposal.cut_off)
             code, status, message = found.code, found.status.value, found.message
-        t0 = time.monotonic()
-        if code is None:
-            result = EvalResult(verdict=Verdict.NO_CODE, explanation=message,
-                                problem=self.run.problem.name)
-        else:
-            path = self.store.write_candidate(n, i, code)
-            result = self.evaluator.evaluate(str(path), on_phase=lambda p: self._phase(n, i, p))
-        self.store.write_eval(n, i, result)
-        self.store.event("result", round=n, sample=i + 1, verdict=result.verdict.value,
-                         speedup=result.speedup if result.ok else None)
+        result = None if code is not None else EvalResult(
+            verdict=Verdict.NO_CODE, explanation=message, problem=self.run.problem.name)
         return Sample(answer=proposal.answer, origin=proposal.origin, extraction=status,
                       candidate=code, eval=result, tokens=proposal.tokens,
-                      ask_seconds=proposal.seconds, eval_seconds=time.monotonic() - t0,
-                      cut_off=proposal.cut_off)
+                      ask_seconds=proposal.seconds, eval_seconds=0.0, cut_off=proposal.cut_off)
+
+    def _evaluate(self, n: int, samples: list[Sample]) -> None:
+        """All of a round's candidates through the pool: built at once, timed one per GPU."""
+        todo = [i for i, s in enumerate(samples) if s.eval is None]
+        paths = [str(self.store.write_candidate(n, i, samples[i].candidate)) for i in todo]
+        t0 = time.monotonic()
+        results = self.evaluator.evaluate(paths, on_event=lambda j, phase: self._phase(n, todo[j], phase))
+        for i, result in zip(todo, results):
+            samples[i].eval, samples[i].eval_seconds = result, result.seconds
+        for i, sample in enumerate(samples):
+            self.store.write_eval(n, i, sample.eval)
+            self.store.event("result", round=n, sample=i + 1, verdict=sample.eval.verdict.value,
+                             speedup=sample.eval.speedup if sample.eval.ok else None)
+        self.store.event("evaluated", round=n, seconds=round(time.monotonic() - t0, 3))
 
     def _record(self, rnd: Round) -> None:
         self.store.save_round(rnd)

@@ -27,56 +27,69 @@ def default_build_jobs() -> int:
     return max(1, (os.cpu_count() or 2) // 2)
 
 
-def evaluate_many(problem: str | Path | Problem, candidates: Sequence[str | Path], options: EvalOptions,
-                  gpus: Optional[Sequence[int]] = None, build_jobs: Optional[int] = None,
-                  on_event: Optional[Event] = None) -> list[EvalResult]:
-    """Evaluate candidates; results come back in the order given.
+class Pool:
+    """Build workers on the CPU cores and one timing slot per GPU, kept across
+    batches (the reference processes live as long as the pool).
 
-    `gpus` are physical GPU indices, one timing worker each (default: the
-    device of `options` alone). Raises ProblemError for a bad problem."""
-    problem = problem if isinstance(problem, Problem) else load_problem(problem)
-    notify = on_event or (lambda index, phase: None)
-    slots = [dataclasses.replace(options, gpu=g) for g in gpus] if gpus else [options]
-    evaluators = [Evaluator(problem, slot, keep_spare=len(candidates) > len(slots)) for slot in slots]
-    built: "queue.Queue" = queue.Queue()
-    results: list[Optional[EvalResult]] = [None] * len(candidates)
-    failures: list[BaseException] = []
+    `gpus` are physical GPU indices (default: the device of `options` alone)."""
 
-    def build(index: int) -> None:
-        try:
-            built.put((index, evaluators[0].build(candidates[index], lambda p: notify(index, p))))
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller below
-            failures.append(exc)
-            built.put((index, None))
+    def __init__(self, problem: str | Path | Problem, options: EvalOptions,
+                 gpus: Optional[Sequence[int]] = None, build_jobs: Optional[int] = None,
+                 keep_spare: bool = True):
+        self.problem = problem if isinstance(problem, Problem) else load_problem(problem)
+        slots = [dataclasses.replace(options, gpu=g) for g in gpus] if gpus else [options]
+        self.evaluators = [Evaluator(self.problem, slot, keep_spare=keep_spare) for slot in slots]
+        self.build_jobs = build_jobs or default_build_jobs()
 
-    def time_on(evaluator: Evaluator) -> None:
-        while True:
-            item = built.get()
-            if item is None:
-                return
-            index, outcome = item
-            if outcome is None:
-                continue
+    def __enter__(self) -> "Pool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for evaluator in self.evaluators:
+            evaluator.close()
+
+    def evaluate(self, candidates: Sequence[str | Path], on_event: Optional[Event] = None) -> list[EvalResult]:
+        """Results in the order given; raises ProblemError for a bad problem."""
+        notify = on_event or (lambda index, phase: None)
+        built: "queue.Queue" = queue.Queue()
+        results: list[Optional[EvalResult]] = [None] * len(candidates)
+        failures: list[BaseException] = []
+
+        def build(index: int) -> None:
             try:
-                results[index] = evaluator.run(outcome, lambda p: notify(index, p))
-                notify(index, results[index].verdict.value)
-            except BaseException as exc:  # noqa: BLE001
+                built.put((index, self.evaluators[0].build(candidates[index], lambda p: notify(index, p))))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller below
                 failures.append(exc)
 
-    try:
-        timers = [threading.Thread(target=time_on, args=(ev,), daemon=True) for ev in evaluators]
+        def time_on(evaluator: Evaluator) -> None:
+            while (item := built.get()) is not None:
+                index, outcome = item
+                try:
+                    results[index] = evaluator.run(outcome, lambda p: notify(index, p))
+                    notify(index, results[index].verdict.value)
+                except BaseException as exc:  # noqa: BLE001
+                    failures.append(exc)
+
+        timers = [threading.Thread(target=time_on, args=(ev,), daemon=True) for ev in self.evaluators]
         for thread in timers:
             thread.start()
-        with ThreadPoolExecutor(max_workers=build_jobs or default_build_jobs()) as pool:
-            list(pool.map(build, range(len(candidates))))
+        with ThreadPoolExecutor(max_workers=self.build_jobs) as builders:
+            list(builders.map(build, range(len(candidates))))
         for _ in timers:
             built.put(None)
         for thread in timers:
             thread.join()
-    finally:
-        for evaluator in evaluators:
-            evaluator.close()
-    problems = [f for f in failures if isinstance(f, ProblemError)]
-    if problems or failures:
-        raise (problems or failures)[0]
-    return [r for r in results if r is not None]
+        if failures:
+            raise next((f for f in failures if isinstance(f, ProblemError)), failures[0])
+        return [r for r in results if r is not None]
+
+
+def evaluate_many(problem: str | Path | Problem, candidates: Sequence[str | Path], options: EvalOptions,
+                  gpus: Optional[Sequence[int]] = None, build_jobs: Optional[int] = None,
+                  on_event: Optional[Event] = None) -> list[EvalResult]:
+    """One batch through a pool of its own."""
+    with Pool(problem, options, gpus, build_jobs, keep_spare=len(candidates) > len(gpus or [None])) as pool:
+        return pool.evaluate(candidates, on_event)

@@ -141,7 +141,8 @@ def _open(args: argparse.Namespace, flags: dict) -> tuple[RunStore, Run, list[Ro
 
 def run_main(args: argparse.Namespace, console: Optional[Console] = None) -> int:
     from .cli import eval_options
-    from .evaluate import Evaluator
+    from .cli import parse_gpus
+    from .pool import Pool
 
     console = console or Console()
     errors = Console(stderr=True)
@@ -175,7 +176,8 @@ def run_main(args: argparse.Namespace, console: Optional[Console] = None) -> int
         return seconds_before + time.monotonic() - clock_start
 
     try:
-        with Evaluator(problem.path, options) as evaluator, Display(console, run, elapsed) as display:
+        with Pool(problem.path, options, parse_gpus(args.gpus), args.jobs) as evaluator, \
+                Display(console, run, elapsed) as display:
             Loop(run=run, store=store, rounds=rounds, proposer=proposer, evaluator=evaluator,
                  prompts=prompts, system=system, first=first, display=display,
                  elapsed=elapsed).execute()

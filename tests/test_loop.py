@@ -60,13 +60,16 @@ def run_json(path: Path) -> dict:
 # --- stop rules, with a stub evaluator (no processes) ------------------------
 
 class StubEvaluator:
-    """Reads `# verdict speedup` from the candidate's first line."""
+    """Reads `# verdict speedup` from each candidate's first line."""
 
-    def evaluate(self, path, on_phase=None):
-        verdict, speedup = Path(path).read_text().split("\n")[0].lstrip("# ").split()
-        on_phase("building")
-        return EvalResult(Verdict(verdict), f"stub {verdict}",
-                          speedup=float(speedup) if verdict == "correct" else None)
+    def evaluate(self, paths, on_event=None):
+        results = []
+        for index, path in enumerate(paths):
+            verdict, speedup = Path(path).read_text().split("\n")[0].lstrip("# ").split()
+            on_event(index, "building")
+            results.append(EvalResult(Verdict(verdict), f"stub {verdict}",
+                                      speedup=float(speedup) if verdict == "correct" else None))
+        return results
 
 
 class ScriptedProposer:
