@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import array
 import json
-import mmap
 import os
 import select
 import socket
@@ -102,17 +101,28 @@ def pair() -> tuple[Channel, int]:
 # --- tensors in memfds ---------------------------------------------------------
 
 def _tensor_fd(tensor) -> int:
-    """A memfd holding the tensor's bytes, copied straight from its device."""
+    """A memfd holding the tensor's bytes; GPU tensors are staged through pinned memory."""
     import torch
 
     fd = os.memfd_create("harness-tensor", os.MFD_CLOEXEC)
-    if tensor.nbytes:
-        os.ftruncate(fd, tensor.nbytes)
-        with mmap.mmap(fd, tensor.nbytes) as mapped:
-            view = torch.frombuffer(mapped, dtype=torch.uint8)
-            view.copy_(tensor.detach().contiguous().reshape(-1).view(torch.uint8))
-            del view
+    source = tensor.detach().contiguous()
+    if source.is_cuda:
+        staged = torch.empty(source.shape, dtype=source.dtype, pin_memory=True)
+        staged.copy_(source)
+        source = staged
+    view, done = _view(source), 0
+    while done < source.nbytes:
+        done += os.pwrite(fd, view[done:done + (1 << 30)], done)
     return fd
+
+
+def _view(tensor) -> memoryview:
+    """The bytes of a contiguous CPU tensor, without a copy."""
+    if not tensor.nbytes:
+        return memoryview(b"")
+    import ctypes
+
+    return memoryview((ctypes.c_char * tensor.nbytes).from_address(tensor.data_ptr())).cast("B")
 
 
 def _read_fd(fd: int, tensor) -> None:
@@ -120,12 +130,7 @@ def _read_fd(fd: int, tensor) -> None:
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode) or info.st_size != tensor.nbytes:
         raise ChannelError("a tensor's data does not match its shape and dtype")
-    if not tensor.nbytes:
-        return
-    import ctypes
-
-    buffer = (ctypes.c_char * tensor.nbytes).from_address(tensor.data_ptr())
-    view, done = memoryview(buffer).cast("B"), 0
+    view, done = _view(tensor), 0
     while done < tensor.nbytes:
         n = os.preadv(fd, [view[done:done + (1 << 30)]], done)
         if n <= 0:
@@ -160,8 +165,9 @@ def _parse_header(raw: bytes, fds: list[int]) -> dict:
     raise ChannelError(error)
 
 
-def recv(chan: Channel, max_bytes: Optional[int] = None) -> Message:
-    """Receive a message and rebuild its tensors (at most `max_bytes` in all)."""
+def recv(chan: Channel, max_bytes: Optional[int] = None, pin: bool = False) -> Message:
+    """Receive a message and rebuild its tensors (at most `max_bytes` in all),
+    in pinned memory if `pin`, ready for a fast copy to the GPU."""
     import torch
 
     raw, fds = chan.recv_frame()
@@ -180,7 +186,7 @@ def recv(chan: Channel, max_bytes: Optional[int] = None) -> Message:
             total += numel * dtype.itemsize
             if any(s < 0 for s in shape) or (max_bytes is not None and total > max_bytes):
                 raise ChannelError("tensors larger than the reference's outputs allow")
-            tensor = torch.empty(shape, dtype=dtype)
+            tensor = torch.empty(shape, dtype=dtype, pin_memory=pin)
             _read_fd(fd, tensor)
             tensors.append(tensor)
     finally:

@@ -68,6 +68,9 @@ class Built:
     failed: bool = False
 
 
+_MANY_CORES = (os.cpu_count() or 1) >= 8
+
+
 def _quiet(phase: str) -> None:
     pass
 
@@ -194,6 +197,8 @@ class Evaluator:
         phases = result.details.setdefault("phase_seconds", {})
         mark = time.monotonic()
         worker = self._take_worker()  # starts while the reference process comes up
+        if self.keep_spare and _MANY_CORES:
+            self._spare = self._spare or self._spawn_worker()  # warms up during this evaluation
         try:
             self.start_oracle()
             result.environment = self.environment
@@ -217,8 +222,8 @@ class Evaluator:
         finally:
             worker.stop()
             # An evaluator used for several candidates keeps a spare worker
-            # importing torch for the next one; started only now, so it never
-            # competes with a timing.
+            # importing torch for the next one; on a machine with few cores
+            # started only now, so it never competes with a timing.
             if self.keep_spare and self.oracle and self._spare is None:
                 self._spare = self._spawn_worker()
             result.seconds = time.monotonic() - built.started
@@ -317,11 +322,16 @@ class Evaluator:
         total = CheckResult(True)
         for trial in range(self.options.trials):
             self.oracle.send({"cmd": "make_trial"})
-            inputs = self._oracle_says(deadline, raw=True)
-            worker.forward(inputs, cmd="trial")
+            made = self._oracle_says(deadline).header
+            worker.send({"cmd": "trial", "seed": made["seed"]})
             outputs = self._talk(worker, deadline, f"running trial {trial + 1}", raw=True)
             header = outputs.header
             self._refuse_tampering(header)
+            if header.get("checksum") != made["checksum"]:
+                raise ProblemError(
+                    f"Problem file {self.problem.path}: get_inputs() gave different inputs in two processes "
+                    "for the same seed. Draw inputs from torch's random functions (torch.randn, torch.rand, "
+                    "...) so a seed reproduces them.")
             self.oracle.forward(outputs, cmd="compare")
             check = from_dict(CheckResult, self._oracle_says(deadline).header["check"])
             check.trials = trial + 1

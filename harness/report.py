@@ -71,6 +71,11 @@ def eval_panel(result: EvalResult) -> Panel:
     parts = [summary, Text(""), Text(result.explanation)]
     if result.timings:
         parts += [Text(""), timing_table(result)]
+        overhead = next(iter(result.timings.values())).overhead
+        if overhead:
+            parts.append(Text(f"Each time includes ~{overhead:.3g} ms that the protocol adds to any call "
+                              "(flush wait, events, device-wide synchronize), measured on an empty call.",
+                              style="dim"))
     for warning in result.warnings:
         parts.append(Text(f"warning: {warning}", style="yellow"))
     title = f"{result.candidate}  →  {result.problem.rsplit('/', 1)[-1]}"

@@ -79,6 +79,7 @@ class Timing:
     rel_se: float
     method: str  # "cuda_events" or "perf_counter"
     wall_median: float = 0.0  # host-clock cross-check of the same samples
+    overhead: float = 0.0  # what the protocol itself adds to a call: the median of an empty call
 
     @property
     def spread(self) -> float:

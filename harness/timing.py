@@ -71,14 +71,14 @@ def rel_se_of_median(samples: list[float]) -> float:
     return 1.2533 * sigma / math.sqrt(n) / median if median > 0 else math.inf
 
 
-def summarize(samples: list[float], method: str, wall: list[float]) -> Timing:
+def summarize(samples: list[float], method: str, wall: list[float], overhead: float = 0.0) -> Timing:
     if len(samples) >= 2:
         q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
     else:
         q1 = q3 = samples[0]
     return Timing(median=statistics.median(samples), iqr=q3 - q1, mean=statistics.fmean(samples),
                   min=min(samples), n=len(samples), rel_se=rel_se_of_median(samples), method=method,
-                  wall_median=statistics.median(wall))
+                  wall_median=statistics.median(wall), overhead=overhead)
 
 
 def _cpu_cache_bytes() -> int:
@@ -136,6 +136,8 @@ def time_interleaved(entries: dict[str, Timed], device: torch.device, rule: Stop
         warm = Timed(timed.make_args, timed.fn)  # warm-up calls are neither timed nor observed
         for _ in range(rule.warmup_calls):
             clock.measure(warm, rng.getrandbits(63))
+    empty = Timed(lambda seed: [], lambda: None)
+    overhead = statistics.median(clock.measure(empty, 0)[0] for _ in range(10))
     samples = {name: [] for name in entries}
     wall = {name: [] for name in entries}
     order = list(entries)
@@ -151,4 +153,4 @@ def time_interleaved(entries: dict[str, Timed], device: torch.device, rule: Stop
             rel_se_of_median(s) <= rule.target_rel_se for s in samples.values())
         if converged or n >= rule.max_samples or _perf_counter() - started >= rule.time_cap:
             break
-    return {name: summarize(samples[name], clock.method, wall[name]) for name in entries}
+    return {name: summarize(samples[name], clock.method, wall[name], overhead) for name in entries}

@@ -17,6 +17,7 @@ import faulthandler
 import importlib.util
 import os
 import platform
+import random
 import sys
 import threading
 import traceback
@@ -172,14 +173,20 @@ def inputs_from_seed(problem, device: torch.device, seed: int) -> list:
     """The problem's inputs for a seed, made directly on the device; the same
     seed gives the same inputs in any process on the same kind of device."""
     torch.manual_seed(seed)
+    random.seed(seed)  # for problems that draw sizes or scalars with `random`
     with torch.device(device):
         values = problem.get_inputs()
     return to_device(list(values), device) if isinstance(values, (list, tuple)) else values
 
 
-def fresh_inputs(problem, device: torch.device) -> list:
-    """New inputs from a seed nobody else knows."""
-    return inputs_from_seed(problem, device, int.from_bytes(os.urandom(8), "little") >> 1)
+def new_seed() -> int:
+    """From the OS, so no process can predict it."""
+    return int.from_bytes(os.urandom(8), "little") >> 1
+
+
+def checksum(values: list) -> list:
+    """A cheap digest of inputs, to confirm two processes made the same ones."""
+    return [float(v.detach().double().sum()) if isinstance(v, torch.Tensor) else repr(v) for v in values]
 
 
 SAMPLED_ELEMENTS = 2048
@@ -276,7 +283,7 @@ def oracle_role(conn, spec: dict) -> None:
         reference = build_model(problem.Model, init_args, spec["init_seed"])
         randomize_parameters(reference, spec["param_seed"])
         reference = reference.to(device).eval()
-        check_inputs(fresh_inputs(problem, device), "get_inputs()")
+        check_inputs(inputs_from_seed(problem, device, new_seed()), "get_inputs()")
     except BaseException as exc:  # noqa: BLE001
         channel.send(conn, error_message("problem_error", exc))
         return
@@ -295,24 +302,26 @@ def oracle_role(conn, spec: dict) -> None:
         # a candidate's outputs may not be much bigger than the reference's (plus the timed samples)
         limit = 4 * sum(t.nbytes for t in check.as_list(outputs) if isinstance(t, torch.Tensor)) + (64 << 20)
         try:
-            message = channel.recv(conn, max_bytes=limit)
+            message = channel.recv(conn, max_bytes=limit, pin=device.type == "cuda")
         except channel.ChannelError as exc:
             # what the candidate sent was malformed: that is its failure, not ours
             channel.send(conn, {"check": to_dict(CheckResult(False, reasons=[f"its outputs are unreadable: {exc}"]))})
             continue
         cmd = message.header.get("cmd")
         if cmd == "make_trial":
+            # The worker makes the same inputs from the seed: 8 bytes travel, not the tensors.
+            seed = new_seed()
             try:
-                inputs = fresh_inputs(problem, device)
+                inputs = inputs_from_seed(problem, device, seed)
                 check_inputs(inputs, "get_inputs()")
+                digest = checksum(inputs)
                 with torch.no_grad():
                     outputs = reference(*inputs)
                 sync(device)
             except BaseException as exc:  # noqa: BLE001
                 channel.send(conn, error_message("problem_error", exc))
                 return
-            tensors: list = []
-            channel.send(conn, {"inputs": channel.flatten(inputs, tensors)}, tensors)
+            channel.send(conn, {"seed": seed, "checksum": digest})
         elif cmd == "compare":
             tree, candidate = message.header.get("outputs"), None
             try:
@@ -411,7 +420,8 @@ def candidate_role(conn, spec: dict) -> None:
         message = channel.recv(conn)
         cmd = message.header.get("cmd")
         if cmd == "trial":
-            inputs = to_device(list(channel.unflatten(message.header["inputs"], message.tensors)), device)
+            inputs = inputs_from_seed(problem, device, int(message.header["seed"]))
+            digest = checksum(inputs)  # taken before the candidate sees them
             pristine = [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
             try:
                 with torch.no_grad():
@@ -426,7 +436,8 @@ def candidate_role(conn, spec: dict) -> None:
                 channel.send(conn, error_message("runtime_error", exc, phase="running ModelNew"))
                 return
             _ORIGINALS["harness.channel.send"](
-                conn, {"outputs": tree, "inputs_changed": changed, **integrity(watch)}, tensors)
+                conn, {"outputs": tree, "inputs_changed": changed, "checksum": digest, **integrity(watch)},
+                tensors)
         elif cmd == "time":
             make_inputs = lambda seed: inputs_from_seed(problem, device, seed)  # noqa: E731
             observed = TimedOutputs(device)
