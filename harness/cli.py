@@ -32,6 +32,9 @@ def add_eval_options(parser: argparse.ArgumentParser) -> None:
                         help="most seconds spent sampling times")
     parser.add_argument("--compile-baseline", action="store_true", help="also time torch.compile(Model)")
     parser.add_argument("--cache-dir", type=Path, default=None, help="build cache (default ~/.cache/harness)")
+    parser.add_argument("--policy", choices=["warn", "strict"], default="warn",
+                        help="strict: refuse candidates that call the reference op, torch.compile, fall back to "
+                             "torch, or launch no kernel (default: warn)")
     parser.add_argument("--gpus", default=None, metavar="0,1", help="GPUs to time on, one candidate at a time each")
     parser.add_argument("--jobs", type=int, default=None, metavar="N", help="builds at once (default: half the cores)")
 
@@ -42,7 +45,7 @@ def eval_options(args: argparse.Namespace):
     return EvalOptions(device=args.device or default_device(), trials=args.trials,
                        build_timeout=args.build_timeout, run_timeout=args.run_timeout,
                        time_cap=args.time_cap, compile_baseline=args.compile_baseline,
-                       cache_dir=args.cache_dir)
+                       cache_dir=args.cache_dir, policy=args.policy)
 
 
 def parse_gpus(text: str | None) -> list[int] | None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from . import build as builds
-from . import roofline
+from . import roofline, static
 from .environment import collect_environment
 from .problem import Problem, ProblemError, load_problem
 from .process import Child, ChildDied, ChildTimeout
@@ -37,6 +37,7 @@ class EvalOptions:
     target_rel_se: float = 0.01
     min_samples: int = 10
     gpu: Optional[int] = None  # physical GPU index; children see only that GPU
+    policy: str = "warn"  # "strict": static findings (reference op, torch.compile, ...) reject
     logs_dir: Optional[Path] = None  # where run logs go; default inside the cache
 
     def resolved_cache(self) -> Path:
@@ -69,6 +70,10 @@ class Built:
 
 
 _MANY_CORES = (os.cpu_count() or 1) >= 8
+# The reference beside the candidate against the reference alone: a ratio past
+# these is reported, and past the second refused (noise stays well under both).
+REFERENCE_SLOWDOWN_WARN = 1.15
+REFERENCE_SLOWDOWN_REJECT = 1.5
 
 
 def _quiet(phase: str) -> None:
@@ -178,10 +183,19 @@ class Evaluator:
             result.verdict, result.explanation = Verdict.IMPORT_ERROR, f"Candidate file {path} cannot be read: {exc}."
             return Built(path, None, result, started, failed=True)
         result.candidate_hash = hashlib.sha256(source.encode()).hexdigest()
+        report = static.analyse(source, self.problem.source)
+        result.details["static"] = to_dict(report)
+        refusal = static.static_verdict(report, self.options.policy)
+        if refusal:
+            result.verdict, result.explanation = Verdict.REJECTED, f"{Verdict.REJECTED.sentence} {refusal}"
+            return Built(path, None, result, started, failed=True)
+        result.warnings.extend(static.warnings(report))
         entry = builds.BuildEntry(self.cache, source, self.arch)
         (on_phase or _quiet)("building")
         try:
-            result.build = self._build(path, entry)
+            # nothing to compile: the worker's own import is the whole build
+            result.build = (BuildResult(ok=True, seconds=0.0, key=entry.key) if "no_kernel" in report.codes()
+                            else self._build(path, entry))
         except _Stop as stop:
             stop.fill(result)
             result.seconds = time.monotonic() - started
@@ -286,7 +300,7 @@ class Evaluator:
             worker.send({**self._import_spec(path, entry), "problem": self.problem.path, "env": entry.env(),
                          "device": self.options.device, **self.seeds})
             header = self._talk(worker, time.monotonic() + self.options.build_timeout,
-                                "importing the candidate").header
+                                "importing (building) the candidate").header
             result.warnings.extend(header.get("warnings", []))
             self._refuse_tampering(header)
         except _Stop:
@@ -327,6 +341,10 @@ class Evaluator:
             outputs = self._talk(worker, deadline, f"running trial {trial + 1}", raw=True)
             header = outputs.header
             self._refuse_tampering(header)
+            if header.get("checksum") != made["checksum"] and self.oracle_info.get("reproducible"):
+                raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} Its process drew different inputs "
+                            "from the reference's for the same seed, although the problem's inputs are "
+                            "reproducible: it changed how inputs are drawn.")
             if header.get("checksum") != made["checksum"]:
                 raise ProblemError(
                     f"Problem file {self.problem.path}: get_inputs() gave different inputs in two processes "
@@ -336,9 +354,9 @@ class Evaluator:
             check = from_dict(CheckResult, self._oracle_says(deadline).header["check"])
             check.trials = trial + 1
             changed = header.get("inputs_changed") or []
-            if changed and check.passed:
+            if changed:
                 check.passed = False
-                check.reasons.append(f"the candidate changed its input(s) {changed} in place")
+                check.reasons.insert(0, f"the candidate changed its input(s) {changed} in place")
             total.trials = trial + 1
             total.max_abs_error = max(total.max_abs_error, check.max_abs_error)
             total.max_rel_error = max(total.max_rel_error, check.max_rel_error)
@@ -373,6 +391,11 @@ class Evaluator:
             names = ", ".join(map(str, header["tampered"]))
             raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} It replaced {names}, "
                         "which the harness uses to check or time it.", tampered=header["tampered"])
+        if header.get("modes"):
+            names = ", ".join(map(str, header["modes"]))
+            raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} It left a torch function or dispatch "
+                        f"mode active ({names}), which intercepts every operation, the reference's too.",
+                        modes=header["modes"])
         if header.get("threads"):
             names = ", ".join(map(str, header["threads"]))
             raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} It left background thread(s) "
@@ -381,13 +404,15 @@ class Evaluator:
 
     def _time(self, worker: Child, result: EvalResult) -> dict[str, Timing]:
         o = self.options
-        worker.send({"cmd": "time", "compile_baseline": o.compile_baseline,
-                     "rule": {"target_rel_se": o.target_rel_se, "time_cap": o.time_cap,
-                              "min_samples": o.min_samples}})
+        rule = {"target_rel_se": o.target_rel_se, "time_cap": o.time_cap, "min_samples": o.min_samples}
+        worker.send({"cmd": "time", "rule": rule})
         deadline = time.monotonic() + o.run_timeout
         message = self._talk(worker, deadline, "being timed", raw=True)
         self._refuse_tampering(message.header)
         timings = {name: from_dict(Timing, t) for name, t in message.header["timings"].items()}
+        if len(message.header.get("timed") or []) != timings["candidate"].n or timings["candidate"].median <= 0:
+            raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} Its timing reply does not hold the "
+                        "outputs of the calls it claims to have timed: the reply was forged.")
         self.oracle.forward(message, cmd="verify_timed")
         check = from_dict(CheckResult, self._oracle_says(deadline).header["check"])
         result.details["timed_calls_checked"] = check.trials
@@ -395,7 +420,23 @@ class Evaluator:
             raise _Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} It passed the check trials, but "
                         f"while being timed {'; '.join(check.reasons)}. Its behaviour changes between "
                         "calls (call counting, cached outputs, or skipped work).", timed_check=to_dict(check))
-        return timings
+        self.oracle.send({"cmd": "time_reference", "compile_baseline": o.compile_baseline,
+                          "rule": {**rule, "time_cap": min(o.time_cap, 3.0)}})
+        alone = {name: from_dict(Timing, t) for name, t in self._oracle_says(deadline).header["timings"].items()}
+        self._compare_reference(timings["reference"], alone.pop("reference"), result)
+        return {**timings, **alone}
+
+    def _compare_reference(self, beside: Timing, alone: Timing, result: EvalResult) -> None:
+        """The reference timed beside the candidate must run about as fast as alone."""
+        result.details["reference_alone_ms"] = alone.median
+        ratio = beside.median / alone.median if alone.median > 0 else 1.0
+        if ratio > REFERENCE_SLOWDOWN_REJECT:
+            raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} The reference ran {ratio:.1f}x slower "
+                        f"beside the candidate ({beside.median:.4g} ms) than alone ({alone.median:.4g} ms): "
+                        "the candidate slowed the reference down to inflate its speedup.")
+        if ratio > REFERENCE_SLOWDOWN_WARN:
+            result.warnings.append(f"the reference ran {ratio:.2f}x slower beside the candidate than alone "
+                                   f"({beside.median:.4g} ms vs {alone.median:.4g} ms)")
 
 
 def _seed() -> int:

@@ -26,31 +26,52 @@ from typing import Any
 
 import torch
 
-from . import channel, check, roofline, timing
+from . import channel, check, lint, roofline, timing
 from .build import file_lock
 from .results import CheckResult, to_dict
 
-# Taken before any candidate code runs: a candidate that swaps them is caught.
-_GUARDED = {
-    "torch.cuda.synchronize": (torch.cuda, "synchronize"),
-    "torch.cuda.Event": (torch.cuda, "Event"),
-    "torch.cuda.Event.record": (torch.cuda.Event, "record"),
-    "torch.cuda.Event.elapsed_time": (torch.cuda.Event, "elapsed_time"),
-    "torch.cuda.Event.synchronize": (torch.cuda.Event, "synchronize"),
-    "torch.allclose": (torch, "allclose"),
-    "torch.equal": (torch, "equal"),
-    "torch.randint": (torch, "randint"),
-    "torch.Tensor.zero_": (torch.Tensor, "zero_"),
-    "time.perf_counter": (timing.time, "perf_counter"),
-    "harness.timing.time_interleaved": (timing, "time_interleaved"),
-    "harness.timing.Clock.measure": (timing.Clock, "measure"),
-    "harness.channel.send": (channel, "send"),
-}
-_ORIGINALS = {name: getattr(owner, attr) for name, (owner, attr) in _GUARDED.items()}
+class Guard:
+    """Every callable in the namespaces the harness relies on, as they were
+    before candidate code ran; a candidate that swaps one is caught.
+
+    Whole namespaces, not a list of names: slowing the reference through
+    torch.nn.functional, drawing other inputs through torch.randn, or
+    replacing the clock all go through one of them."""
+
+    def __init__(self):
+        self.saved: dict[str, tuple[object, str, object]] = {}
+
+    def take(self, label: str, namespace: object) -> None:
+        for name, value in list(vars(namespace).items()):
+            if callable(value) or isinstance(value, (staticmethod, classmethod)):
+                self.saved[f"{label}.{name}"] = (namespace, name, value)
+
+    def tampered(self) -> list[str]:
+        changed = []
+        for label, (namespace, name, value) in self.saved.items():
+            now = vars(namespace).get(name)
+            # torch wraps some of its own functions on first use of torch.compile
+            if now is not value and getattr(now, "__wrapped__", None) is not value:
+                changed.append(label)
+        return changed
+
+    def modes(self) -> list[str]:
+        """Torch function and dispatch modes left active: they intercept every op."""
+        from torch.overrides import _get_current_function_mode_stack
+        from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+        return [type(m).__qualname__ for m in _get_current_function_mode_stack() + _get_current_dispatch_mode_stack()]
 
 
-def tampered() -> list[str]:
-    return [name for name, (owner, attr) in _GUARDED.items() if getattr(owner, attr) is not _ORIGINALS[name]]
+GUARD = Guard()
+for _label, _namespace in (("torch", torch), ("torch.nn.functional", torch.nn.functional),
+                           ("torch.Tensor", torch.Tensor), ("torch.cuda", torch.cuda),
+                           ("torch.cuda.Event", torch.cuda.Event), ("time", timing.time),
+                           ("harness.timing", timing), ("harness.timing.Clock", timing.Clock),
+                           ("harness.channel", channel), ("harness.check", check)):
+    GUARD.take(_label, _namespace)
+# the functions this module calls after candidate code has run, kept unswappable
+_send, _time_interleaved = channel.send, timing.time_interleaved
 
 
 class ThreadWatch:
@@ -63,11 +84,21 @@ class ThreadWatch:
         self.baseline = {t.ident for t in threading.enumerate()}
 
     def new(self) -> list[str]:
-        return sorted(t.name for t in threading.enumerate() if t.ident not in self.baseline and t.is_alive())
+        frames = sys._current_frames()
+        return sorted(t.name for t in threading.enumerate()
+                      if t.ident not in self.baseline and t.is_alive() and not _idle(frames.get(t.ident)))
+
+
+_WAITS = ("threading.py", "queue.py", os.path.join("concurrent", "futures", "thread.py"))
+
+
+def _idle(frame) -> bool:
+    """A thread parked in a queue or lock wait (torch.compile leaves such a pool) does no work now."""
+    return frame is not None and frame.f_code.co_filename.endswith(_WAITS)
 
 
 def integrity(watch: "ThreadWatch") -> dict:
-    return {"tampered": tampered(), "threads": watch.new()}
+    return {"tampered": GUARD.tampered(), "threads": watch.new(), "modes": GUARD.modes()}
 
 
 def import_file(path: str, name: str):
@@ -275,6 +306,7 @@ def problem_roofline(problem, device: torch.device, device_name: str, cache_dir:
 
 def oracle_role(conn, spec: dict) -> None:
     device = torch.device(spec["device"])
+    tolerances = spec["tolerances"]
     pin_threads(device)
     try:
         problem = import_file(spec["problem"], "problem")
@@ -283,20 +315,30 @@ def oracle_role(conn, spec: dict) -> None:
         reference = build_model(problem.Model, init_args, spec["init_seed"])
         randomize_parameters(reference, spec["param_seed"])
         reference = reference.to(device).eval()
-        check_inputs(inputs_from_seed(problem, device, new_seed()), "get_inputs()")
+        probe = new_seed()
+        check_inputs(inputs_from_seed(problem, device, probe), "get_inputs()")
+        # Trials hand the worker a seed; that only works if a seed reproduces the inputs.
+        reproducible = checksum(inputs_from_seed(problem, device, probe)) == checksum(
+            inputs_from_seed(problem, device, probe))
     except BaseException as exc:  # noqa: BLE001
         channel.send(conn, error_message("problem_error", exc))
         return
-    info = {"ready": True, "device_name": platform.processor() or platform.machine(), "capability": ""}
+    info = {"ready": True, "device_name": platform.processor() or platform.machine(), "capability": "",
+            "reproducible": reproducible}
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         info.update(device_name=props.name, capability=f"{props.major}.{props.minor}")
+    info["warnings"] = []
     try:
         info.update(problem_roofline(problem, device, info["device_name"], spec.get("cache_dir")))
     except Exception as exc:  # noqa: BLE001 - a broken declaration is reported, not fatal
-        info["warnings"] = [f"the problem's roofline declaration failed: {type(exc).__name__}: {exc}"]
+        info["warnings"].append(f"the problem's roofline declaration failed: {type(exc).__name__}: {exc}")
+    try:
+        info["warnings"] += lint.lint_reference(reference, lambda: inputs_from_seed(problem, device, new_seed()),
+                                                tolerances=tolerances)
+    except Exception as exc:  # noqa: BLE001
+        info["warnings"].append(f"the problem lint could not run: {type(exc).__name__}: {exc}")
     channel.send(conn, info)
-    tolerances = spec["tolerances"]
     outputs = None
     while True:
         # a candidate's outputs may not be much bigger than the reference's (plus the timed samples)
@@ -332,6 +374,19 @@ def oracle_role(conn, spec: dict) -> None:
                 result = CheckResult(False, reasons=[f"its outputs are unreadable: {exc}"])
             del message, candidate
             channel.send(conn, {"check": to_dict(result)})
+        elif cmd == "time_reference":
+            # The reference alone, in a process no candidate touched: the yardstick
+            # for the reference timed beside the candidate.
+            make_inputs = lambda seed: inputs_from_seed(problem, device, seed)  # noqa: E731
+            entries = {"reference": timing.Timed(make_inputs, reference)}
+            try:
+                if message.header.get("compile_baseline"):
+                    entries["compiled"] = timing.Timed(make_inputs, torch.compile(reference))
+                results = timing.time_interleaved(entries, device, timing.StopRule(**message.header["rule"]))
+            except BaseException as exc:  # noqa: BLE001
+                channel.send(conn, error_message("problem_error", exc))
+                return
+            channel.send(conn, {"timings": {k: to_dict(v) for k, v in results.items()}})
         elif cmd == "verify_timed":
             result = verify_timed(problem, reference, device, message, tolerances)
             del message
@@ -394,6 +449,13 @@ def candidate_role(conn, spec: dict) -> None:
     device = torch.device(spec["device"])
     pin_threads(device)
     problem = import_file(spec["problem"], "problem")
+    GUARD.take("problem", problem)
+    GUARD.take("problem.Model", problem.Model)
+    for cls in vars(torch.nn).values():
+        # nn.Module itself is left out: torch.compile wraps its __init__ for its own bookkeeping
+        if isinstance(cls, type) and issubclass(cls, torch.nn.Module) and cls is not torch.nn.Module:
+            GUARD.take(f"torch.nn.{cls.__name__}", cls)
+    watch = ThreadWatch()  # before the import: a thread started there may finish work later too
     try:
         module = import_candidate(spec)
     except BaseException as exc:  # noqa: BLE001
@@ -414,7 +476,6 @@ def candidate_role(conn, spec: dict) -> None:
     except BaseException as exc:  # noqa: BLE001
         channel.send(conn, error_message("runtime_error", exc, phase="constructing ModelNew"))
         return
-    watch = ThreadWatch()
     channel.send(conn, {"ready": True, "warnings": warnings, **integrity(watch)})
     while True:
         message = channel.recv(conn)
@@ -435,7 +496,7 @@ def candidate_role(conn, spec: dict) -> None:
             except BaseException as exc:  # noqa: BLE001
                 channel.send(conn, error_message("runtime_error", exc, phase="running ModelNew"))
                 return
-            _ORIGINALS["harness.channel.send"](
+            _send(
                 conn, {"outputs": tree, "inputs_changed": changed, "checksum": digest, **integrity(watch)},
                 tensors)
         elif cmd == "time":
@@ -444,15 +505,13 @@ def candidate_role(conn, spec: dict) -> None:
             entries = {"candidate": timing.Timed(make_inputs, candidate, observed.observe),
                        "reference": timing.Timed(make_inputs, reference)}
             try:
-                if message.header.get("compile_baseline"):
-                    entries["compiled"] = timing.Timed(make_inputs, torch.compile(reference))
                 rule = timing.StopRule(**message.header.get("rule", {}))
-                results = _ORIGINALS["harness.timing.time_interleaved"](entries, device, rule)
+                results = _time_interleaved(entries, device, rule)
             except BaseException as exc:  # noqa: BLE001
                 channel.send(conn, error_message("runtime_error", exc, phase="timing"))
                 return
             header, tensors = observed.message()
-            _ORIGINALS["harness.channel.send"](
+            _send(
                 conn, {"timings": {k: to_dict(v) for k, v in results.items()}, **integrity(watch), **header},
                 tensors)
         else:

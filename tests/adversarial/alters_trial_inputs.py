@@ -1,0 +1,17 @@
+# Altered trial inputs: overrides aten::normal_ for the CPU, so the inputs the worker draws from the oracle's seed differ
+# from the oracle's; the harness must blame the candidate, not the problem.
+import torch
+import torch.nn as nn
+
+_lib = torch.library.Library("aten", "IMPL")
+_lib.impl("normal_", lambda self, mean=0.0, std=1.0, generator=None: self.fill_(0.5), "CPU")
+
+
+class ModelNew(nn.Module):
+    def __init__(self, normalized_shape):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(normalized_shape))
+        self.bias = nn.Parameter(torch.zeros(normalized_shape))
+
+    def forward(self, x):
+        return self.bias.expand_as(x).clone()

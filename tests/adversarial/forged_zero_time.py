@@ -1,0 +1,52 @@
+# Forged reply claiming 0 ms: like forged_channel_reply, but a zero median leaves no speedup to compute, which the
+# harness must turn into a verdict, not an exception.
+import os
+import socket
+import sys
+import time
+
+import torch
+import torch.nn as nn
+
+
+def layer_norm(x, weight, bias, eps=1e-5):
+    dims = tuple(range(-weight.dim(), 0))
+    mean = x.mean(dim=dims, keepdim=True)
+    var = x.var(dim=dims, keepdim=True, unbiased=False)
+    return (x - mean) * torch.rsqrt(var + eps) * weight + bias
+
+
+def being_timed() -> bool:
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals.get("__name__", "").endswith("timing"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def timing(median_ms: float) -> dict:
+    return {"median": median_ms, "iqr": 0.0, "mean": median_ms, "min": median_ms, "n": 100,
+            "rel_se": 0.001, "method": "perf_counter", "wall_median": median_ms}
+
+
+def forge(reference_ms: float) -> None:
+    from harness import channel
+
+    conn = channel.Channel(socket.socket(fileno=os.dup(int(sys.argv[2]))))
+    channel.send(conn, {"timings": {"candidate": timing(0.0), "reference": timing(reference_ms)}, "tampered": []})
+    os._exit(0)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, normalized_shape):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(normalized_shape))
+        self.bias = nn.Parameter(torch.zeros(normalized_shape))
+
+    def forward(self, x):
+        if being_timed():
+            start = time.perf_counter()
+            layer_norm(x, self.weight, self.bias)
+            forge((time.perf_counter() - start) * 1e3)
+        return layer_norm(x, self.weight, self.bias)

@@ -1,0 +1,94 @@
+"""The problem lint: outputs a candidate could fake without doing the work."""
+import importlib.util
+
+import pytest
+import torch
+import torch.nn as nn
+
+from conftest import PROBLEMS
+from harness.lint import lint_reference
+
+
+def load(path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def lint_problem(path, **kwargs) -> list[str]:
+    problem = load(path)
+    torch.manual_seed(0)
+    model = problem.Model(*problem.get_init_inputs())
+    return lint_reference(model, problem.get_inputs, **kwargs)
+
+
+class Fn(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+def randn(*shape):
+    return lambda: [torch.randn(*shape)]
+
+
+@pytest.mark.parametrize("path", [PROBLEMS / "small_layernorm.py", PROBLEMS / "row_loop.py"], ids=lambda p: p.stem)
+def test_healthy_problems_get_no_warning(path):
+    assert lint_problem(path) == []
+
+
+def test_degenerate_problem_is_the_same_value_everywhere():
+    (warning,) = lint_problem(PROBLEMS / "degenerate_softmax.py")
+    assert warning.startswith("The output is the same value everywhere (1)")
+
+
+@pytest.mark.parametrize("fn, says", [
+    (lambda x: torch.clamp(x, min=20.0), "is the same value everywhere (20)"),
+    (lambda x: 1000.0 + 1e-3 * torch.tanh(x), "is nearly the same value everywhere"),  # within rtol
+    (lambda x: 1.0 + 1e-5 * x.sign(), "is nearly the same value everywhere"),  # below atol
+    (lambda x: 1e4 + x, "std only"),  # barely varies, though more than the tolerances allow
+])
+def test_almost_constant_outputs(fn, says):
+    (warning,) = lint_reference(Fn(fn), randn(64, 32))
+    assert says in warning
+
+
+def test_output_that_ignores_the_inputs():
+    weight = torch.randn(64, 32)
+    (warning,) = lint_reference(Fn(lambda x: weight + 0 * x), randn(64, 32))
+    assert warning.startswith("The output barely depends on the inputs: 3 random input draws")
+
+
+def test_output_that_depends_on_the_inputs_only_a_little_is_fine():
+    weight = torch.randn(64, 32)
+    assert lint_reference(Fn(lambda x: weight + 1e-2 * x), randn(64, 32)) == []
+
+
+def test_non_finite_outputs():
+    (warning,) = lint_reference(Fn(torch.log), randn(64, 32))  # log of negative values
+    assert "non-finite value(s) of 2048" in warning
+
+
+def test_inputs_that_never_change():
+    warnings = lint_reference(Fn(torch.tanh), lambda: [torch.ones(8, 8).cumsum(0)])
+    assert warnings == ["get_inputs() gave the same inputs on 3 draws from different seeds: every trial checks "
+                        "the same case."]
+
+
+def test_each_output_is_named_and_its_dtype_tolerance_used():
+    weight = torch.randn(16)
+    model = Fn(lambda x: (x * 2, (weight + 1e-3 * x.sum()).half()))
+    tolerances = {"default": (1e-4, 1e-4), "float16": (1e-2, 1e-2)}
+    (warning,) = lint_reference(model, randn(16), tolerances=tolerances)
+    assert warning.startswith("Output 1 barely depends on the inputs") and "atol=0.01" in warning
+    assert lint_reference(model, randn(16)) == []  # at float32's tolerance output 1 does vary
+
+
+def test_integer_outputs():
+    assert lint_reference(Fn(lambda x: (x > 0).long()), randn(64, 32)) == []
+    (warning,) = lint_reference(Fn(lambda x: torch.zeros(4, dtype=torch.long) + 0 * x[:4].long()), randn(64))
+    assert "the same value everywhere (0)" in warning
