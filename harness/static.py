@@ -353,17 +353,19 @@ class _Scan:
         yield Finding("no_kernel", "launches no kernel of its own: no load_inline extension, CUDA source or "
                       "Triton kernel", 1)
 
-    def _harness_access(self) -> Iterator[Finding]:
+    def _imports(self) -> Iterator[tuple[str, int]]:
+        """(module, line) for every absolute import in the candidate."""
         for node in ast.walk(self.tree):
-            modules = []
             if isinstance(node, ast.Import):
-                modules = [a.name for a in node.names]
+                yield from ((a.name, node.lineno) for a in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                modules = [node.module]
-            for module in modules:
-                if module.split(".")[0] in _HARNESS_MODULES:
-                    yield Finding("harness_access", f"reaches into the harness's process: imports {module}",
-                                  node.lineno)
+                yield node.module, node.lineno
+
+    def _harness_access(self) -> Iterator[Finding]:
+        for module, line in self._imports():
+            if module.split(".")[0] in _HARNESS_MODULES:
+                yield Finding("harness_access", f"reaches into the harness's process: imports {module}", line)
+        for node in ast.walk(self.tree):
             if isinstance(node, ast.Attribute) and node.attr in _FRAME_ATTRS:
                 yield Finding("harness_access", f"reaches into the harness's process: reads .{node.attr} of a "
                               "frame or function", node.lineno)
@@ -423,15 +425,9 @@ class _Scan:
                 yield Finding("tensor_subclass", f"builds a Tensor subclass ({node.attr})", node.lineno)
 
     def _background(self) -> Iterator[Finding]:
-        for node in ast.walk(self.tree):
-            modules = []
-            if isinstance(node, ast.Import):
-                modules = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                modules = [node.module]
-            for module in modules:
-                if module.split(".")[0] in _BACKGROUND_MODULES:
-                    yield Finding("background_work", f"can run work in the background ({module})", node.lineno)
+        for module, line in self._imports():
+            if module.split(".")[0] in _BACKGROUND_MODULES:
+                yield Finding("background_work", f"can run work in the background ({module})", line)
         yield from self._named("background_work", ("os.fork", "subprocess."), "can run work in the background ({name})")
 
     def _lower_precision(self) -> Iterator[Finding]:
