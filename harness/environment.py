@@ -6,12 +6,11 @@ import socket
 
 from . import __version__
 from .build import nvidia_smi
+from .results import Environment
 
 
-def collect_environment(device: str, device_name: str = "", capability: str = "") -> "Environment":
+def collect_environment(device: str, device_name: str = "", capability: str = "") -> Environment:
     import torch
-
-    from .results import Environment
 
     on_gpu = device.startswith("cuda")
     drivers = nvidia_smi("driver_version") if on_gpu else []

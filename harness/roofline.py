@@ -104,7 +104,6 @@ def measure_peaks(device, device_name: str) -> Peaks:
     src = torch.empty(big // 4, dtype=torch.float32, device=device).normal_()
     dst = torch.empty_like(src)
     bandwidth = 2 * src.nbytes / median_seconds(lambda: dst.copy_(src), 10) / 1e9
-    del src, dst
     n = 8192 if device.type == "cuda" else 1024
     a = torch.randn(n, n, device=device)
     b = torch.randn(n, n, device=device)
