@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from rich.console import Console
 
+from .history import HistoryError
 from .problem import ProblemError
+from .store import StoreError
 
 USAGE_ERROR = 2
 
@@ -98,6 +99,91 @@ def cmd_doctor(args: argparse.Namespace, console: Console) -> int:
     return 0 if diagnosis.ok else 1
 
 
+def cmd_runs(args: argparse.Namespace, console: Console) -> int:
+    from .history import print_runs
+
+    return print_runs(console, args.runs_dir, args.problem)
+
+
+def cmd_show(args: argparse.Namespace, console: Console) -> int:
+    from .history import ROUND_FILES, print_show
+
+    file = next((name for name in ROUND_FILES if getattr(args, name)), None)
+    return print_show(console, args.run, args.runs_dir, args.round, file)
+
+
+def cmd_promote(args: argparse.Namespace, console: Console) -> int:
+    from .history import promote
+
+    done = promote(args.run, args.runs_dir, args.kernels_dir, args.force)
+    replaced = f", replacing a {done.replaced:.2f}x kernel" if done.replaced is not None else ""
+    console.print(f"Promoted the {done.speedup:.2f}x kernel to {done.target}{replaced}.")
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace, console: Console) -> int:
+    from .history import print_replay, replay
+
+    return print_replay(console, replay(args.run, args.runs_dir, eval_options(args), args.problem))
+
+
+def cmd_plot(args: argparse.Namespace, console: Console) -> int:
+    from .history import plot
+
+    drawn = plot(args.runs, args.runs_dir, args.output or Path(f"{Path(args.runs[0]).name}.png"))
+    console.print(f"Wrote {drawn.path}: {len(drawn.runs)} run(s) of {drawn.problem}.")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace, console: Console) -> int:
+    from .history import print_compare
+
+    return print_compare(console, args.run_a, args.run_b, args.runs_dir)
+
+
+def add_history_commands(commands) -> None:
+    def runs_dir(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept (default runs)")
+
+    run_help = "a run directory, or a unique prefix of a run id under --runs-dir"
+    p = commands.add_parser("runs", help="list runs, newest first")
+    p.add_argument("--problem", default=None, help="only runs of this problem (its file name without .py)")
+    runs_dir(p)
+    p.set_defaults(handler=cmd_runs)
+    p = commands.add_parser("show", help="a run's rounds with verdicts, times and speedups, or one round's file")
+    p.add_argument("run", help=run_help)
+    p.add_argument("--round", type=int, default=None, metavar="N", help="the round whose file to print")
+    files = p.add_mutually_exclusive_group()
+    for name, help_text in (("source", "the candidate"), ("prompt", "the prompt"), ("answer", "the answer"),
+                            ("log", "the build log")):
+        files.add_argument(f"--{name}", action="store_true", help=f"print {help_text} of --round N")
+    runs_dir(p)
+    p.set_defaults(handler=cmd_show)
+    p = commands.add_parser("promote", help="copy a run's best candidate to kernels/<problem>.py")
+    p.add_argument("run", help=run_help)
+    p.add_argument("--kernels-dir", type=Path, default=Path("kernels"), help="default kernels")
+    p.add_argument("--force", action="store_true", help="overwrite even a kernel at least as fast")
+    runs_dir(p)
+    p.set_defaults(handler=cmd_promote)
+    p = commands.add_parser("replay", help="evaluate a run's best candidate again and compare with the record")
+    p.add_argument("run", help=run_help)
+    p.add_argument("--problem", type=Path, default=None, help="the problem file, where it moved since the run")
+    add_eval_options(p)
+    runs_dir(p)
+    p.set_defaults(handler=cmd_replay)
+    p = commands.add_parser("plot", help="speedup per round of one or more runs of one problem, as a PNG")
+    p.add_argument("runs", nargs="+", metavar="run", help=run_help)
+    p.add_argument("-o", "--output", type=Path, default=None, metavar="FILE.png",
+                   help="where to write the plot (default <first run>.png)")
+    runs_dir(p)
+    p.set_defaults(handler=cmd_plot)
+    p = commands.add_parser("compare", help="two runs side by side: rounds to target, best speedup, tokens, time")
+    p.add_argument("run_a", help=run_help)
+    p.add_argument("run_b", help=run_help)
+    runs_dir(p)
+    p.set_defaults(handler=cmd_compare)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="harness", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -125,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(p)
     p.set_defaults(handler=run_main)
+    add_history_commands(commands)
     return parser
 
 
@@ -133,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args, console)
-    except ProblemError as exc:
+    except (ProblemError, HistoryError, StoreError) as exc:
         console.print(f"[red]{exc}[/red]")
         return USAGE_ERROR
     except KeyboardInterrupt:

@@ -1,0 +1,157 @@
+"""Run history on real `harness run` runs with the files proposer on CPU.
+
+Two runs are made once for the module (three evaluations in all) and copied
+where a test damages them.
+"""
+import io
+import shutil
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from harness.cli import main as harness
+from harness.history import (HistoryError, Replay, list_runs, load, load_rounds, plot, print_replay, promote,
+                             resolve, summarize)
+from harness.run_command import main as run
+from harness.store import RunStore
+
+from conftest import PROBLEMS
+from test_loop import FAST, SLOW, eval_flags
+
+PROBLEM = PROBLEMS / "row_loop.py"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, cache_dir) -> tuple[Path, Path, Path]:
+    """runs/ with a run that reaches the target (slow, then fast) and one that stays below accept."""
+    base = tmp_path_factory.mktemp("history")
+    (base / "slow.py").write_text(SLOW)
+    (base / "fast.py").write_text(FAST)
+    runs_dir = base / "runs"
+    codes = [run([str(PROBLEM), "--files", *(str(base / f) for f in files), "--runs-dir", str(runs_dir),
+                  *eval_flags(cache_dir)]) for files in (["slow.py", "fast.py"], ["slow.py"])]
+    assert codes[0] == 0
+    fast, slow = sorted(runs_dir.iterdir(), key=lambda p: (p / "rounds" / "002" / "eval.json").is_file(),
+                        reverse=True)
+    return runs_dir, fast, slow
+
+
+def cli(*argv: str) -> tuple[int, str]:
+    """Run `harness ARGV`; its console is made wide so messages come back unwrapped."""
+    out = io.StringIO()
+    import harness.cli as module
+
+    original = module.Console
+    module.Console = lambda: Console(file=out, width=200)
+    try:
+        return harness(list(argv)), out.getvalue()
+    finally:
+        module.Console = original
+
+
+def test_runs_lists_both_runs(runs):
+    runs_dir, fast, slow = runs
+    rc, out = cli("runs", "--runs-dir", str(runs_dir))
+    assert rc == 0 and fast.name in out and slow.name in out and "finished: target" in out
+    _, record = load(str(fast), runs_dir)
+    assert f"{record.best.speedup:.2f}x" in out
+    rc, out = cli("runs", "--runs-dir", str(runs_dir), "--problem", "nothing_like_it")
+    assert rc == 0 and "No runs" in out
+
+
+def test_show_rounds_and_files(runs):
+    runs_dir, fast, _ = runs
+    rc, out = cli("show", str(fast), "--runs-dir", str(runs_dir))
+    assert rc == 0 and "correct" in out and "2 *" in out and "best: round 2" in out
+    rc, out = cli("show", fast.name[:-2], "--round", "2", "--source", "--runs-dir", str(runs_dir))
+    assert rc == 0 and "torch.tanh(x) * self.scale + 1.0" in out
+    rc, out = cli("show", str(fast), "--round", "1", "--prompt", "--runs-dir", str(runs_dir))
+    assert rc == 0 and out.strip()
+    rc, out = cli("show", str(fast), "--round", "9", "--answer")
+    assert rc == 2 and "Round 9" in out
+
+
+def test_ambiguous_and_unknown_run_names(runs):
+    runs_dir, fast, slow = runs
+    common = next(i for i, (a, b) in enumerate(zip(fast.name, slow.name)) if a != b)
+    with pytest.raises(HistoryError, match="matches 2 runs"):
+        resolve(fast.name[:common], runs_dir)
+    rc, out = cli("show", "zzz", "--runs-dir", str(runs_dir))
+    assert rc == 2 and "No run matches 'zzz'" in out
+    assert resolve(fast.name, runs_dir) == fast
+
+
+def test_corrupt_runs_are_listed_and_never_crash(runs, tmp_path):
+    runs_dir, fast, _ = runs
+    damaged = tmp_path / "runs"
+    for name in ("cut", "gone", "noeval"):
+        shutil.copytree(fast, damaged / fast.name.replace("row_loop", f"row_loop_{name}"))
+    cut, gone, noeval = sorted(damaged.iterdir())
+    (cut / "run.json").write_text('{"id": "x", "sett')
+    (gone / "run.json").unlink()
+    (noeval / "rounds" / "002" / "eval.json").unlink()
+    entries = {e.path: e.status for e in list_runs(damaged)}
+    assert entries[cut].startswith("corrupt: run.json unreadable")
+    assert entries[gone].startswith("corrupt: no run.json")
+    assert entries[noeval] == "damaged: round 2 has no eval.json"
+    rc, out = cli("runs", "--runs-dir", str(damaged))
+    assert rc == 0 and "corrupt" in out
+    for path in (cut, gone):
+        rc, out = cli("show", str(path))
+        assert rc == 2 and "Traceback" not in out and str(path) in out
+    rc, out = cli("show", str(noeval))
+    assert rc == 0 and "damaged: round 2 cannot be read" in out
+
+
+def test_promote_writes_a_header_and_keeps_a_better_kernel(runs, tmp_path):
+    runs_dir, fast, slow = runs
+    kernels = tmp_path / "kernels"
+    rc, out = cli("promote", str(fast), "--kernels-dir", str(kernels))
+    target = kernels / "row_loop.py"
+    assert rc == 0 and str(target) in out.replace("\n", "")
+    text = target.read_text()
+    assert f"from run {fast.name}" in text and "# speedup:" in text and "# date:" in text
+    assert "torch.tanh(x) * self.scale + 1.0" in text
+    rc, out = cli("promote", str(slow), "--kernels-dir", str(kernels))
+    assert rc == 2 and "--force" in out and target.read_text() == text
+    assert promote(str(slow), runs_dir, kernels, force=True).replaced is not None
+    assert f"from run {slow.name}" in target.read_text()
+
+
+def test_compare_side_by_side(runs):
+    runs_dir, fast, slow = runs
+    a, b = summarize(*load(str(fast), runs_dir)), summarize(*load(str(slow), runs_dir))
+    assert (a.rounds_to_target, b.rounds_to_target) == (2, None)
+    assert a.best_speedup > 2.0 > b.best_speedup
+    rc, out = cli("compare", str(fast), str(slow))
+    assert rc == 0 and "rounds to target" in out and "not reached" in out
+
+
+def test_replay_measures_the_best_candidate_again(runs, cache_dir):
+    runs_dir, fast, _ = runs
+    rc, out = cli("replay", fast.name, "--runs-dir", str(runs_dir), *eval_flags(cache_dir))
+    assert rc == 0, out
+    assert "recorded" in out and "now" in out and "noise" in out and "recorded on" not in out
+
+
+def test_replay_says_when_the_gpu_differs(runs):
+    _, fast, _ = runs
+    recorded = load_rounds(RunStore(fast))[0][-1].eval
+    result = Replay(fast.name, recorded, recorded, 0.1, "NVIDIA H100 80GB HBM3", "cpu")
+    out = io.StringIO()
+    assert print_replay(Console(file=out, width=200), result) == 0
+    assert "recorded on NVIDIA H100" in out.getvalue() and "+0.0%, within" in out.getvalue()
+
+
+def test_plot_writes_a_png_of_both_runs(runs, tmp_path):
+    import matplotlib.image
+
+    runs_dir, fast, slow = runs
+    out = tmp_path / "plot.png"
+    rc, text = cli("plot", fast.name, slow.name, "--runs-dir", str(runs_dir), "-o", str(out))
+    assert rc == 0 and out.stat().st_size > 10_000
+    drawn = plot([str(fast), str(slow)], runs_dir, out)
+    assert drawn.runs == [fast.name, slow.name] and drawn.xlabel == "round" and "speedup" in drawn.ylabel
+    height, width, _ = matplotlib.image.imread(out).shape
+    assert (width, height) == drawn.size == (1000, 500)
