@@ -165,9 +165,11 @@ def add_history_commands(commands) -> None:
     p.add_argument("--force", action="store_true", help="overwrite even a kernel at least as fast")
     runs_dir(p)
     p.set_defaults(handler=cmd_promote)
-    p = commands.add_parser("replay", help="evaluate a run's best candidate again and compare with the record")
-    p.add_argument("run", help=run_help)
-    p.add_argument("--problem", type=Path, default=None, help="the problem file, where it moved since the run")
+    p = commands.add_parser("replay", help="evaluate a run's best candidate, or a kernel file, again and compare "
+                            "with the record")
+    p.add_argument("run", help=run_help + ", or a candidate .py file (kernels/<problem>.py finds its problem)")
+    p.add_argument("--problem", type=Path, default=None,
+                   help="the problem file, where it moved since the run or for a loose candidate file")
     add_eval_options(p)
     runs_dir(p)
     p.set_defaults(handler=cmd_replay)

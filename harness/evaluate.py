@@ -117,6 +117,7 @@ class Evaluator:
         self.oracle_info: dict = {}
         self.problem_warnings: list[str] = []
         self._spare: Optional[Child] = None
+        self._staged: Optional[tuple[Built, Child]] = None  # the next candidate, importing ahead
         self.keep_spare = keep_spare  # for evaluators that will see more than one candidate
         self._spawned = 0
         self.environment = None
@@ -131,6 +132,9 @@ class Evaluator:
         if self._spare:
             self._spare.kill()
             self._spare = None
+        if self._staged:
+            self._staged[1].kill()
+            self._staged = None
         if self.oracle:
             self.oracle.stop()
             self.oracle = None
@@ -211,20 +215,27 @@ class Evaluator:
         notify = on_phase or _quiet
         phases = result.details.setdefault("phase_seconds", {})
         mark = time.monotonic()
-        worker = self._take_worker()  # starts while the reference process comes up
-        if self.keep_spare and _MANY_CORES:
+        worker = self._worker_for(built)  # imports while the reference process comes up
+        if self.keep_spare and _MANY_CORES and self._staged is None:
             self._spare = self._spare or self._spawn_worker(spare=True)  # warms up during this evaluation
         try:
             self.start_oracle()
             result.environment = self.environment
             result.warnings.extend(self.problem_warnings)
-            self._start_worker(worker, built.path, built.entry, result)
+            self._await_ready(worker, result)
             phases["start"], mark = time.monotonic() - mark, time.monotonic()
             notify("checking")
             result.check = self._check(worker, result)
             phases["check"], mark = time.monotonic() - mark, time.monotonic()
             notify("timing")
-            result.timings = self._time(worker, result)
+            staged = self._staged[1] if self._staged else None
+            if staged:  # nothing else may run on the CPU or GPU while this candidate is timed
+                staged.pause()
+            try:
+                result.timings = self._time(worker, result)
+            finally:
+                if staged:
+                    staged.resume()
             phases["time"] = time.monotonic() - mark
             cand, ref = result.timings["candidate"], result.timings["reference"]
             result.speedup = ref.median / cand.median if cand.median > 0 else None
@@ -296,11 +307,41 @@ class Evaluator:
         spare, self._spare = self._spare, None
         return spare if spare and spare.alive() else self._spawn_worker()
 
-    def _start_worker(self, worker: Child, path: Path, entry: builds.BuildEntry, result: EvalResult) -> Child:
-        result.details["worker_log"] = str(worker.log_path)
+    def stage(self, built: Built) -> None:
+        """Start importing the candidate `run` will see next, while this one is checked.
+
+        Its worker is paused while another candidate is timed, so it never
+        competes with a measurement."""
+        if built.failed or self._staged is not None:
+            return
+        worker = self._take_worker()
         try:
-            worker.send({**self._import_spec(path, entry), "problem": self.problem.path, "env": entry.env(),
-                         "device": self.options.device, **self.seeds})
+            self._send_spec(worker, built)
+        except ChildDied:
+            worker.kill()
+            return
+        self._staged = (built, worker)
+
+    def _worker_for(self, built: Built) -> Child:
+        staged, self._staged = self._staged, None
+        if staged and staged[0] is built:
+            return staged[1]
+        if staged:  # staged for a candidate that did not come next
+            staged[1].kill()
+        worker = self._take_worker()
+        try:
+            self._send_spec(worker, built)
+        except ChildDied:
+            pass  # reported when its answer is awaited
+        return worker
+
+    def _send_spec(self, worker: Child, built: Built) -> None:
+        built.result.details["worker_log"] = str(worker.log_path)
+        worker.send({**self._import_spec(built.path, built.entry), "problem": self.problem.path,
+                     "env": built.entry.env(), "device": self.options.device, **self.seeds})
+
+    def _await_ready(self, worker: Child, result: EvalResult) -> None:
+        try:
             header = self._talk(worker, time.monotonic() + self.options.build_timeout,
                                 "importing (building) the candidate").header
             result.warnings.extend(header.get("warnings", []))
@@ -398,6 +439,14 @@ class Evaluator:
             raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} It left a torch function or dispatch "
                         f"mode active ({names}), which intercepts every operation, the reference's too.",
                         modes=header["modes"])
+        if header.get("precision"):
+            raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} It lowered float32 precision "
+                        f"({'; '.join(header['precision'])}): TF32 rounds every product, and it would apply to "
+                        "the reference too.", precision=header["precision"])
+        if header.get("l2_persistence"):
+            raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} It left persisting L2 set "
+                        f"({'; '.join(header['l2_persistence'])}): data kept in L2 that way outlives the "
+                        "cache flush before each timed call.", l2_persistence=header["l2_persistence"])
         if header.get("threads"):
             names = ", ".join(map(str, header["threads"]))
             raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} It left background thread(s) "

@@ -210,15 +210,21 @@ class Promotion:
     replaced: Optional[float]  # speedup of the kernel it overwrote, when there was one
 
 
+def _promoted_header(path: Path) -> dict[str, str]:
+    """The `# key: value` lines of a promoted kernel's header ({} when the file has none)."""
+    lines = path.read_text().splitlines()[:8]
+    if not lines or not lines[0].startswith(PROMOTED_MARK):
+        return {}
+    return {k.strip("# ").strip(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])
+            if k.startswith("# ") and v}
+
+
 def _promoted_speedup(path: Path) -> Optional[float]:
     """The speedup written in a promoted kernel's header; None when the file has no such header."""
-    for line in path.read_text().splitlines()[:8]:
-        if line.startswith("# speedup:"):
-            try:
-                return float(line.split(":", 1)[1].split()[0].rstrip("x"))
-            except (ValueError, IndexError):
-                return None
-    return None
+    try:
+        return float(_promoted_header(path).get("speedup", "").split()[0].rstrip("x"))
+    except (ValueError, IndexError):
+        return None
 
 
 def promote(run: str, runs_dir: Path, kernels_dir: Path, force: bool = False) -> Promotion:
@@ -289,10 +295,12 @@ def print_compare(console: Console, run_a: str, run_b: str, runs_dir: Path) -> i
 
 @dataclass
 class Replay:
-    """A run's best candidate measured again, beside its recorded result."""
+    """A candidate measured again, beside what was recorded of it: a run's eval.json, or the
+    speedup and GPU in a promoted kernel's header (nothing for a loose file)."""
 
-    run: str
-    recorded: EvalResult
+    run: str  # the run id, or the candidate file's path
+    recorded: Optional[EvalResult]
+    recorded_speedup: Optional[float]
     now: EvalResult
     noise: float  # relative spread of the two speedups, from the timing IQRs
     recorded_device: str
@@ -300,10 +308,10 @@ class Replay:
 
     @property
     def change(self) -> Optional[float]:
-        """now / recorded speedup - 1; None when the replay is not correct."""
-        if self.now.speedup is None or not self.recorded.speedup:
+        """now / recorded speedup - 1; None when the replay is not correct or nothing was recorded."""
+        if self.now.speedup is None or not self.recorded_speedup:
             return None
-        return self.now.speedup / self.recorded.speedup - 1.0
+        return self.now.speedup / self.recorded_speedup - 1.0
 
     @property
     def within_noise(self) -> bool:
@@ -311,7 +319,7 @@ class Replay:
 
     @property
     def same_device(self) -> bool:
-        return self.recorded_device == self.device
+        return self.recorded_device in (self.device, "unknown")
 
 
 def _spread(result: EvalResult) -> float:
@@ -326,10 +334,13 @@ def _device_name(result: EvalResult) -> str:
 
 
 def replay(run: str, runs_dir: Path, options: EvalOptions, problem: Optional[Path] = None) -> Replay:
-    """Evaluate a run's best correct candidate again, fresh, and set it beside the recorded result."""
+    """Evaluate a run's best correct candidate (or a candidate file) again, fresh, and set it beside
+    what was recorded of it."""
     # Imported here: the evaluator pulls in torch, which the other history commands never need.
     from .evaluate import evaluate
 
+    if Path(run).suffix == ".py":
+        return _replay_file(Path(run), options, problem)
     store, record = load(run, runs_dir)
     if record.best is None:
         raise HistoryError(f"Run {store.id} has no correct candidate to replay.")
@@ -344,25 +355,51 @@ def replay(run: str, runs_dir: Path, options: EvalOptions, problem: Optional[Pat
     if not problem.is_file():
         raise HistoryError(f"The run's problem file {problem} is not there; give it with --problem.")
     now = evaluate(problem, candidate, options)
-    return Replay(store.id, recorded, now, _spread(recorded) + _spread(now), _device_name(recorded),
-                  _device_name(now))
+    return Replay(store.id, recorded, recorded.speedup, now, _spread(recorded) + _spread(now),
+                  _device_name(recorded), _device_name(now))
+
+
+def _replay_file(candidate: Path, options: EvalOptions, problem: Optional[Path]) -> Replay:
+    from .evaluate import evaluate
+
+    if not candidate.is_file():
+        raise HistoryError(f"{candidate} is not a file; replay takes a run id, a run directory or a "
+                           "candidate .py file.")
+    # kernels/<problem>.py sits beside problems/<problem>.py
+    problem = Path(problem) if problem else candidate.resolve().parent.parent / "problems" / candidate.name
+    if not problem.is_file():
+        raise HistoryError(f"No problem file for {candidate}: {problem} is not there; give one with --problem.")
+    header = _promoted_header(candidate)
+    now = evaluate(problem, candidate, options)
+    # Only the speedup was recorded, not its spread: take the same spread as now's.
+    return Replay(str(candidate), None, _promoted_speedup(candidate), now, 2 * _spread(now),
+                  header.get("gpu", "unknown"), _device_name(now))
 
 
 def print_replay(console: Console, result: Replay) -> int:
     if not result.same_device:
-        console.print(f"[yellow]The run was recorded on {result.recorded_device}; this replay runs on "
+        console.print(f"[yellow]It was recorded on {result.recorded_device}; this replay runs on "
                       f"{result.device}, so the figures need not agree.[/yellow]")
     table = Table(title=f"Replay of {result.run}")
     for column in ("", "verdict", "candidate ms", "reference ms", "speedup"):
         table.add_column(column, justify="left" if column in ("", "verdict") else "right")
-    for name, ev in (("recorded", result.recorded), ("now", result.now)):
+    if result.recorded is not None:
+        rows = [("recorded", result.recorded), ("now", result.now)]
+    else:
+        rows = [("now", result.now)]
+        if result.recorded_speedup:
+            table.add_row("recorded (header)", "correct", "-", "-", _speedup(result.recorded_speedup))
+    for name, ev in rows:
         cells = [f"{ev.timings[k].median:.3f} ± {ev.timings[k].iqr:.3f}" if k in ev.timings else "-"
                  for k in ("candidate", "reference")]
         table.add_row(name, ev.verdict.value, *cells, _speedup(ev.speedup))
     console.print(table)
-    if result.change is None:
+    if result.now.speedup is None:
         console.print(f"[red]The replay is not correct: {result.now.explanation}[/red]")
         return 1
+    if result.change is None:
+        console.print("Nothing was recorded of this file to compare with (no promoted header).")
+        return 0
     verdict = "within" if result.within_noise else "outside"
     console.print(f"Speedup changed by {result.change:+.1%}, {verdict} the noise of the two measurements "
                   f"(±{result.noise:.1%}, from their timing IQRs).")
@@ -379,6 +416,13 @@ class Plot:
     xlabel: str
     ylabel: str
     size: tuple[int, int]  # pixels, width by height
+    log: bool  # a log speedup axis
+
+
+def use_log_scale(speedups: list[float]) -> bool:
+    """A log axis once the values span 10x or more (0.6x to 15x): a linear one squeezes the slow rounds flat."""
+    positive = [v for v in speedups if v > 0]
+    return bool(positive) and max(positive) / min(positive) >= LOG_SPAN
 
 
 # Rounds without a speedup sit on a strip under the axis, marked by what went wrong.
@@ -386,6 +430,7 @@ _FAILED_MARKERS = {Verdict.INCORRECT: "v", Verdict.COMPILE_ERROR: "s", Verdict.N
 _FAILED_TEXT = {Verdict.INCORRECT: "wrong", Verdict.COMPILE_ERROR: "no build", Verdict.NO_CODE: "no code"}
 PLOT_SIZE = (10.0, 5.0)  # inches
 PLOT_DPI = 100
+LOG_SPAN = 10.0
 
 
 def plot(runs: list[str], runs_dir: Path, out: Path) -> Plot:
@@ -403,8 +448,16 @@ def plot(runs: list[str], runs_dir: Path, out: Path) -> Plot:
     fig, ax = plt.subplots(figsize=PLOT_SIZE, dpi=PLOT_DPI)
     speedups = [r.speedup for _, record in loaded for r in record.rounds if r.speedup is not None]
     settings = loaded[0][1].settings
-    top = max(speedups + [settings.target]) * 1.15
-    strip = -top * 0.06
+    marks = speedups + [settings.accept, settings.target, 1.0]
+    log = use_log_scale(marks)
+    if log:  # 0.6x and 20x both readable; failed rounds on a strip at the bottom
+        ax.set_yscale("log")
+        top, bottom = max(marks) * 1.8, min(marks) / 3
+        strip = bottom * 1.5
+    else:
+        top = max(speedups + [settings.target]) * 1.15
+        strip = -top * 0.06
+        bottom = strip * 2.5
     for (store, record), color in zip(loaded, plt.rcParams["axes.prop_cycle"].by_key()["color"] * 10):
         good = [(r.n, r.speedup) for r in record.rounds if r.speedup is not None]
         if good:
@@ -424,12 +477,13 @@ def plot(runs: list[str], runs_dir: Path, out: Path) -> Plot:
                     textcoords="offset points", xytext=(4 - 8 * side, 3), ha="right" if side else "left",
                     color="gray", fontsize=8)
     ax.axhline(1.0, color="lightgray", linewidth=0.8)
-    ax.set_ylim(strip * 2.5, top)
+    ax.set_ylim(bottom, top)
     rounds = max((len(record.rounds) for _, record in loaded), default=1)
     ax.set_xticks(range(1, rounds + 1))
     ax.set_xlim(0.5, rounds + 0.5)
     ax.set_xlabel("round")
-    ax.set_ylabel("speedup over the reference (x); failed rounds below 0")
+    ax.set_ylabel("speedup over the reference (x, log scale); failed rounds at the bottom" if log else
+                  "speedup over the reference (x); failed rounds below 0")
     problem = problems.pop()
     ax.set_title(f"{problem}: speedup per round")
     out = Path(out)
@@ -437,4 +491,4 @@ def plot(runs: list[str], runs_dir: Path, out: Path) -> Plot:
     fig.savefig(out)
     plt.close(fig)
     return Plot(out, problem, [store.id for store, _ in loaded], "round", ax.get_ylabel(),
-                (int(PLOT_SIZE[0] * PLOT_DPI), int(PLOT_SIZE[1] * PLOT_DPI)))
+                (int(PLOT_SIZE[0] * PLOT_DPI), int(PLOT_SIZE[1] * PLOT_DPI)), log)

@@ -20,6 +20,7 @@ from .problem import Problem, ProblemError, load_problem
 from .results import EvalResult
 
 Event = Callable[[int, str], None]  # (candidate index, phase)
+_NOT_YET = object()  # no built candidate waiting in the queue at the moment
 
 
 def default_build_jobs() -> int:
@@ -65,13 +66,21 @@ class Pool:
                 failures.append(exc)
 
         def time_on(evaluator: Evaluator) -> None:
-            while (item := built.get()) is not None:
+            item = built.get()
+            while item is not None:
                 index, outcome = item
+                try:  # a candidate already built is taken now, so that it imports during this one's check
+                    upcoming = built.get_nowait()
+                except queue.Empty:
+                    upcoming = _NOT_YET
+                if upcoming not in (None, _NOT_YET):
+                    evaluator.stage(upcoming[1])
                 try:
                     results[index] = evaluator.run(outcome, lambda p: notify(index, p))
                     notify(index, results[index].verdict.value)
                 except BaseException as exc:  # noqa: BLE001
                     failures.append(exc)
+                item = built.get() if upcoming is _NOT_YET else upcoming
 
         timers = [threading.Thread(target=time_on, args=(ev,), daemon=True) for ev in self.evaluators]
         for thread in timers:

@@ -78,6 +78,14 @@ def descendants(root: int) -> set[int]:
     return found
 
 
+def signal_tree(root: int, signum: int) -> None:
+    for pid in descendants(root) | {root}:
+        try:
+            os.kill(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 def kill_tree(root: int) -> None:
     """Stop every process under `root`, then kill them all.
 
@@ -174,6 +182,15 @@ class Child:
 
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def pause(self) -> None:
+        """Stop the whole tree (SIGSTOP): it takes no CPU and submits no GPU work until resumed."""
+        if self.alive():
+            signal_tree(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.alive():
+            signal_tree(self.proc.pid, signal.SIGCONT)
 
     def kill(self) -> None:
         if self.proc.poll() is None:

@@ -109,8 +109,8 @@ _LOW_PRECISION = ("torch.float16", "torch.half", "torch.bfloat16", "torch.autoca
 _LOW_PRECISION_TEXT = re.compile(r"\b__half2?\b|\bhalf2\b|\b__nv_bfloat16\w*|\bcuda_fp16\.h|\bcuda_bf16\.h|"
                                  r"\b__float2half\w*|\bat::k(?:Half|BFloat16)\b|\bc10::(?:Half|BFloat16)\b|"
                                  r"\btf32\b")
-_LOW_PRECISION_ATTRS = {"half", "bfloat16", "allow_tf32", "allow_fp16_reduced_precision_reduction",
-                        "allow_bf16_reduced_precision_reduction"}
+_LOW_PRECISION_ATTRS = {"half", "bfloat16", "allow_tf32", "fp32_precision",
+                        "allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction"}
 _PROBLEM_LOW_PRECISION = re.compile(r"float16|bfloat16|\bhalf\b|fp16|bf16")
 _ATEN_OVERRIDE_TEXT = re.compile(r"TORCH_LIBRARY_IMPL\s*\(\s*aten\b")
 

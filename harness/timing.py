@@ -28,20 +28,46 @@ _synchronize = torch.cuda.synchronize
 _Event = torch.cuda.Event
 
 
-def _l2_persistence_reset() -> Optional[Callable[[], int]]:
-    """cudaCtxResetPersistingL2Cache from the CUDA runtime torch already loaded, if any.
-
-    Lines a kernel marked persisting survive an ordinary flush; resetting them
-    before each sample keeps a candidate from carrying its data across calls."""
+def _cudart():
+    """The CUDA runtime torch already loaded, if any (never loads a second copy)."""
     import ctypes
 
     for name in ("libcudart.so.13", "libcudart.so.12", "libcudart.so"):
         try:
-            lib = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
-            return lib.cudaCtxResetPersistingL2Cache
-        except (OSError, AttributeError):
+            return ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        except OSError:
             continue
     return None
+
+
+def _l2_persistence_reset() -> Optional[Callable[[], int]]:
+    """cudaCtxResetPersistingL2Cache, if the runtime is there.
+
+    Lines a kernel marked persisting survive an ordinary flush; resetting them
+    before each sample keeps a candidate from carrying its data across calls."""
+    return getattr(_cudart(), "cudaCtxResetPersistingL2Cache", None)
+
+
+_LIMIT_PERSISTING_L2 = 0x06  # cudaLimitPersistingL2CacheSize
+_STREAM_ACCESS_POLICY_WINDOW = 1  # cudaStreamAttributeAccessPolicyWindow
+
+
+def l2_persistence(stream: int) -> tuple[int, int]:
+    """(the device's persisting-L2 limit, the bytes of the access-policy window on `stream`, a
+    cudaStream_t) in bytes; (0, 0) without the runtime. Together they let data outlive the flush."""
+    import ctypes
+
+    lib = _cudart()
+    if lib is None:
+        return 0, 0
+    limit = ctypes.c_size_t(0)
+    if lib.cudaDeviceGetLimit(ctypes.byref(limit), _LIMIT_PERSISTING_L2) != 0:
+        limit.value = 0
+    value = (ctypes.c_uint8 * 64)()  # cudaStreamAttrValue: the window's base_ptr, then num_bytes
+    window = 0
+    if lib.cudaStreamGetAttribute(ctypes.c_void_p(stream), _STREAM_ACCESS_POLICY_WINDOW, value) == 0:
+        window = ctypes.c_size_t.from_buffer(value, 8).value
+    return limit.value, window
 
 
 @dataclass

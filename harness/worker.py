@@ -101,8 +101,45 @@ def _idle(frame) -> bool:
     return frame is not None and frame.f_code.co_filename.endswith(_WAITS)
 
 
-def integrity(watch: "ThreadWatch") -> dict:
-    return {"tampered": GUARD.tampered(), "threads": watch.new(), "modes": GUARD.modes()}
+_FP32_SETTINGS = (("torch.backends.cuda.matmul", torch.backends.cuda.matmul),
+                  ("torch.backends.cudnn.conv", torch.backends.cudnn.conv),
+                  ("torch.backends.cudnn.rnn", torch.backends.cudnn.rnn))
+
+
+def full_precision() -> None:
+    """float32 means IEEE float32, for the reference as for candidates.
+
+    PyTorch's default lets cuDNN convolutions run in TF32: such a reference would
+    differ from an exact float32 kernel by more than the tolerance, and be timed at
+    a precision candidates may not use."""
+    for _, backend in _FP32_SETTINGS:
+        backend.fp32_precision = "ieee"
+
+
+def reduced_precision() -> list[str]:
+    return [f"{name}.fp32_precision = {backend.fp32_precision!r}" for name, backend in _FP32_SETTINGS
+            if backend.fp32_precision != "ieee"]
+
+
+class L2Watch:
+    """L2 persistence the candidate set up: a persisting-L2 limit other than the device's
+    own (some GPUs start with one) or an access-policy window on the stream it runs on."""
+
+    def __init__(self, device: torch.device):
+        self.stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
+        self.limit = timing.l2_persistence(self.stream)[0] if self.stream is not None else 0
+
+    def new(self) -> list[str]:
+        if self.stream is None:
+            return []
+        limit, window = timing.l2_persistence(self.stream)
+        return ([f"a persisting-L2 limit of {limit} bytes, was {self.limit}"] if limit != self.limit else []) + (
+            [f"an access-policy window of {window} bytes on the stream"] if window else [])
+
+
+def integrity(watch: "ThreadWatch", l2: L2Watch) -> dict:
+    return {"tampered": GUARD.tampered(), "threads": watch.new(), "modes": GUARD.modes(),
+            "precision": reduced_precision(), "l2_persistence": l2.new()}
 
 
 def import_file(path: str, name: str):
@@ -311,7 +348,7 @@ def problem_roofline(problem, device: torch.device, device_name: str, cache_dir:
 def oracle_role(conn, spec: dict) -> None:
     device = torch.device(spec["device"])
     tolerances = spec["tolerances"]
-    pin_threads(device)
+    settle(device)
     try:
         problem = import_file(spec["problem"], "problem")
         init_args = list(problem.get_init_inputs())
@@ -442,8 +479,10 @@ def verify_timed(problem, reference, device: torch.device, message: channel.Mess
     return result
 
 
-def pin_threads(device: torch.device) -> None:
-    # One intra-op thread on CPU: timings that a busy machine barely moves, the same for both models.
+def settle(device: torch.device) -> None:
+    """The same numerics and threads for both models."""
+    full_precision()
+    # One intra-op thread on CPU: timings that a busy machine barely moves.
     if device.type == "cpu":
         torch.set_num_threads(1)
 
@@ -451,7 +490,7 @@ def pin_threads(device: torch.device) -> None:
 def candidate_role(conn, spec: dict) -> None:
     os.environ.update(spec.get("env", {}))  # this candidate's cache entry; the process may be a spare
     device = torch.device(spec["device"])
-    pin_threads(device)
+    settle(device)
     problem = import_file(spec["problem"], "problem")
     GUARD.take("problem", problem)
     GUARD.take("problem.Model", problem.Model)
@@ -460,6 +499,7 @@ def candidate_role(conn, spec: dict) -> None:
         if isinstance(cls, type) and issubclass(cls, torch.nn.Module) and cls is not torch.nn.Module:
             GUARD.take(f"torch.nn.{cls.__name__}", cls)
     watch = ThreadWatch()  # before the import: a thread started there may finish work later too
+    l2 = L2Watch(device)
     try:
         module = import_candidate(spec)
     except BaseException as exc:  # noqa: BLE001
@@ -480,7 +520,7 @@ def candidate_role(conn, spec: dict) -> None:
     except BaseException as exc:  # noqa: BLE001
         channel.send(conn, error_message("runtime_error", exc, phase="constructing ModelNew"))
         return
-    channel.send(conn, {"ready": True, "warnings": warnings, **integrity(watch)})
+    channel.send(conn, {"ready": True, "warnings": warnings, **integrity(watch, l2)})
     while True:
         message = channel.recv(conn)
         cmd = message.header.get("cmd")
@@ -501,7 +541,7 @@ def candidate_role(conn, spec: dict) -> None:
                 channel.send(conn, error_message("runtime_error", exc, phase="running ModelNew"))
                 return
             _send(
-                conn, {"outputs": tree, "inputs_changed": changed, "checksum": digest, **integrity(watch)},
+                conn, {"outputs": tree, "inputs_changed": changed, "checksum": digest, **integrity(watch, l2)},
                 tensors)
         elif cmd == "time":
             make_inputs = lambda seed: inputs_from_seed(problem, device, seed)  # noqa: E731
@@ -516,7 +556,7 @@ def candidate_role(conn, spec: dict) -> None:
                 return
             header, tensors = observed.message()
             _send(
-                conn, {"timings": {k: to_dict(v) for k, v in results.items()}, **integrity(watch), **header},
+                conn, {"timings": {k: to_dict(v) for k, v in results.items()}, **integrity(watch, l2), **header},
                 tensors)
         else:
             return

@@ -24,12 +24,10 @@ LAYERNORM = REPO / "problems" / "layernorm_4d.py"
 class Attempt:
     name: str
     says: tuple[str, ...]  # the explanation names the trick with one of these
-    missing: str = ""  # the defence not wired yet
-    racy: bool = False  # today's outcome depends on the allocator: the xfail cannot be strict
 
 
-def attempt(name: str, *says: str, missing: str = "", racy: bool = False) -> Attempt:
-    return Attempt(name, says, missing, racy)
+def attempt(name: str, *says: str) -> Attempt:
+    return Attempt(name, says)
 
 
 
@@ -65,6 +63,7 @@ CPU = [
     attempt("regenerates_inputs_from_seed", "differs from the reference"),
     attempt("lower_precision", "differs from the reference"),
     attempt("lower_precision_output", "dtype torch.float16"),
+    attempt("enables_tf32", "lowered float32 precision"),
     attempt("assumes_default_params", "differs from the reference"),
     attempt("snapshots_params_at_init", "differs from the reference"),
 ]
@@ -73,9 +72,7 @@ GPU = [  # problems/layernorm_4d.py; the synchronize and Event patches matter to
     attempt("reuses_freed_memory", "differs from the reference"),
     attempt("below_floor", "differs from the reference"),
     attempt("graph_replay", "differs from the reference", "while being timed"),
-    # the persisting lines are reset before every sample, which leaves it nothing to gain: timed honestly
-    attempt("l2_persistence", "persisting L2", racy=True,
-            missing="refuse a persisting-L2 limit or access-policy window left set after a call"),
+    attempt("l2_persistence", "left persisting L2 set"),
     attempt("patch_synchronize", "replaced torch.cuda.synchronize"),
     attempt("patch_cuda_event", "replaced torch.cuda.Event"),
 ]
@@ -98,8 +95,7 @@ ALONE = [
 
 
 def params(attempts: list[Attempt]) -> list:
-    return [pytest.param(a, id=a.name, marks=[pytest.mark.xfail(strict=not a.racy, reason=f"defence: {a.missing}")]
-                         if a.missing else []) for a in attempts]
+    return [pytest.param(a, id=a.name) for a in attempts]
 
 
 def assert_caught(result, attempt: Attempt) -> None:

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from harness.cli import main as harness
 from harness.history import (HistoryError, Replay, list_runs, load, load_rounds, plot, print_replay, promote,
-                             resolve, summarize)
+                             resolve, summarize, use_log_scale)
 from harness.run_command import main as run
 from harness.store import RunStore
 
@@ -135,10 +135,26 @@ def test_replay_measures_the_best_candidate_again(runs, cache_dir):
     assert "recorded" in out and "now" in out and "noise" in out and "recorded on" not in out
 
 
+def test_replay_of_a_promoted_kernel_file_compares_with_its_header(runs, tmp_path, cache_dir):
+    runs_dir, fast, _ = runs
+    kernels = tmp_path / "kernels"
+    promote(str(fast), runs_dir, kernels)
+    kernel = kernels / "row_loop.py"
+    rc, out = cli("replay", str(kernel), *eval_flags(cache_dir))
+    assert rc == 2 and "row_loop.py" in out and "--problem" in out  # no problems/ beside this kernels/
+    rc, out = cli("replay", str(kernel), "--problem", str(PROBLEM), *eval_flags(cache_dir))
+    assert rc == 0, out
+    assert "recorded (header)" in out and "now" in out and "noise" in out
+    loose = tmp_path / "loose.py"
+    loose.write_text(FAST)
+    rc, out = cli("replay", str(loose), "--problem", str(PROBLEM), *eval_flags(cache_dir))
+    assert rc == 0 and "Nothing was recorded" in out, out
+
+
 def test_replay_says_when_the_gpu_differs(runs):
     _, fast, _ = runs
     recorded = load_rounds(RunStore(fast))[0][-1].eval
-    result = Replay(fast.name, recorded, recorded, 0.1, "NVIDIA H100 80GB HBM3", "cpu")
+    result = Replay(fast.name, recorded, recorded.speedup, recorded, 0.1, "NVIDIA H100 80GB HBM3", "cpu")
     out = io.StringIO()
     assert print_replay(Console(file=out, width=200), result) == 0
     assert "recorded on NVIDIA H100" in out.getvalue() and "+0.0%, within" in out.getvalue()
@@ -155,3 +171,25 @@ def test_plot_writes_a_png_of_both_runs(runs, tmp_path):
     assert drawn.runs == [fast.name, slow.name] and drawn.xlabel == "round" and "speedup" in drawn.ylabel
     height, width, _ = matplotlib.image.imread(out).shape
     assert (width, height) == drawn.size == (1000, 500)
+
+
+def test_plot_turns_to_a_log_axis_when_speedups_span_10x(runs, tmp_path):
+    import json
+
+    assert not use_log_scale([0.9, 1.5, 2.0, 3.1]) and use_log_scale([0.6, 1.5, 2.0, 15.5])
+    _, fast, _ = runs
+
+    def copy_with(name: str, speedups: list[float]) -> Path:
+        """The fast run as it would look with other speedups."""
+        path = tmp_path / name / fast.name
+        shutil.copytree(fast, path)
+        record = json.loads((path / "run.json").read_text())
+        for round_, speedup in zip(record["rounds"], speedups):
+            round_["speedup"] = speedup
+        (path / "run.json").write_text(json.dumps(record))
+        return path
+
+    wide, narrow = copy_with("wide", [0.6, 25.0]), copy_with("narrow", [1.2, 2.5])
+    drawn = plot([str(wide)], wide.parent, tmp_path / "wide.png")
+    assert drawn.log and "log scale" in drawn.ylabel and (tmp_path / "wide.png").stat().st_size > 10_000
+    assert not plot([str(narrow)], narrow.parent, tmp_path / "narrow.png").log

@@ -39,6 +39,7 @@ EXPECTED = {
     "lazy_tensor_subclass": {"tensor_subclass"},
     "lower_precision": {"lower_precision"},
     "lower_precision_output": {"lower_precision"},
+    "enables_tf32": {"lower_precision"},
     "mutates_input_for_reference": {"no_kernel"},
     "non_tensor_output": {"no_kernel"},
     "patch_allclose": {"monkeypatch"},

@@ -1,0 +1,87 @@
+"""Every shipped kernel against eager PyTorch and torch.compile, through the harness's own
+evaluation (checks included), in one table: times, speedups and share of the measured peak.
+
+    python bench/kernels.py [--device cuda] [--variants] [--only NAME ...] [--json FILE]
+
+A problem's kernel is kernels/<problem>.py; with --variants, the alternatives in
+bench/variants/<problem>/*.py are evaluated in the same batch (built in parallel, timed one
+at a time) and listed beneath it.
+"""
+import argparse
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from harness.evaluate import EvalOptions  # noqa: E402
+from harness.pool import evaluate_many  # noqa: E402
+from harness.results import to_dict  # noqa: E402
+
+
+def candidates_for(problem: Path, variants: bool) -> list[Path]:
+    kernel = REPO / "kernels" / problem.name
+    found = [kernel] if kernel.exists() else []
+    if variants:
+        found += sorted((REPO / "bench" / "variants" / problem.stem).glob("*.py"))
+    return found
+
+
+def share(roofline: dict) -> str:
+    parts = []
+    if roofline.get("bandwidth_share") is not None:
+        parts.append(f"{roofline['bandwidth_share']:.0%} of bandwidth")
+    if roofline.get("flops_share") is not None:
+        parts.append(f"{roofline['flops_share']:.0%} of fp32 FLOP/s")
+    return ", ".join(parts) or "-"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--variants", action="store_true")
+    parser.add_argument("--only", nargs="*", default=None, help="problem names (file stems)")
+    parser.add_argument("--cache-dir", type=Path, default=None)
+    parser.add_argument("--time-cap", type=float, default=10.0)
+    parser.add_argument("--json", type=Path, default=None, help="write every result here")
+    args = parser.parse_args()
+    options = EvalOptions(device=args.device, cache_dir=args.cache_dir, compile_baseline=True,
+                          time_cap=args.time_cap)
+    console = Console()
+    table = Table(title=f"kernels/ against eager and torch.compile ({args.device})")
+    for column in ("problem", "candidate", "verdict", "eager ms", "compile ms", "kernel ms",
+                   "vs eager", "vs compile", "share of peak"):
+        table.add_column(column, justify="right" if column.endswith(("ms", "eager", "compile")) else "left")
+    everything = {}
+    problems = sorted((REPO / "problems").glob("*.py"))
+    for problem in problems:
+        if args.only and problem.stem not in args.only:
+            continue
+        candidates = candidates_for(problem, args.variants)
+        if not candidates:
+            table.add_row(problem.stem, "(no kernel)", *["-"] * 7)
+            continue
+        with console.status(f"{problem.stem}: {len(candidates)} candidate(s)"):
+            results = evaluate_many(problem, candidates, options)
+        for candidate, result in zip(candidates, results):
+            everything[f"{problem.stem}/{candidate.name}"] = to_dict(result)
+            t = result.timings
+            eager, compiled, kernel = (t.get(k).median if t.get(k) else None
+                                       for k in ("reference", "compiled", "candidate"))
+            fmt = lambda v: f"{v:.3f}" if v else "-"  # noqa: E731
+            ratio = lambda a, b: f"{a / b:.2f}x" if a and b else "-"  # noqa: E731
+            name = candidate.name if candidate.parent.name == "kernels" else f"variant {candidate.stem}"
+            table.add_row(problem.stem, name, result.verdict.value, fmt(eager), fmt(compiled), fmt(kernel),
+                          ratio(eager, kernel), ratio(compiled, kernel),
+                          share(result.details.get("roofline") or {}) if result.ok else result.explanation[:60])
+    console.print(table)
+    if args.json:
+        args.json.write_text(json.dumps(everything, indent=1))
+
+
+if __name__ == "__main__":
+    main()
