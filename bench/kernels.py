@@ -20,6 +20,7 @@ from rich.table import Table  # noqa: E402
 
 from harness.evaluate import EvalOptions  # noqa: E402
 from harness.pool import evaluate_many  # noqa: E402
+from harness.problem import ProblemError  # noqa: E402
 from harness.results import to_dict  # noqa: E402
 
 
@@ -65,22 +66,32 @@ def main() -> None:
         if not candidates:
             table.add_row(problem.stem, "(no kernel)", *["-"] * 7)
             continue
-        with console.status(f"{problem.stem}: {len(candidates)} candidate(s)"):
-            results = evaluate_many(problem, candidates, options)
+        try:
+            with console.status(f"{problem.stem}: {len(candidates)} candidate(s)"):
+                results = evaluate_many(problem, candidates, options)
+        except ProblemError as exc:  # one broken problem leaves the others' rows standing
+            console.print(f"[red]{exc}[/red]")
+            table.add_row(problem.stem, "-", "problem error", *["-"] * 5, str(exc)[:160])
+            continue
         for candidate, result in zip(candidates, results):
             everything[f"{problem.stem}/{candidate.name}"] = to_dict(result)
-            t = result.timings
-            eager, compiled, kernel = (t.get(k).median if t.get(k) else None
-                                       for k in ("reference", "compiled", "candidate"))
-            fmt = lambda v: f"{v:.3f}" if v else "-"  # noqa: E731
-            ratio = lambda a, b: f"{a / b:.2f}x" if a and b else "-"  # noqa: E731
-            name = candidate.name if candidate.parent.name == "kernels" else f"variant {candidate.stem}"
-            table.add_row(problem.stem, name, result.verdict.value, fmt(eager), fmt(compiled), fmt(kernel),
-                          ratio(eager, kernel), ratio(compiled, kernel),
-                          share(result.details.get("roofline") or {}) if result.ok else result.explanation[:60])
+            row = table_row(problem, candidate, result)
+            table.add_row(*row)
+            console.print(" | ".join(row))  # as it comes: a long batch cut short still says something
+        if args.json:
+            args.json.write_text(json.dumps(everything, indent=1))
     console.print(table)
-    if args.json:
-        args.json.write_text(json.dumps(everything, indent=1))
+
+
+def table_row(problem: Path, candidate: Path, result) -> list[str]:
+    t = result.timings
+    eager, compiled, kernel = (t[k].median if k in t else None for k in ("reference", "compiled", "candidate"))
+    fmt = lambda v: f"{v:.3f}" if v else "-"  # noqa: E731
+    ratio = lambda a, b: f"{a / b:.2f}x" if a and b else "-"  # noqa: E731
+    name = candidate.name if candidate.parent.name == "kernels" else f"variant {candidate.stem}"
+    return [problem.stem, name, result.verdict.value, fmt(eager), fmt(compiled), fmt(kernel),
+            ratio(eager, kernel), ratio(compiled, kernel),
+            share(result.details.get("roofline") or {}) if result.ok else result.explanation[:160]]
 
 
 if __name__ == "__main__":
