@@ -1,15 +1,15 @@
 """Every shipped kernel against eager PyTorch and torch.compile, through the harness's own
 evaluation (checks included), in one table: times, speedups and share of the measured peak.
 
-    python bench/kernels.py [--device cuda] [--variants] [--only NAME ...] [--json FILE]
+    python bench/kernels.py [--device cuda] [--only NAME ...] [--json FILE]
 
-A problem's kernel is kernels/<problem>.py; with --variants, the alternatives in
-bench/variants/<problem>/*.py are evaluated in the same batch (built in parallel, timed one
-at a time) and listed beneath it.
+A problem's kernel is kernels/<problem>.py; the kernels build in parallel while the one
+before is timed (one at a time on the GPU).
 """
 import argparse
 import json
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -18,18 +18,10 @@ sys.path.insert(0, str(REPO))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from harness.evaluate import EvalOptions  # noqa: E402
+from harness.evaluate import EvalOptions, Evaluator  # noqa: E402
 from harness.pool import evaluate_many  # noqa: E402
 from harness.problem import ProblemError  # noqa: E402
 from harness.results import to_dict  # noqa: E402
-
-
-def candidates_for(problem: Path, variants: bool) -> list[Path]:
-    kernel = REPO / "kernels" / problem.name
-    found = [kernel] if kernel.exists() else []
-    if variants:
-        found += sorted((REPO / "bench" / "variants" / problem.stem).glob("*.py"))
-    return found
 
 
 def share(roofline: dict) -> str:
@@ -44,7 +36,6 @@ def share(roofline: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--variants", action="store_true")
     parser.add_argument("--only", nargs="*", default=None, help="problem names (file stems)")
     parser.add_argument("--cache-dir", type=Path, default=None)
     parser.add_argument("--time-cap", type=float, default=10.0)
@@ -58,11 +49,11 @@ def main() -> None:
                    "vs eager", "vs compile", "share of peak"):
         table.add_column(column, justify="right" if column.endswith(("ms", "eager", "compile")) else "left")
     everything = {}
-    problems = sorted((REPO / "problems").glob("*.py"))
+    problems = [p for p in sorted((REPO / "problems").glob("*.py")) if not args.only or p.stem in args.only]
+    with console.status("building every kernel at once"):
+        prebuild(problems, options)
     for problem in problems:
-        if args.only and problem.stem not in args.only:
-            continue
-        candidates = candidates_for(problem, args.variants)
+        candidates = [REPO / "kernels" / problem.name] if (REPO / "kernels" / problem.name).exists() else []
         if not candidates:
             table.add_row(problem.stem, "(no kernel)", *["-"] * 7)
             continue
@@ -81,6 +72,20 @@ def main() -> None:
         if args.json:
             args.json.write_text(json.dumps(everything, indent=1))
     console.print(table)
+
+
+def prebuild(problems: list[Path], options: EvalOptions) -> None:
+    """Fill the build cache for all kernels in parallel; the per-problem batches that follow
+    then only check and time.  A failed build is reported by its batch, so it is ignored here."""
+    def build(problem: Path) -> None:
+        kernel = REPO / "kernels" / problem.name
+        if kernel.exists():
+            try:
+                Evaluator(problem, options).build(kernel)
+            except Exception:  # noqa: BLE001 - the batch reports it with its context
+                pass
+    with ThreadPoolExecutor(max_workers=len(problems) or 1) as builders:
+        list(builders.map(build, problems))
 
 
 def table_row(problem: Path, candidate: Path, result) -> list[str]:

@@ -454,6 +454,10 @@ def plot(runs: list[str], runs_dir: Path, out: Path) -> Plot:
         ax.set_yscale("log")
         top, bottom = max(marks) * 1.8, min(marks) / 3
         strip = bottom * 1.5
+        # speedups read as 0.5x, 1x, 2x, 5x, 10x rather than powers of ten
+        ticks = [t * 10.0 ** e for e in range(-3, 5) for t in (1, 2, 5) if bottom <= t * 10.0 ** e <= top]
+        ax.set_yticks(ticks, [f"{t:g}x" for t in ticks])
+        ax.minorticks_off()
     else:
         top = max(speedups + [settings.target]) * 1.15
         strip = -top * 0.06
@@ -482,8 +486,8 @@ def plot(runs: list[str], runs_dir: Path, out: Path) -> Plot:
     ax.set_xticks(range(1, rounds + 1))
     ax.set_xlim(0.5, rounds + 0.5)
     ax.set_xlabel("round")
-    ax.set_ylabel("speedup over the reference (x, log scale); failed rounds at the bottom" if log else
-                  "speedup over the reference (x); failed rounds below 0")
+    ax.set_ylabel("speedup over the reference (log scale)\nfailed rounds at the bottom" if log else
+                  "speedup over the reference (x)\nfailed rounds below 0")
     problem = problems.pop()
     ax.set_title(f"{problem}: speedup per round")
     out = Path(out)

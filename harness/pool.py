@@ -1,5 +1,5 @@
 """Many candidates at once: builds in parallel on the CPU cores, check and
-timing one candidate at a time per GPU.
+timing one candidate at a time per GPU (on --device cpu, after the builds).
 
 A build never waits for a GPU, and a GPU never times two candidates at once:
 each GPU has its own Evaluator (its own reference process) fed from one queue
@@ -73,20 +73,26 @@ class Pool:
                     upcoming = built.get_nowait()
                 except queue.Empty:
                     upcoming = _NOT_YET
-                if upcoming not in (None, _NOT_YET):
-                    evaluator.stage(upcoming[1])
                 try:
-                    results[index] = evaluator.run(outcome, lambda p: notify(index, p))
+                    results[index] = evaluator.run(outcome, lambda p: notify(index, p),
+                                                   upcoming[1] if upcoming not in (None, _NOT_YET) else None)
                     notify(index, results[index].verdict.value)
                 except BaseException as exc:  # noqa: BLE001
                     failures.append(exc)
                 item = built.get() if upcoming is _NOT_YET else upcoming
 
         timers = [threading.Thread(target=time_on, args=(ev,), daemon=True) for ev in self.evaluators]
-        for thread in timers:
-            thread.start()
+        # On a GPU, timing starts with the first build; on the CPU the compilers would share
+        # the cores with the timed code, so timing waits for the last build.
+        on_cpu = self.evaluators[0].options.device == "cpu"
+        if not on_cpu:
+            for thread in timers:
+                thread.start()
         with ThreadPoolExecutor(max_workers=self.build_jobs) as builders:
             list(builders.map(build, range(len(candidates))))
+        if on_cpu:
+            for thread in timers:
+                thread.start()
         for _ in timers:
             built.put(None)
         for thread in timers:

@@ -3,24 +3,18 @@
 y = (x * rsqrt(mean(x^2) + eps)) * weight, all in fp32, for x of any shape (..., N).
 
 Fast path (N % 4 == 0, 16-byte aligned pointers, 2048 < N <= 4096; the problem's rows
-are N = 4096 = 16 KiB): rms_pipe, a persistent kernel with one row per block of 256
-threads at a time.  Grid = SMs x resident blocks (4 per SM: 55 registers, 48 KiB of
-shared memory each), balanced so every block gets ~62 rows, rows strided by the grid so
-neighbouring blocks read neighbouring rows.  Thread t owns float4 slots t + 256k
-(k < 4) of every row; its 4 weight float4s are loaded once into registers and reused
-for all its rows.  x streams through a 3-stage ring in shared memory filled with
-cp.async.cg (16 B per thread per slot, L1 bypassed): while a block reduces and writes
-row i, rows i+1 and i+2 are already requested, so each SM keeps ~8 rows = 128 KiB of
-loads in flight no matter how ptxas schedules (with plain register prefetch ptxas sinks
-the next row's loads below the reduction).  Each thread reads back only the slots it
-copied itself, so the ring needs no barriers.  Sum of squares: fmaf over the thread's
-16 values, butterfly shuffles, one shared-memory exchange between the 8 warps
-(double-buffered, one __syncthreads per row).  rstd = rsqrtf(sum * (1/N) + eps) with
-separate roundings as torch's mean then add; y = (x * rstd) * w.  Stores are plain
-STG.128 of full lines.
-
+are N = 4096 = 16 KiB): rms_row (_MODE = 1), one row per block, not persistent.
+Grid = rows (32768 blocks of 256 threads); each thread loads its 4 float4 of x
+(ld.global.nc.L1::no_allocate) into registers, reduces (shuffles + one shared-memory
+exchange), then writes y, reading its 4 weight float4s through L1 (__ldg) for every row.
+__launch_bounds__(256, 8): 32 registers, 8 blocks = 2048 threads per SM, so ~8 rows
+(128 KiB) of loads in flight per SM, kept there by the hardware block scheduler instead
+of a software pipeline.  x read once, y written once.
+Measured on an H100 (harness protocol): rms_row 0.445 ms; rms_pipe (_MODE = 0, a
+persistent block with a 3-stage cp.async ring) 0.520 ms; persistent with register
+prefetch 0.473 ms.
 HBM traffic: x read once (512 MiB), y written once (512 MiB), weight 16 KiB: 1.07 GB,
-~0.37 ms at the 2.9 TB/s a device copy reaches; expected ~0.38-0.40 ms.
+~0.37 ms at the 2.9 TB/s a device copy reaches.
 
 Other shapes: rms_tile (register tile, several rows per block for short rows, next row
 prefetched into registers, weight in registers, persistent) for N % 4 == 0 up to 16384
@@ -35,8 +29,9 @@ import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
 # Configuration of the fast path for 2048 < N <= 4096 (N % 4 == 0): see the MODE
-# table in rms_launch.  0: rms_pipe, 256 threads per row, 3-stage cp.async ring.
-_MODE = 0
+# table in rms_launch.  0: rms_pipe, 256 threads per row, 3-stage cp.async ring;
+# 1: rms_row, one row per block (the fastest measured).
+_MODE = 1
 
 _CUDA_SRC = r"""
 #include <cuda_runtime.h>

@@ -1,20 +1,21 @@
 """Softmax over the last dimension, written for problems/softmax_long_rows.py.
 
 Fast path (float32 rows whose length is a multiple of 4, 16-byte aligned, up to
-8 * T * 32 elements; the problem's rows of 32768): a thread-block cluster of C CTAs of T
-threads per row, C * T * 8 float4 slots covering the row.  Each thread loads its 8 float4
-(32 floats) into registers once, so x is read from device memory once and y written
-once (1.07 GB for the problem's shape; ~0.37 ms at 2.9 TB/s).  Row max: per-thread,
-warp shuffles, one __syncthreads (every warp then reduces the warps' values itself),
-then the C CTAs' maxima through distributed shared memory after a cluster barrier.  The
-registers are replaced by e = 2^((x - max) * log2 e) (ex2.approx; relative error < 2e-6
-for every output above 1e-9), the sum is reduced the same way, and y = e * (1 / sum) is
-stored with streaming stores.  Every CTA of the cluster reduces the peers' values in the
-same order, so all agree bit for bit on max and sum.  The default is T = 256, C = 4:
-four CTAs (1024 threads, 64 registers each) per SM, so one CTA's reductions overlap the
-others' loads and stores.  Masked slots (rows shorter than the cluster's slots) hold
--inf and add 0 to the sum.  A persistent mode (one wave of clusters looping over rows)
-can prefetch its next row into L2 while it reduces the current one.
+8 * T * 32 elements per cluster of CTAs): a row is held in registers by C CTAs of T threads,
+C * T * 8 float4 slots covering it.  Each thread loads its 8 float4 (32 floats) once, so x
+is read from device memory once and y written once (1.07 GB for the problem's shape;
+~0.37 ms at 2.9 TB/s).  Row max: per-thread, warp shuffles, one __syncthreads (every warp
+then reduces the warps' values itself), then, if C > 1, the CTAs' maxima through
+distributed shared memory after a cluster barrier.  The registers are replaced by
+e = 2^((x - max) * log2 e) (ex2.approx; relative error < 2e-6 for every output above 1e-9),
+the sum is reduced the same way, and y = e * (1 / sum) is stored with streaming stores.
+Every CTA of a cluster reduces the peers' values in the same order, so all agree bit for
+bit on max and sum.  Masked slots (rows shorter than the slots) hold -inf and add 0.
+The default is T = 1024: the problem's 32768-float row is one CTA of 1024 threads
+(64 registers each), one CTA per SM, no cluster barrier.  Measured on an H100 against the
+other shapes of the same kernel (harness protocol, ms): T = 1024, C = 1: 0.442;
+T = 256, C = 4: 0.516; T = 512, C = 2, T = 128, C = 8 and persistent clusters with L2
+prefetch: in between or slower.
 
 General path (any other length, unaligned pointers, or rows too long for the clusters):
 online softmax in two passes over x.  Pass 1: per (row, 16384-element chunk) running
@@ -509,7 +510,7 @@ _ext = load_inline(
 
 # Fast-path configuration: CTA size (cluster size = 32768 / (8 * 4 * T) for the problem's
 # rows), persistent clusters, L2 prefetch of the next row (persistent only).
-_THREADS = 256
+_THREADS = 1024
 _PERSIST = 0
 _PREFETCH = 0
 

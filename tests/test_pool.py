@@ -36,3 +36,15 @@ def test_pool_builds_in_parallel_and_keeps_results_apart(tmp_path, cpu_options):
     for i in range(len(candidates)):
         phases = [p for j, p in events if j == i]
         assert phases[0] == "building" and phases[-1] == verdicts[i].value
+
+
+def test_the_next_candidate_imports_in_the_worker_staged_for_it(cpu_options):
+    """run(a, upcoming=b) starts b's worker; run(b) then uses that worker, not a new one."""
+    from harness.evaluate import Evaluator
+
+    with Evaluator(SMALL, cpu_options) as evaluator:
+        first, second = (evaluator.build(CANDIDATES / name) for name in ("py_correct.py", "py_wrong.py"))
+        assert evaluator.run(first, upcoming=second).verdict is Verdict.CORRECT
+        staged_log = second.result.details["worker_log"]  # written when its worker was given the candidate
+        assert evaluator.run(second).verdict is Verdict.INCORRECT
+        assert second.result.details["worker_log"] == staged_log
