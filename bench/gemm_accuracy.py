@@ -11,6 +11,7 @@ import importlib.util
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -30,9 +31,14 @@ class Reference(torch.nn.Module):
 
 def load(path: str) -> torch.nn.Module:
     started = time.monotonic()
+    if not Path(path).is_file():
+        sys.exit(f"{path}: no such file; give GEMM + bias + ReLU kernel files (like kernels/gemm_bias_relu.py).")
     spec = importlib.util.spec_from_file_location(path.replace("/", "_").removesuffix(".py"), path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    if not hasattr(module, "ModelNew"):
+        sys.exit(f"{path} defines no ModelNew: it must take (in_features, out_features) and keep its "
+                 "parameters as linear.weight and linear.bias, as kernels/gemm_bias_relu.py does.")
     print(f"built {path} in {time.monotonic() - started:.1f} s", flush=True)
     return module.ModelNew(K, N).cuda()
 
@@ -53,6 +59,8 @@ def milliseconds(fn, x) -> float:
 
 
 def main() -> None:
+    if not torch.cuda.is_available():
+        sys.exit("bench/gemm_accuracy.py needs a CUDA GPU: the kernels and the float64 product run there.")
     torch.backends.cuda.matmul.fp32_precision = "ieee"
     models = {path: load(path) for path in sys.argv[1:]}
     models["cuBLAS fp32 (TF32 off)"] = Reference().cuda()

@@ -3,14 +3,15 @@ evaluation (checks included), in one table: times, speedups and share of the mea
 
     python bench/kernels.py [--device cuda] [--only NAME ...] [--json FILE]
 
-A problem's kernel is kernels/<problem>.py; the kernels build in parallel while the one
-before is timed (one at a time on the GPU).
+A problem's kernel is kernels/<problem>.py.  All kernels build at once first; then each is
+checked and timed, one at a time on the GPU.
 """
 import argparse
 import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Optional
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -22,6 +23,11 @@ from harness.evaluate import EvalOptions, Evaluator  # noqa: E402
 from harness.pool import evaluate_many  # noqa: E402
 from harness.problem import ProblemError  # noqa: E402
 from harness.results import to_dict  # noqa: E402
+
+
+def kernel_for(problem: Path) -> Optional[Path]:
+    kernel = REPO / "kernels" / problem.name
+    return kernel if kernel.exists() else None
 
 
 def share(roofline: dict) -> str:
@@ -53,22 +59,21 @@ def main() -> None:
     with console.status("building every kernel at once"):
         prebuild(problems, options)
     for problem in problems:
-        candidates = [REPO / "kernels" / problem.name] if (REPO / "kernels" / problem.name).exists() else []
-        if not candidates:
+        kernel = kernel_for(problem)
+        if kernel is None:
             table.add_row(problem.stem, "(no kernel)", *["-"] * 7)
             continue
         try:
-            with console.status(f"{problem.stem}: {len(candidates)} candidate(s)"):
-                results = evaluate_many(problem, candidates, options)
+            with console.status(f"{problem.stem}: checking and timing"):
+                [result] = evaluate_many(problem, [kernel], options)
         except ProblemError as exc:  # one broken problem leaves the others' rows standing
             console.print(f"[red]{exc}[/red]")
             table.add_row(problem.stem, "-", "problem error", *["-"] * 5, str(exc)[:160])
             continue
-        for candidate, result in zip(candidates, results):
-            everything[f"{problem.stem}/{candidate.name}"] = to_dict(result)
-            row = table_row(problem, candidate, result)
-            table.add_row(*row)
-            console.print(" | ".join(row))  # as it comes: a long batch cut short still says something
+        everything[f"{problem.stem}/{kernel.name}"] = to_dict(result)
+        row = table_row(problem, kernel, result)
+        table.add_row(*row)
+        console.print(" | ".join(row))  # as it comes: a long batch cut short still says something
         if args.json:
             args.json.write_text(json.dumps(everything, indent=1))
     console.print(table)
@@ -78,8 +83,8 @@ def prebuild(problems: list[Path], options: EvalOptions) -> None:
     """Fill the build cache for all kernels in parallel; the per-problem batches that follow
     then only check and time.  A failed build is reported by its batch, so it is ignored here."""
     def build(problem: Path) -> None:
-        kernel = REPO / "kernels" / problem.name
-        if kernel.exists():
+        kernel = kernel_for(problem)
+        if kernel:
             try:
                 Evaluator(problem, options).build(kernel)
             except Exception:  # noqa: BLE001 - the batch reports it with its context
@@ -88,14 +93,13 @@ def prebuild(problems: list[Path], options: EvalOptions) -> None:
         list(builders.map(build, problems))
 
 
-def table_row(problem: Path, candidate: Path, result) -> list[str]:
+def table_row(problem: Path, kernel: Path, result) -> list[str]:
     t = result.timings
-    eager, compiled, kernel = (t[k].median if k in t else None for k in ("reference", "compiled", "candidate"))
+    eager, compiled, ours = (t[k].median if k in t else None for k in ("reference", "compiled", "candidate"))
     fmt = lambda v: f"{v:.3f}" if v else "-"  # noqa: E731
     ratio = lambda a, b: f"{a / b:.2f}x" if a and b else "-"  # noqa: E731
-    name = candidate.name if candidate.parent.name == "kernels" else f"variant {candidate.stem}"
-    return [problem.stem, name, result.verdict.value, fmt(eager), fmt(compiled), fmt(kernel),
-            ratio(eager, kernel), ratio(compiled, kernel),
+    return [problem.stem, kernel.name, result.verdict.value, fmt(eager), fmt(compiled), fmt(ours),
+            ratio(eager, ours), ratio(compiled, ours),
             share(result.details.get("roofline") or {}) if result.ok else result.explanation[:160]]
 
 

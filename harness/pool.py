@@ -84,15 +84,13 @@ class Pool:
         timers = [threading.Thread(target=time_on, args=(ev,), daemon=True) for ev in self.evaluators]
         # On a GPU, timing starts with the first build; on the CPU the compilers would share
         # the cores with the timed code, so timing waits for the last build.
-        on_cpu = self.evaluators[0].options.device == "cpu"
-        if not on_cpu:
-            for thread in timers:
-                thread.start()
+        timing_waits = self.evaluators[0].options.device == "cpu"
+        if not timing_waits:
+            _start(timers)
         with ThreadPoolExecutor(max_workers=self.build_jobs) as builders:
             list(builders.map(build, range(len(candidates))))
-        if on_cpu:
-            for thread in timers:
-                thread.start()
+        if timing_waits:
+            _start(timers)
         for _ in timers:
             built.put(None)
         for thread in timers:
@@ -100,6 +98,11 @@ class Pool:
         if failures:
             raise next((f for f in failures if isinstance(f, ProblemError)), failures[0])
         return [r for r in results if r is not None]
+
+
+def _start(threads: list[threading.Thread]) -> None:
+    for thread in threads:
+        thread.start()
 
 
 def evaluate_many(problem: str | Path | Problem, candidates: Sequence[str | Path], options: EvalOptions,

@@ -87,7 +87,8 @@ STATIC = [
 NEUTRALISED = ["cache_by_content", "side_stream"]  # fresh inputs and a device-wide sync leave them nothing to gain
 DEGENERATE = "constant_output"  # right on a degenerate problem: the problem lint must flag the problem
 # caught, or let through, by comparing the reference's time beside the candidate with its time alone
-TIMING_BOUND = ["slows_reference_dispatcher", "cache_by_content", "calls_reference_op", DEGENERATE]
+TIMING_BOUND = [(SMALL, "slows_reference_dispatcher"), (SMALL, "cache_by_content"), (SMALL, "calls_reference_op"),
+                (PROBLEMS / "degenerate_softmax.py", DEGENERATE)]
 # These make the harness raise today: each gets an evaluator of its own, so that its exception takes no other
 # attempt's result with it.
 ALONE = [
@@ -128,12 +129,12 @@ def evaluate_all(jobs: list[tuple], options: EvalOptions, lanes: int, alone: lis
 @pytest.fixture(scope="module")
 def cpu_results(cpu_options):
     options = dataclasses.replace(cpu_options, time_cap=0.3)
-    results = evaluate_all([(SMALL, a.name) for a in CPU if a.name not in TIMING_BOUND], options, lanes=3,
+    timing_bound = {name for _, name in TIMING_BOUND}
+    results = evaluate_all([(SMALL, a.name) for a in CPU if a.name not in timing_bound], options, lanes=3,
                            alone=[(SMALL, a.name) for a in ALONE])
     # Verdicts that rest on the reference's time beside a candidate against alone run after the
     # rest, one at a time: with lanes side by side on a small machine the two come from different loads.
-    for name in TIMING_BOUND:
-        problem = PROBLEMS / "degenerate_softmax.py" if name == DEGENERATE else SMALL
+    for problem, name in TIMING_BOUND:
         results[name] = evaluate(problem, ADVERSARIAL / f"{name}.py", options)
     return results
 

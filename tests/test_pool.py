@@ -2,6 +2,7 @@
 import shutil
 
 from conftest import CANDIDATES, PROBLEMS
+from harness.evaluate import Evaluator
 from harness.pool import evaluate_many
 from harness.results import Verdict
 
@@ -40,8 +41,6 @@ def test_pool_builds_in_parallel_and_keeps_results_apart(tmp_path, cpu_options):
 
 def test_the_next_candidate_imports_in_the_worker_staged_for_it(cpu_options):
     """run(a, upcoming=b) starts b's worker; run(b) then uses that worker, not a new one."""
-    from harness.evaluate import Evaluator
-
     with Evaluator(SMALL, cpu_options) as evaluator:
         first, second = (evaluator.build(CANDIDATES / name) for name in ("py_correct.py", "py_wrong.py"))
         assert evaluator.run(first, upcoming=second).verdict is Verdict.CORRECT
