@@ -1,12 +1,15 @@
 """Where does a timing method's overhead come from? Times one trusted candidate
 (and the reference) several ways in one process, changing one thing at a time:
 
-  harness        the harness's loop: fresh inputs per call, flush, device-wide sync before the end event
+  beside         the harness's loop, interleaved with the other model (as `harness eval` times)
+  harness        the same loop alone: fresh inputs per call, flush, device-wide sync before the end event
   fixed inputs   the same, one input set reused
   stream sync    fixed inputs, end event right after the call (no device-wide sync)
   do_bench       triton.testing.do_bench, median
 
-    python bench/timing_methods.py PROBLEM CANDIDATE [--reps 100]
+    python bench/timing_methods.py PROBLEM CANDIDATE [--reps 100] [--device cuda|cpu]
+
+On a CPU only the first three columns apply.
 
 Only for candidates you trust: this runs them in-process.
 """
@@ -39,13 +42,26 @@ def stream_synced(fn, args, reps: int, flush: torch.Tensor) -> float:
     return statistics.median(times)
 
 
+def gpu_columns(model, fixed, reps: int) -> list[str]:
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    row = [f"{stream_synced(model, fixed, reps, flush):.4f}"]
+    try:
+        from triton.testing import do_bench
+
+        row.append(f"{do_bench(lambda: model(*fixed), return_mode='median'):.4f}")
+    except ImportError:
+        row.append("-")
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("problem")
     parser.add_argument("candidate")
     parser.add_argument("--reps", type=int, default=100)
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     args = parser.parse_args()
-    device = torch.device("cuda")
+    device = torch.device(args.device)
     problem = import_file(args.problem, "problem")
     candidate_module = import_file(args.candidate, "candidate")
     init = problem.get_init_inputs()
@@ -56,24 +72,19 @@ def main() -> None:
     models["candidate"].load_state_dict(models["reference"].state_dict(), strict=False)
     fixed = inputs_from_seed(problem, device, 7)
     rule = timing.StopRule(min_samples=args.reps, max_samples=args.reps, time_cap=60)
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device=device)
     table = Table(title=f"{Path(args.candidate).name}: median ms by method")
-    for column in ("model", "harness", "fixed inputs", "stream sync", "do_bench"):
+    for column in ("model", "beside", "harness", "fixed inputs", "stream sync", "do_bench"):
         table.add_column(column, justify="right")
+    fresh_inputs = lambda seed: inputs_from_seed(problem, device, seed)  # noqa: E731
     with torch.no_grad():
         for name, model in models.items():
-            fresh = timing.Timed(lambda seed: inputs_from_seed(problem, device, seed), model)
-            same = timing.Timed(lambda seed: fixed, model)
-            row = [name,
+            fresh = timing.Timed(fresh_inputs, model)
+            other = next(m for n, m in models.items() if n != name)
+            beside = timing.time_interleaved({"x": fresh, "other": timing.Timed(fresh_inputs, other)}, device, rule)
+            row = [name, f"{beside['x'].median:.4f}",
                    f"{timing.time_interleaved({'x': fresh}, device, rule)['x'].median:.4f}",
-                   f"{timing.time_interleaved({'x': same}, device, rule)['x'].median:.4f}",
-                   f"{stream_synced(model, fixed, args.reps, flush):.4f}"]
-            try:
-                from triton.testing import do_bench
-
-                row.append(f"{do_bench(lambda: model(*fixed), return_mode='median'):.4f}")
-            except ImportError:
-                row.append("-")
+                   f"{timing.time_interleaved({'x': timing.Timed(lambda seed: fixed, model)}, device, rule)['x'].median:.4f}"]
+            row += gpu_columns(model, fixed, args.reps) if device.type == "cuda" else ["-", "-"]
             table.add_row(*row)
     Console(width=120).print(table)
 

@@ -8,7 +8,10 @@ the block writes y; gamma's slice and most of beta's stay in shared memory for t
 launch.  Per row each block posts its slice's (mean, M2) tagged with a launch-unique
 number; every block waits until all entries carry the row's tag, combines them in double
 and writes its slice of y while loading its slice of the next row.  x is read from
-device memory once, y written once, gamma and beta read once.
+device memory once, y written once, gamma and beta read once.  So that device memory
+does not idle while the blocks wait for one another, each block asks L2 to prefetch half
+its slice of the row after next once it has posted; gamma and beta arrive by cp.async
+behind row 0's loads; y is stored with L2 evict-first, keeping what was prefetched.
 
 General path (any other size, unaligned or odd sizes): per-chunk (mean, M2) partials,
 a per-row combine in double, then a pass that normalises with gamma and beta held in
@@ -26,6 +29,7 @@ from torch.utils.cpp_extension import load_inline
 _CUDA_SRC = r"""
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <mutex>
 
 namespace lnk {
 
@@ -105,38 +109,30 @@ __device__ __forceinline__ float norm1(float v, float g, float b, float mean, fl
 }
 
 // ---------------------------------------------------------------- memory helpers
-// HINT 0: plain; 1: .cs (streaming) loads and stores; 2: L2 evict_first policy on the
-// x and y streams, so that the beta lines read from L2 every row are the ones kept.
-template <int HINT>
-__device__ __forceinline__ float4 ld_stream(const float4* p, uint64_t pol) {
-  if (HINT == 1) return __ldcs(p);
+__device__ __forceinline__ float4 ld_stream(const float4* p) {
   float4 v;
-  if (HINT == 2) {
-    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.f32 {%0,%1,%2,%3}, [%4], %5;"
-                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p), "l"(pol));
-  } else {
-    asm volatile("ld.global.nc.L1::no_allocate.v4.f32 {%0,%1,%2,%3}, [%4];"
-                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
-  }
+  asm volatile("ld.global.nc.L1::no_allocate.v4.f32 {%0,%1,%2,%3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
   return v;
 }
-template <int HINT>
-__device__ __forceinline__ void st_stream(float4* p, float4 v, uint64_t pol) {
-  if (HINT == 1) { __stcs(p, v); return; }
-  if (HINT == 2) {
-    asm volatile("st.global.L2::cache_hint.v4.f32 [%0], {%1,%2,%3,%4}, %5;"
-                 :: "l"(p), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "l"(pol) : "memory");
-    return;
-  }
-  *p = v;
+// y is never read again: L2 evicts its lines first, keeping the prefetched x and beta's tail
+__device__ __forceinline__ void st_evict_first(float4* p, float4 v, uint64_t pol) {
+  asm volatile("st.global.L2::cache_hint.v4.f32 [%0], {%1,%2,%3,%4}, %5;"
+               :: "l"(p), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "l"(pol) : "memory");
 }
-__device__ __forceinline__ unsigned long long ld_relaxed(const unsigned long long* p) {
-  unsigned long long v;
-  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
+__device__ __forceinline__ void cp_async16(void* smem_dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;"
+               :: "r"((unsigned)__cvta_generic_to_shared(smem_dst)), "l"(src) : "memory");
 }
-__device__ __forceinline__ void st_relaxed(unsigned long long* p, unsigned long long v) {
-  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
+// one 16-byte entry as two 64-bit words, each single-copy atomic (a torn pair shows as a
+// mismatched tag in one half and is read again)
+__device__ __forceinline__ void ld_relaxed2(const unsigned long long* p, unsigned long long& a,
+                                            unsigned long long& b) {
+  asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
+}
+__device__ __forceinline__ void st_relaxed2(unsigned long long* p, unsigned long long a,
+                                            unsigned long long b) {
+  asm volatile("st.relaxed.gpu.global.v2.u64 [%0], {%1, %2};" :: "l"(p), "l"(a), "l"(b) : "memory");
 }
 __device__ __forceinline__ unsigned long long tagged(float v, unsigned tag) {
   return ((unsigned long long)tag << 32) | (unsigned long long)__float_as_uint(v);
@@ -146,17 +142,21 @@ __device__ __forceinline__ unsigned long long tagged(float v, unsigned tag) {
 // One block per SM, all co-resident (cooperative launch).  Block b owns float4 columns
 // [start, start + nloc) of every row; thread t owns slots t + k*T (k < VPT) of that slice
 // and keeps x there in registers from the load of row r+1 until it writes y of row r+1.
-// gamma's slice and as much of beta's as fits live in shared memory for the whole launch.
+// gamma's slice and as much of beta's as fits live in shared memory for the whole launch;
+// they arrive by cp.async behind row 0's loads and are waited for at their first use.
 //
 // Exchange of per-row statistics, instead of a counter barrier: block j writes its
-// (mean, M2) for row r as two 64-bit words, each carrying a 32-bit tag (base + r + 1,
-// unique over launches: base is an epoch kept in the workspace, advanced by block 0 at
-// its exit), into slot r & 1; every block's warp 0 polls all G entries until each tag
-// matches, then combines them in double.  64-bit relaxed accesses are single-copy atomic,
-// so a matching tag means the value beside it is that row's.
+// (mean, M2) for row r as one 16-byte entry of two 64-bit words, each carrying a 32-bit tag
+// (base + r + 1, unique over launches: base is an epoch kept in the workspace, advanced by
+// block 0 at its exit), into slot r & 1; every block polls all G entries until each tag
+// matches, then combines them in double.
+//
+// While the blocks wait for one another, HBM would idle: each block has just posted row
+// r+1 and asks L2 to prefetch the first PFR slots of its slice of row r+2, so the wait is
+// spent fetching (on the H100, 8 of 16 slots measured best; more evicts what it fetched).
 //
 // ws layout: [0, 4) epoch; from byte 256: entries[2][G] of two u64 words.
-template <int T, int VPT, int PF, int HINT>
+template <int T, int VPT, int PFR>
 __global__ void __launch_bounds__(T, 1)
 ln_persistent(const float4* __restrict__ x, const float4* __restrict__ gam,
               const float4* __restrict__ bet, float4* __restrict__ y,
@@ -180,16 +180,8 @@ ln_persistent(const float4* __restrict__ x, const float4* __restrict__ gam,
   // this thread's slots tid + k*T are valid for k < kv; beta's are in shared memory for k < kb
   const int kv = (nloc - tid + T - 1) / T;
   const int kb = (min(nsb, nloc) - tid + T - 1) / T;
-  uint64_t pol = 0;
-  if (HINT == 2) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-
-  // parameters into shared memory (each thread only ever touches its own slots)
-#pragma unroll
-  for (int k = 0; k < VPT; ++k) {
-    const int idx = tid + k * T;
-    if (k < kv) sg[idx] = __ldg(gam + start + idx);
-    if (k < kb) sb[idx] = __ldg(bet + start + idx);
-  }
+  uint64_t evict_first;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(evict_first));
 
   float4 xr[VPT];
   auto post_stats = [&](int r) {
@@ -212,29 +204,40 @@ ln_persistent(const float4* __restrict__ x, const float4* __restrict__ gam,
     block_chan<T>(tnn, tmean, tm2, red);
     if (tid == 0) {
       const unsigned tag = tag0 + (unsigned)r + 1u;
-      unsigned long long* e = ent + ((size_t)(r & 1) * G + bid) * 2;
-      st_relaxed(e, tagged(tmean, tag));
-      st_relaxed(e + 1, tagged(tm2, tag));
+      st_relaxed2(ent + ((size_t)(r & 1) * G + bid) * 2, tagged(tmean, tag), tagged(tm2, tag));
     }
   };
-  auto prefetch_row = [&](int r) {
-    if (PF > 0 && tid == 0 && r < rows) {
-      const int n = min(nloc, PF * T);
+  auto prefetch_l2 = [&](int r) {
+    // one thread per 128-byte line of the first PFR slots
+    if (r < rows) {
       const float4* p = x + (size_t)r * N4 + start;
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(p), "r"(n * 16) : "memory");
+#pragma unroll
+      for (int k = 0; k < PFR; ++k) {
+        const int idx = tid + k * T;
+        if (k < kv && (((start + idx) & 7) == 0 || idx == 0))
+          asm volatile("prefetch.global.L2 [%0];" :: "l"(p + idx));
+      }
     }
   };
 
-  // prologue: row 0
+  // prologue: row 0's loads first, then the parameters behind them
   {
     const float4* xr0 = x + start;
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
       const int idx = tid + k * T;
-      xr[k] = k < kv ? ld_stream<HINT>(xr0 + idx, pol) : make_float4(0.f, 0.f, 0.f, 0.f);
+      xr[k] = k < kv ? ld_stream(xr0 + idx) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
-    prefetch_row(1);
+    // each thread copies, and later reads, only its own slots: no block barrier needed
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+      const int idx = tid + k * T;
+      if (k < kv) cp_async16(sg + idx, gam + start + idx);
+      if (k < kb) cp_async16(sb + idx, bet + start + idx);
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
     post_stats(0);
+    prefetch_l2(1);
   }
 
   for (int r = 0; r < rows; ++r) {
@@ -249,13 +252,11 @@ ln_persistent(const float4* __restrict__ x, const float4* __restrict__ gam,
         const unsigned long long* e = ent + ((size_t)(r & 1) * G + j) * 2;
         unsigned long long a = 0, b = 0;
         if (j < G) {
-          bool done;
-          do {
-            a = ld_relaxed(e);
-            b = ld_relaxed(e + 1);
-            done = (unsigned)(a >> 32) == tag && (unsigned)(b >> 32) == tag;
-            if (!done) __nanosleep(32);
-          } while (!done);
+          for (;;) {
+            ld_relaxed2(e, a, b);
+            if ((unsigned)(a >> 32) == tag && (unsigned)(b >> 32) == tag) break;
+            __nanosleep(100);
+          }
         }
         __syncwarp();
         const double nj = j < G ? 4.0 * (double)(base_n + (j < rem ? 1 : 0)) : 0.0;
@@ -283,6 +284,7 @@ ln_persistent(const float4* __restrict__ x, const float4* __restrict__ gam,
       }
     }
     __syncthreads();
+    if (r == 0) asm volatile("cp.async.wait_all;" ::: "memory");
     const float mean = s_stat[0], rstd = s_stat[1];
     const bool has_next = r + 1 < rows;
     float4* yr = y + (size_t)r * N4 + start;
@@ -292,13 +294,13 @@ ln_persistent(const float4* __restrict__ x, const float4* __restrict__ gam,
       const int idx = tid + k * T;
       if (k < kv) {
         const float4 bv = k < kb ? sb[idx] : __ldg(bet + start + idx);
-        st_stream<HINT>(yr + idx, norm4(xr[k], sg[idx], bv, mean, rstd), pol);
-        if (has_next) xr[k] = ld_stream<HINT>(xn + idx, pol);
+        st_evict_first(yr + idx, norm4(xr[k], sg[idx], bv, mean, rstd), evict_first);
+        if (has_next) xr[k] = ld_stream(xn + idx);
       }
     }
     if (has_next) {
-      prefetch_row(r + 2);
       post_stats(r + 1);
+      prefetch_l2(r + 2);
     }
   }
   if (bid == 0 && tid == 0) *reinterpret_cast<volatile unsigned*>(epoch) = tag0 + (unsigned)rows;
@@ -418,22 +420,38 @@ constexpr int GEN_T = 256;
 constexpr long long GEN_CHUNK = 16384;  // elements per block in the statistics pass
 constexpr int WS_HEAD = 256;
 
-// smem_kb: shared memory the kernel may ask for (KB of the SM's carve-out); gamma's slice
-// must fit, beta's slice goes in as far as it fits and the rest is read through L2.  What
-// the carve-out leaves is L1, which also holds the loads in flight.
-template <int T, int VPT, int PF, int HINT>
+// Device attributes, queried once per device: on every call they would cost host time,
+// which the caller sees as latency.
+struct DevInfo { int nsm = 0, maxsmem = 0, coop = 0, smem_sm = 0; };
+static DevInfo dev_info(int dev) {
+  static std::mutex mu;
+  static DevInfo info[64];
+  static bool have[64] = {};
+  std::lock_guard<std::mutex> lock(mu);
+  DevInfo& d = info[dev & 63];
+  if (!have[dev & 63]) {
+    cudaDeviceGetAttribute(&d.nsm, cudaDevAttrMultiProcessorCount, dev);
+    cudaDeviceGetAttribute(&d.maxsmem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    cudaDeviceGetAttribute(&d.coop, cudaDevAttrCooperativeLaunch, dev);
+    cudaDeviceGetAttribute(&d.smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
+    have[dev & 63] = true;
+  }
+  return d;
+}
+
+// gamma's slice must fit in shared memory; beta's goes in as far as it fits and the rest
+// is read through L2.  Returns a cudaError_t code; *taken tells whether it launched.
+template <int T, int VPT, int PFR>
 static int launch_persistent(const float* x, const float* g, const float* b, float* y,
                              long long rows, long long N, float eps, void* pws,
-                             size_t pws_bytes, cudaStream_t stream, int smem_kb, bool* taken) {
+                             size_t pws_bytes, cudaStream_t stream, bool* taken) {
   *taken = false;
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) return (int)cudaGetLastError();
-  int nsm = 0, maxsmem = 0, coop = 0;
-  cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev);
-  cudaDeviceGetAttribute(&maxsmem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-  cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev);
-  if (!coop || nsm <= 0 || nsm > 256) return 0;
-  const long long G = nsm;
+  if (dev < 0 || dev >= 64) return 0;
+  const DevInfo di = dev_info(dev);
+  if (!di.coop || di.nsm <= 0 || di.nsm > 256) return 0;
+  const long long G = di.nsm;
   if (N % 4 != 0) return 0;
   const long long N4 = N / 4;
   const long long nloc_max = (N4 + G - 1) / G;
@@ -441,25 +459,30 @@ static int launch_persistent(const float* x, const float* g, const float* b, flo
   if (N4 < G * T || nloc_max > (long long)T * VPT) return 0;
   if ((size_t)(WS_HEAD + 2 * G * 16) > pws_bytes) return 0;
   if (rows > (1LL << 30)) return 0;
-  // dynamic shared memory: leave 2 KB of the carve-out for static shared memory and the
-  // 1 KB the system reserves per block
-  const long long avail = min((long long)maxsmem - 1024, (long long)smem_kb * 1024 - 2048);
+  // dynamic shared memory: leave 2 KB for static shared memory and the 1 KB the system
+  // reserves per block
+  const long long avail = min((long long)di.maxsmem - 1024, (long long)di.smem_sm - 2048);
   if (nloc_max * 16 > avail) return 0;
   const long long nsb = min(nloc_max, (avail - nloc_max * 16) / 16);
   const size_t smem = (size_t)(nloc_max + nsb) * 16;
-  auto kern = ln_persistent<T, VPT, PF, HINT>;
-  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-  if (e != cudaSuccess) { cudaGetLastError(); return 0; }
-  int smem_sm = 0;
-  cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
-  if (smem_sm > 0) {
-    const int pct = (int)min(100LL, ((long long)smem + 2048) * 100 / smem_sm + 1);
-    cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout, pct);
-    cudaGetLastError();
+  auto kern = ln_persistent<T, VPT, PFR>;
+  {
+    // function attributes and the co-residency check, once per (kernel, device, size)
+    static std::mutex mu;
+    static size_t ready[64] = {};
+    std::lock_guard<std::mutex> lock(mu);
+    if (ready[dev] != smem) {
+      cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+      if (e != cudaSuccess) { cudaGetLastError(); return 0; }
+      const int pct = (int)min(100LL, ((long long)smem + 2048) * 100 / di.smem_sm + 1);
+      cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout, pct);
+      cudaGetLastError();
+      int per_sm = 0;
+      e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, T, smem);
+      if (e != cudaSuccess || per_sm < 1) { cudaGetLastError(); return 0; }
+      ready[dev] = smem;
+    }
   }
-  int per_sm = 0;
-  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, T, smem);
-  if (e != cudaSuccess || per_sm < 1) { cudaGetLastError(); return 0; }
   const float4* x4 = reinterpret_cast<const float4*>(x);
   const float4* g4 = reinterpret_cast<const float4*>(g);
   const float4* b4 = reinterpret_cast<const float4*>(b);
@@ -469,8 +492,7 @@ static int launch_persistent(const float* x, const float* g, const float* b, flo
   void* args[] = {(void*)&x4, (void*)&g4, (void*)&b4, (void*)&y4, (void*)&rows_i,
                   (void*)&n4_i, (void*)&nsb_i, (void*)&eps, (void*)&ws};
   *taken = true;
-  e = cudaLaunchCooperativeKernel((const void*)kern, dim3((unsigned)G), dim3(T), args, smem, stream);
-  return (int)e;
+  return (int)cudaLaunchCooperativeKernel((const void*)kern, dim3((unsigned)G), dim3(T), args, smem, stream);
 }
 
 template <int VEC>
@@ -479,7 +501,7 @@ static int launch_general_v(const float* x, const float* g, const float* b, floa
                             cudaStream_t stream) {
   constexpr int AU = 16 / VEC;  // vectors per thread in the apply pass
   int dev = 0, nsm = 132;
-  if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev);
+  if (cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < 64 && dev_info(dev).nsm > 0) nsm = dev_info(dev).nsm;
   const long long nchunks = (N + GEN_CHUNK - 1) / GEN_CHUNK;
   const long long nblk = rows * nchunks;
   double2* part = reinterpret_cast<double2*>(tws);
@@ -508,35 +530,38 @@ long long ln_scratch_bytes(long long rows, long long N) {
 
 const char* ln_error_string(int code) { return cudaGetErrorString((cudaError_t)code); }
 
-// mode 0: automatic (persistent kernel when the shape fits it, else general); 1: general
-// path only; 2..: persistent variants (prefetch depth, cache hints) for benchmarking; any
-// mode falls back to the general path when the persistent kernel cannot take the shape.
-// pws: zero-initialised scratch kept per stream (epoch and partials of the persistent
-// kernel); tws: per-call scratch of ln_scratch_bytes.  Returns a cudaError_t code
-// (0 = success); *path: 0 general, 1 persistent.
-int ln_launch(const float* x, const float* g, const float* b, float* y, long long rows,
-              long long N, float eps, int mode, void* pws, long long pws_bytes, void* tws,
-              void* stream_ptr, int* path) {
+// mode 0: automatic (the persistent kernel when the shape fits it, else the general path);
+// 1: general path only; 2: the persistent kernel without its L2 prefetch (for
+// benchmarking).  pws: zero-initialised scratch kept per stream (epoch and partials of
+// the persistent kernel).  Returns a cudaError_t code (0 = success); *taken: whether the
+// persistent kernel launched (else the caller runs ln_launch_general).
+int ln_launch_persistent(const float* x, const float* g, const float* b, float* y, long long rows,
+                         long long N, float eps, int mode, void* pws, long long pws_bytes,
+                         void* stream_ptr, int* taken) {
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_ptr);
-  *path = 0;
+  *taken = 0;
+  const bool aligned = N % 4 == 0 && (reinterpret_cast<uintptr_t>(x) % 16 == 0) &&
+                       (reinterpret_cast<uintptr_t>(g) % 16 == 0) &&
+                       (reinterpret_cast<uintptr_t>(b) % 16 == 0) &&
+                       (reinterpret_cast<uintptr_t>(y) % 16 == 0);
+  if (rows <= 0 || N <= 0 || !aligned || mode == 1) return 0;
+  bool t = false;
+  const int err = mode == 2
+      ? lnk::launch_persistent<512, 16, 0>(x, g, b, y, rows, N, eps, pws, (size_t)pws_bytes, stream, &t)
+      : lnk::launch_persistent<512, 16, 8>(x, g, b, y, rows, N, eps, pws, (size_t)pws_bytes, stream, &t);
+  *taken = t;
+  return err;
+}
+
+// tws: per-call scratch of ln_scratch_bytes.
+int ln_launch_general(const float* x, const float* g, const float* b, float* y, long long rows,
+                      long long N, float eps, void* tws, void* stream_ptr) {
+  cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_ptr);
   if (rows <= 0 || N <= 0) return 0;
   const bool aligned = N % 4 == 0 && (reinterpret_cast<uintptr_t>(x) % 16 == 0) &&
                        (reinterpret_cast<uintptr_t>(g) % 16 == 0) &&
                        (reinterpret_cast<uintptr_t>(b) % 16 == 0) &&
                        (reinterpret_cast<uintptr_t>(y) % 16 == 0);
-  bool taken = false;
-  int err = 0;
-  const size_t pb = (size_t)pws_bytes;
-  if (aligned && mode != 1) {
-    // modes 2..5: plain loads/stores, shared memory 228/196/164/132 KB;
-    // modes 6..9: the same with the L2 evict_first policy on the x and y streams
-    static const int kb_of[4] = {228, 196, 164, 132};
-    const int m = (mode >= 2 && mode <= 9) ? mode - 2 : 0;
-    if (m < 4) err = lnk::launch_persistent<512, 16, 2, 0>(x, g, b, y, rows, N, eps, pws, pb, stream, kb_of[m], &taken);
-    else err = lnk::launch_persistent<512, 16, 2, 2>(x, g, b, y, rows, N, eps, pws, pb, stream, kb_of[m - 4], &taken);
-    if (taken) { *path = 1; return err; }
-    if (err) return err;
-  }
   if (aligned) return lnk::launch_general_v<4>(x, g, b, y, rows, N, eps, tws, stream);
   return lnk::launch_general_v<1>(x, g, b, y, rows, N, eps, tws, stream);
 }
@@ -551,9 +576,11 @@ _CPP_SRC = r"""
 
 long long ln_scratch_bytes(long long rows, long long N);
 const char* ln_error_string(int code);
-int ln_launch(const float* x, const float* g, const float* b, float* y, long long rows,
-              long long N, float eps, int mode, void* pws, long long pws_bytes, void* tws,
-              void* stream_ptr, int* path);
+int ln_launch_persistent(const float* x, const float* g, const float* b, float* y, long long rows,
+                         long long N, float eps, int mode, void* pws, long long pws_bytes,
+                         void* stream_ptr, int* taken);
+int ln_launch_general(const float* x, const float* g, const float* b, float* y, long long rows,
+                      long long N, float eps, void* tws, void* stream_ptr);
 
 // Zero-initialised scratch for the persistent kernel's epoch and tagged partials, one per
 // (device, stream), so launches on one stream (which run in order) share it safely.
@@ -570,8 +597,9 @@ static torch::Tensor& persist_ws(const torch::Device& dev, void* stream) {
   return it->second;
 }
 
-std::vector<torch::Tensor> ln_forward_impl(torch::Tensor x, torch::Tensor weight, torch::Tensor bias,
-                                           double eps, int64_t mode) {
+// y = layer_norm(x); *path: 1 when the persistent kernel ran, 0 for the general path.
+static torch::Tensor ln_run(torch::Tensor x, torch::Tensor weight, torch::Tensor bias, double eps,
+                            int mode, int* path) {
   TORCH_CHECK(x.is_cuda() && weight.is_cuda() && bias.is_cuda(), "layernorm: CUDA tensors expected");
   TORCH_CHECK(x.scalar_type() == torch::kFloat32 && weight.scalar_type() == torch::kFloat32 &&
               bias.scalar_type() == torch::kFloat32, "layernorm: float32 tensors expected");
@@ -588,20 +616,33 @@ std::vector<torch::Tensor> ln_forward_impl(torch::Tensor x, torch::Tensor weight
   const long long N = wc.numel();
   auto y = torch::empty_like(xc, torch::MemoryFormat::Contiguous);
   const long long rows = N > 0 ? xc.numel() / N : 0;
-  if (rows == 0 || N == 0) return {y, torch::zeros({1}, torch::kInt32)};
+  *path = 0;
+  if (rows == 0 || N == 0) return y;
   void* stream = (void*)c10::cuda::getCurrentCUDAStream(x.device().index()).stream();
-  auto tws = torch::empty({(int64_t)ln_scratch_bytes(rows, N)}, xc.options().dtype(torch::kUInt8));
-  auto& pws = persist_ws(x.device(), stream);
-  int path = 0;
-  int err = ln_launch(xc.data_ptr<float>(), wc.data_ptr<float>(), bc.data_ptr<float>(),
-                      y.data_ptr<float>(), rows, N, (float)eps, (int)mode, pws.data_ptr(),
-                      kPersistBytes, tws.data_ptr(), stream, &path);
+  const float *xp = xc.data_ptr<float>(), *wp = wc.data_ptr<float>(), *bp = bc.data_ptr<float>();
+  float* yp = y.data_ptr<float>();
+  int err = ln_launch_persistent(xp, wp, bp, yp, rows, N, (float)eps, mode,
+                                 persist_ws(x.device(), stream).data_ptr(), kPersistBytes, stream, path);
+  if (!*path && !err) {
+    // scratch only for the general path: an allocation is host time on every call
+    auto tws = torch::empty({(int64_t)ln_scratch_bytes(rows, N)}, xc.options().dtype(torch::kUInt8));
+    err = ln_launch_general(xp, wp, bp, yp, rows, N, (float)eps, tws.data_ptr(), stream);
+  }
   TORCH_CHECK(err == 0, "layernorm kernel launch failed: ", ln_error_string(err));
-  return {y, torch::full({1}, path, torch::kInt32)};
+  return y;
 }
 
 torch::Tensor ln_forward(torch::Tensor x, torch::Tensor weight, torch::Tensor bias, double eps) {
-  return ln_forward_impl(x, weight, bias, eps, 0)[0];
+  int path = 0;
+  return ln_run(x, weight, bias, eps, 0, &path);
+}
+
+// For benchmarks: a mode of ln_launch_persistent, and which path ran.
+std::vector<torch::Tensor> ln_forward_impl(torch::Tensor x, torch::Tensor weight, torch::Tensor bias,
+                                           double eps, int64_t mode) {
+  int path = 0;
+  auto y = ln_run(x, weight, bias, eps, (int)mode, &path);
+  return {y, torch::full({1}, path, torch::kInt32)};
 }
 """
 
