@@ -17,6 +17,7 @@ import argparse
 import statistics
 import sys
 from pathlib import Path
+from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -62,6 +63,8 @@ def main() -> None:
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     args = parser.parse_args()
     device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        sys.exit("bench/timing_methods.py: no CUDA GPU here; pass --device cpu to time on the CPU.")
     problem = import_file(args.problem, "problem")
     candidate_module = import_file(args.candidate, "candidate")
     init = problem.get_init_inputs()
@@ -76,14 +79,18 @@ def main() -> None:
     for column in ("model", "beside", "harness", "fixed inputs", "stream sync", "do_bench"):
         table.add_column(column, justify="right")
     fresh_inputs = lambda seed: inputs_from_seed(problem, device, seed)  # noqa: E731
+
+    def median(timed: timing.Timed, beside: Optional[timing.Timed] = None) -> str:
+        """`timed`'s median by the harness's loop, alone or interleaved with `beside`."""
+        entries = {"x": timed, **({"other": beside} if beside else {})}
+        return f"{timing.time_interleaved(entries, device, rule)['x'].median:.4f}"
+
     with torch.no_grad():
         for name, model in models.items():
             fresh = timing.Timed(fresh_inputs, model)
             other = next(m for n, m in models.items() if n != name)
-            beside = timing.time_interleaved({"x": fresh, "other": timing.Timed(fresh_inputs, other)}, device, rule)
-            row = [name, f"{beside['x'].median:.4f}",
-                   f"{timing.time_interleaved({'x': fresh}, device, rule)['x'].median:.4f}",
-                   f"{timing.time_interleaved({'x': timing.Timed(lambda seed: fixed, model)}, device, rule)['x'].median:.4f}"]
+            row = [name, median(fresh, timing.Timed(fresh_inputs, other)), median(fresh),
+                   median(timing.Timed(lambda seed: fixed, model))]
             row += gpu_columns(model, fixed, args.reps) if device.type == "cuda" else ["-", "-"]
             table.add_row(*row)
     Console(width=120).print(table)

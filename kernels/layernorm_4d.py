@@ -416,6 +416,11 @@ ln_apply(const float* __restrict__ x, const float* __restrict__ gam, const float
 }
 
 // ---------------------------------------------------------------- host side
+// float4 access needs rows of a multiple of 4 and 16-byte aligned pointers
+static bool float4_ok(const float* x, const float* g, const float* b, const float* y, long long N) {
+  return N % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(g) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(b) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0;
+}
 constexpr int GEN_T = 256;
 constexpr long long GEN_CHUNK = 16384;  // elements per block in the statistics pass
 constexpr int WS_HEAD = 256;
@@ -540,10 +545,7 @@ int ln_launch_persistent(const float* x, const float* g, const float* b, float* 
                          void* stream_ptr, int* taken) {
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_ptr);
   *taken = 0;
-  const bool aligned = N % 4 == 0 && (reinterpret_cast<uintptr_t>(x) % 16 == 0) &&
-                       (reinterpret_cast<uintptr_t>(g) % 16 == 0) &&
-                       (reinterpret_cast<uintptr_t>(b) % 16 == 0) &&
-                       (reinterpret_cast<uintptr_t>(y) % 16 == 0);
+  const bool aligned = lnk::float4_ok(x, g, b, y, N);
   if (rows <= 0 || N <= 0 || !aligned || mode == 1) return 0;
   bool t = false;
   const int err = mode == 2
@@ -558,10 +560,7 @@ int ln_launch_general(const float* x, const float* g, const float* b, float* y, 
                       long long N, float eps, void* tws, void* stream_ptr) {
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_ptr);
   if (rows <= 0 || N <= 0) return 0;
-  const bool aligned = N % 4 == 0 && (reinterpret_cast<uintptr_t>(x) % 16 == 0) &&
-                       (reinterpret_cast<uintptr_t>(g) % 16 == 0) &&
-                       (reinterpret_cast<uintptr_t>(b) % 16 == 0) &&
-                       (reinterpret_cast<uintptr_t>(y) % 16 == 0);
+  const bool aligned = lnk::float4_ok(x, g, b, y, N);
   if (aligned) return lnk::launch_general_v<4>(x, g, b, y, rows, N, eps, tws, stream);
   return lnk::launch_general_v<1>(x, g, b, y, rows, N, eps, tws, stream);
 }
