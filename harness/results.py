@@ -80,6 +80,9 @@ class Timing:
     method: str  # "cuda_events" or "perf_counter"
     wall_median: float = 0.0  # host-clock cross-check of the same samples
     overhead: float = 0.0  # what the protocol itself adds to a call: the median of an empty call
+    # host time until the call returned; on GPU the device idles through whatever part of it
+    # comes before the first launch, and that part is inside the timed window
+    submit_median: float = 0.0
 
     @property
     def spread(self) -> float:

@@ -97,14 +97,16 @@ def rel_se_of_median(samples: list[float]) -> float:
     return 1.2533 * sigma / math.sqrt(n) / median if median > 0 else math.inf
 
 
-def summarize(samples: list[float], method: str, wall: list[float], overhead: float = 0.0) -> Timing:
+def summarize(samples: list[float], method: str, wall: list[float], overhead: float = 0.0,
+              submit: Optional[list[float]] = None) -> Timing:
     if len(samples) >= 2:
         q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
     else:
         q1 = q3 = samples[0]
     return Timing(median=statistics.median(samples), iqr=q3 - q1, mean=statistics.fmean(samples),
                   min=min(samples), n=len(samples), rel_se=rel_se_of_median(samples), method=method,
-                  wall_median=statistics.median(wall), overhead=overhead)
+                  wall_median=statistics.median(wall), overhead=overhead,
+                  submit_median=statistics.median(submit) if submit else 0.0)
 
 
 def _cpu_cache_bytes() -> int:
@@ -133,8 +135,9 @@ class Clock:
             self.synchronize = lambda: None
             self.method = "perf_counter"
 
-    def measure(self, timed: Timed, seed: int) -> tuple[float, float]:
-        """(milliseconds by the device clock, milliseconds by the host clock)."""
+    def measure(self, timed: Timed, seed: int) -> tuple[float, float, float]:
+        """(milliseconds by the device clock, by the host clock, and by the host clock until
+        the call returned: on GPU, the device may wait on that part of it inside the window)."""
         args = timed.make_args(seed)
         if self.reset_persistence:
             self.reset_persistence()
@@ -149,6 +152,7 @@ class Clock:
         t0 = _perf_counter()
         with torch.no_grad():
             output = timed.fn(*args)
+        returned = _perf_counter()
         self.synchronize()
         if self.cuda:
             self.end.record()
@@ -156,7 +160,7 @@ class Clock:
         wall = (_perf_counter() - t0) * 1e3
         if timed.observe:
             timed.observe(seed, output)
-        return (self.start.elapsed_time(self.end) if self.cuda else wall), wall
+        return (self.start.elapsed_time(self.end) if self.cuda else wall), wall, (returned - t0) * 1e3
 
 
 def time_interleaved(entries: dict[str, Timed], device: torch.device, rule: StopRule) -> dict[str, Timing]:
@@ -170,17 +174,19 @@ def time_interleaved(entries: dict[str, Timed], device: torch.device, rule: Stop
     overhead = statistics.median(clock.measure(empty, 0)[0] for _ in range(10))
     samples = {name: [] for name in entries}
     wall = {name: [] for name in entries}
+    submit = {name: [] for name in entries}
     order = list(entries)
     started = _perf_counter()
     while True:
         rng.shuffle(order)
         for name in order:
-            ms, host_ms = clock.measure(entries[name], rng.getrandbits(63))
+            ms, host_ms, submit_ms = clock.measure(entries[name], rng.getrandbits(63))
             samples[name].append(ms)
             wall[name].append(host_ms)
+            submit[name].append(submit_ms)
         n = len(samples[order[0]])
         converged = n >= rule.min_samples and all(
             rel_se_of_median(s) <= rule.target_rel_se for s in samples.values())
         if converged or n >= rule.max_samples or _perf_counter() - started >= rule.time_cap:
             break
-    return {name: summarize(samples[name], clock.method, wall[name], overhead) for name in entries}
+    return {name: summarize(samples[name], clock.method, wall[name], overhead, submit[name]) for name in entries}

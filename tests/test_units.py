@@ -6,7 +6,7 @@ import torch
 from harness.build import first_errors
 from harness.channel import Unsupported
 from harness.check import compare
-from harness.timing import rel_se_of_median, summarize
+from harness.timing import StopRule, Timed, rel_se_of_median, summarize, time_interleaved
 
 TOL = lambda dtype: (1e-4, 1e-4)  # noqa: E731
 
@@ -73,6 +73,22 @@ def test_stopping_statistic_shrinks_with_samples():
     assert summary.n == 400 and summary.min <= summary.median and summary.iqr > 0
 
 
+def test_host_submit_time_is_the_call_alone():
+    """The host's time until the call returned is kept apart from the whole sample."""
+    import time
+
+    def slow_to_submit():
+        time.sleep(0.004)
+        return torch.ones(1)
+
+    timings = time_interleaved({"slow": Timed(lambda seed: [], slow_to_submit),
+                                "quick": Timed(lambda seed: [], lambda: torch.ones(1))},
+                               torch.device("cpu"), StopRule(min_samples=5, max_samples=5, warmup_calls=1))
+    slow, quick = timings["slow"], timings["quick"]
+    assert 4.0 <= slow.submit_median <= slow.wall_median
+    assert quick.submit_median < 1.0 and quick.submit_median <= quick.wall_median
+
+
 def test_parameters_are_matched_by_shape_then_by_size():
     from harness.worker import copy_parameters, randomize_parameters
 
@@ -92,3 +108,22 @@ def test_parameters_are_matched_by_shape_then_by_size():
     assert torch.equal(flat.weight, reference[0].weight.reshape(-1))
     assert torch.equal(flat.bias, reference[0].bias.reshape(-1))
     assert len(warnings) == 1 and "extra" in warnings[0]
+
+
+def test_gpu_results_show_host_submit_and_cpu_results_do_not():
+    from rich.console import Console
+
+    from harness.report import eval_panel
+    from harness.results import EvalResult, Timing, Verdict, from_json, to_json
+
+    def shown(method: str) -> str:
+        timing = Timing(median=0.3, iqr=0.01, mean=0.31, min=0.29, n=50, rel_se=0.005, method=method,
+                        overhead=0.02, submit_median=0.0123)
+        result = EvalResult(Verdict.CORRECT, "timed", timings={"candidate": timing, "reference": timing})
+        assert from_json(EvalResult, to_json(result)).timings["candidate"].submit_median == 0.0123
+        console = Console(record=True, width=160)
+        console.print(eval_panel(result))
+        return console.export_text()
+
+    assert "host submit ms" in shown("cuda_events") and "0.0123" in shown("cuda_events")
+    assert "host submit" not in shown("perf_counter")
