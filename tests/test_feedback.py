@@ -67,6 +67,14 @@ def test_text_has_times_speedup_thresholds_and_history():
     assert "| 3 | correct | 1.20x | 6.808 | 8.17 |" in text
 
 
+def test_gpu_times_name_the_host_submit():
+    result = correct(1.2)
+    result.timings["candidate"].submit_median = 0.113
+    text = feedback_text(Prompts(), 1, result, T, [])
+    assert "- candidate: 6.808 ms (IQR 0.14 ms, 40 samples; host submit 0.11 ms)" in text
+    assert "- reference: 8.17 ms (IQR 0.16 ms, 40 samples)" in text  # none recorded: none shown
+
+
 def test_no_code_feedback_says_exactly_that():
     result = EvalResult(Verdict.NO_CODE, "The answer holds no fenced Python code block.")
     text = feedback_text(Prompts(), 1, result, T, [])
