@@ -12,7 +12,9 @@ __launch_bounds__(256, 8): 32 registers, 8 blocks = 2048 threads per SM, so ~8 r
 of a software pipeline.  x read once, y written once.
 Measured on an H100 (harness protocol): rms_row 0.445 ms; rms_pipe (_MODE = 0, a
 persistent block with a 3-stage cp.async ring) 0.520 ms; persistent with register
-prefetch 0.473 ms.
+prefetch 0.473 ms.  By do_bench (GPU time, three rounds): rms_row 0.364 ms against
+torch.compile's 0.357; variants of rms_row: 512 threads a row 0.362, 1024 threads 0.404,
+y stored with an L2 evict_first policy 0.369, x loaded with an L2::256B hint 0.365.
 HBM traffic: x read once (512 MiB), y written once (512 MiB), weight 16 KiB: 1.07 GB,
 ~0.37 ms at the 2.9 TB/s a device copy reaches.
 
