@@ -5,7 +5,9 @@ are timed interleaved in random order, so clock and thermal drift hit all of
 them alike. Each sample gets fresh inputs (from a seed the caller may use to check the
 output), a cache flush and, on GPU, CUDA
 events on the current stream with a device-wide synchronize before the end
-event (work left on other streams is counted). Sampling stops when the
+event (work left on other streams is counted). Each sample also keeps the host's
+time until the call returned: the GPU is idle when the clock starts, so the part of it
+before the first launch is inside the window. Sampling stops when the
 relative standard error of every median is under the target, or at a cap.
 """
 from __future__ import annotations
