@@ -502,14 +502,13 @@ class Evaluator:
 
     def _slowed_down(self, beside: Timing, alone: Timing) -> bool:
         """Past the refusal threshold, both as a ratio and in time."""
-        ratio = beside.median / alone.median if alone.median > 0 else 1.0
         floor = REFERENCE_SLOWDOWN_MIN_MS["cpu" if self.options.device == "cpu" else "cuda"]
-        return ratio > REFERENCE_SLOWDOWN_REJECT and beside.median - alone.median > floor
+        return _slowdown(beside, alone) > REFERENCE_SLOWDOWN_REJECT and beside.median - alone.median > floor
 
     def _compare_reference(self, beside: Timing, alone: Timing, result: EvalResult) -> None:
         """The reference timed beside the candidate must run about as fast as alone."""
         result.details["reference_alone_ms"] = alone.median
-        ratio = beside.median / alone.median if alone.median > 0 else 1.0
+        ratio = _slowdown(beside, alone)
         if self._slowed_down(beside, alone):
             raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} The reference ran {ratio:.1f}x slower "
                         f"beside the candidate ({beside.median:.4g} ms) than alone ({alone.median:.4g} ms): "
@@ -517,6 +516,11 @@ class Evaluator:
         if ratio > REFERENCE_SLOWDOWN_WARN:
             result.warnings.append(f"the reference ran {ratio:.2f}x slower beside the candidate than alone "
                                    f"({beside.median:.4g} ms vs {alone.median:.4g} ms)")
+
+
+def _slowdown(beside: Timing, alone: Timing) -> float:
+    """How many times slower the reference ran beside the candidate than alone."""
+    return beside.median / alone.median if alone.median > 0 else 1.0
 
 
 def _seed() -> int:

@@ -71,7 +71,7 @@ def time_lines(result: EvalResult) -> list[str]:
     lines = []
     for name, t in result.timings.items():
         # on a GPU the host's time to launch is in the window; a model can shorten it too
-        submit = f"; host submit {t.submit_median:.2g} ms" if t.method == "cuda_events" and t.submit_median else ""
+        submit = f"; host submit {t.submit_median:.2g} ms" if t.on_gpu and t.submit_median else ""
         lines.append(f"{name}: {t.median:.4g} ms (IQR {t.iqr:.2g} ms, {t.n} samples{submit})")
     return lines
 

@@ -22,7 +22,7 @@ def verdict_text(verdict: Verdict) -> Text:
 def timing_table(result: EvalResult) -> Table:
     table = Table(box=box.SIMPLE_HEAD, show_edge=False)
     # on a CPU the call is the work, so its host time says nothing more
-    on_gpu = any(t.method == "cuda_events" for t in result.timings.values())
+    on_gpu = any(t.on_gpu for t in result.timings.values())
     columns = ["", "median ms", "IQR ms", "mean ms", "min ms", "n", "±SE", "vs ref"]
     for column in columns + (["host submit ms"] if on_gpu else []):
         table.add_column(column, justify="left" if not column else "right")
@@ -80,7 +80,7 @@ def eval_panel(result: EvalResult) -> Panel:
             parts.append(Text(f"Each time includes ~{overhead:.3g} ms that the protocol adds to any call "
                               "(flush wait, events, device-wide synchronize), measured on an empty call.",
                               style="dim"))
-        if any(t.method == "cuda_events" for t in result.timings.values()):
+        if any(t.on_gpu for t in result.timings.values()):
             parts.append(Text("Each call starts on an idle GPU, so the host's time until its first launch "
                               "(at most its host submit time) is inside the window: a sub-millisecond "
                               "kernel reads slower here than queued back to back.", style="dim"))

@@ -85,6 +85,10 @@ class Timing:
     submit_median: float = 0.0
 
     @property
+    def on_gpu(self) -> bool:
+        return self.method == "cuda_events"
+
+    @property
     def spread(self) -> float:
         """IQR as a share of the median."""
         return self.iqr / self.median if self.median else 0.0
