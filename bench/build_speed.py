@@ -15,7 +15,7 @@ idioms are, at build and again when the worker imports them:
    pays for it), then a second quick source with the header ready, while the
    seed build finishes; then a cached build of each;
 2. quick's evaluation, then K quick variants (threads per block differ) through
-   harness.pool.evaluate_many: builds in parallel, check and timing per GPU;
+   harness.engine.pool.evaluate_many: builds in parallel, check and timing per GPU;
 3. the evaluations of pybind, ctypes and seed.
 """
 from __future__ import annotations
@@ -36,10 +36,10 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from generate import candidate_source, write_idioms, write_quick_variants  # noqa: E402
-from harness import build as builds  # noqa: E402
-from harness.doctor import diagnose  # noqa: E402
-from harness.evaluate import Built, EvalOptions, Evaluator  # noqa: E402
-from harness.pool import default_build_jobs, evaluate_many  # noqa: E402
+from harness.engine import build as builds  # noqa: E402
+from harness.engine.doctor import diagnose  # noqa: E402
+from harness.engine.evaluate import Built, EvalOptions, Evaluator  # noqa: E402
+from harness.engine.pool import default_build_jobs, evaluate_many  # noqa: E402
 from harness.problem import ProblemError  # noqa: E402
 from harness.results import EvalResult, to_dict  # noqa: E402
 
@@ -195,7 +195,7 @@ def print_tables(console: Console, report: dict) -> None:
     pool = report.get("pool")
     if not pool:
         return
-    table = Table(title=f"3. Pool: {pool['k']} quick candidates (harness.pool.evaluate_many)", title_justify="left")
+    table = Table(title=f"3. Pool: {pool['k']} quick candidates (harness.engine.pool.evaluate_many)", title_justify="left")
     for column in ("#", "threads", "verdict", "build s", "start s", "check s", "time s", "cand ms"):
         table.add_column(column, justify="left" if column == "verdict" else "right")
     for i, r in enumerate(pool["candidates"]):

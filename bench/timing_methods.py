@@ -26,7 +26,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from harness import timing  # noqa: E402
-from harness.worker import import_file, inputs_from_seed, randomize_parameters  # noqa: E402
+from harness.engine.workers.common import import_file, inputs_from_seed, randomize_parameters  # noqa: E402
 
 
 def stream_synced(fn, args, reps: int, flush: torch.Tensor) -> float:

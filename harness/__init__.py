@@ -1,3 +1,63 @@
-"""harness: propose, build, check and time custom kernels against a PyTorch reference."""
+"""harness: propose, build, check and time custom kernels against a PyTorch reference.
 
-__version__ = "0.1.0"
+The public API, by name. Each name is imported on first use (PEP 562), so
+`import harness` stays cheap: no torch, rich or openai until a name needs them.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .version import __version__
+
+# name -> the module that defines it
+_API = {
+    "HarnessError": "harness.errors",
+    "Verdict": "harness.results", "BuildResult": "harness.results", "CheckResult": "harness.results",
+    "Timing": "harness.results", "EvalResult": "harness.results", "Environment": "harness.results",
+    "Tokens": "harness.results", "to_json": "harness.results", "from_json": "harness.results",
+    "to_dict": "harness.results", "from_dict": "harness.results",
+    "Problem": "harness.problem", "ProblemError": "harness.problem", "load_problem": "harness.problem",
+    "DeviceInfo": "harness.device", "describe": "harness.device", "default_device": "harness.device",
+    "evaluate": "harness.engine.evaluate", "Evaluator": "harness.engine.evaluate",
+    "EvalOptions": "harness.engine.evaluate",
+    "evaluate_many": "harness.engine.pool", "Pool": "harness.engine.pool",
+    "RunStore": "harness.runs.store", "Run": "harness.runs.store", "Round": "harness.runs.store",
+    "StoreError": "harness.runs.store", "Settings": "harness.runs.settings",
+    "replay": "harness.runs.history", "promote": "harness.runs.history", "HistoryError": "harness.runs.history",
+    "plot": "harness.runs.plot",
+    "Loop": "harness.loop.loop", "Prompts": "harness.loop.prompts",
+    "main": "harness.cli.main",
+}
+
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name: str) -> Any:
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module 'harness' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # found once; later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+if TYPE_CHECKING:
+    from .device import DeviceInfo, default_device, describe
+    from .engine.evaluate import EvalOptions, Evaluator, evaluate
+    from .engine.pool import Pool, evaluate_many
+    from .errors import HarnessError
+    from .loop.loop import Loop
+    from .loop.prompts import Prompts
+    from .problem import Problem, ProblemError, load_problem
+    from .results import (BuildResult, CheckResult, Environment, EvalResult, Timing, Tokens, Verdict, from_dict,
+                          from_json, to_dict, to_json)
+    from .runs.history import HistoryError, promote, replay
+    from .runs.plot import plot
+    from .runs.settings import Settings
+    from .runs.store import Round, Run, RunStore, StoreError
+    from .cli.main import main

@@ -108,6 +108,21 @@ class Environment:
 
 
 @dataclass
+class Tokens:
+    """Tokens an endpoint counted: what the loop spends and runs/ records."""
+
+    prompt: int = 0
+    completion: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.prompt + self.completion
+
+    def __add__(self, other: "Tokens") -> "Tokens":
+        return Tokens(self.prompt + other.prompt, self.completion + other.completion)
+
+
+@dataclass
 class EvalResult:
     verdict: Verdict
     explanation: str
@@ -126,6 +141,11 @@ class EvalResult:
     @property
     def ok(self) -> bool:
         return self.verdict is Verdict.CORRECT
+
+
+def as_list(value: Any) -> list:
+    """A model's outputs as a list: one output, or a tuple or list of them."""
+    return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 # --- JSON round-trip -------------------------------------------------------

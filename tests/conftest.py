@@ -37,7 +37,7 @@ def cache_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def cpu_options(cache_dir):
-    from harness.evaluate import EvalOptions
+    from harness.engine.evaluate import EvalOptions
 
     return EvalOptions(device="cpu", cache_dir=cache_dir, run_timeout=60, build_timeout=300,
                        time_cap=1.0, min_samples=5)

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import pytest
 
 from conftest import HERE, PROBLEMS, REPO
-from harness.evaluate import EvalOptions, evaluate
-from harness.pool import evaluate_many
+from harness.engine.evaluate import EvalOptions, evaluate
+from harness.engine.pool import evaluate_many
 from harness.results import Verdict
 
 ADVERSARIAL = HERE / "adversarial"

@@ -111,7 +111,7 @@ def test_raw_sources_preprocess_without_torch_headers(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.parametrize("idiom", ["quick", "pybind", "ctypes"])
 def test_idioms_are_correct_on_a_gpu(idiom, tmp_path, cache_dir):
-    from harness.evaluate import EvalOptions, evaluate
+    from harness.engine.evaluate import EvalOptions, evaluate
     from harness.results import Verdict
 
     path = tmp_path / f"{idiom}.py"

@@ -1,7 +1,8 @@
 """Settings: flags over a TOML file over defaults; keys only from the environment."""
 import pytest
 
-from harness.config import ConfigError, Settings, load_config, parse_duration, resolve
+from harness.cli.config import ConfigError, load_config, parse_duration, resolve
+from harness.runs.settings import Settings
 
 
 def flags(**given):

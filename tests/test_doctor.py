@@ -7,9 +7,10 @@ import time
 import pytest
 import torch
 
-from harness import build
-from harness.cli import main
-from harness.doctor import Diagnosis, diagnose
+from harness.device import nvidia_smi
+from harness.engine import build
+from harness.cli.main import main
+from harness.engine.doctor import Diagnosis, diagnose
 from harness.results import from_dict, to_dict
 
 
@@ -55,7 +56,7 @@ def test_cli_exits_1_and_says_how_to_fix_a_missing_compiler(tmp_path, capsys, mo
     assert "Not ready for cpu: C++ compiler" in text
 
 
-@pytest.mark.skipif(bool(build.nvidia_smi("name")), reason="a GPU is present")
+@pytest.mark.skipif(bool(nvidia_smi("name")), reason="a GPU is present")
 def test_cuda_without_a_gpu_is_not_ready(tmp_path):
     diagnosis = diagnose("cuda", tmp_path)
     gpu = by_name(diagnosis)["GPU"]

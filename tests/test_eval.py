@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from conftest import CANDIDATES, PROBLEMS, REPO
-from harness.evaluate import Evaluator, evaluate
+from harness.engine.evaluate import Evaluator, evaluate
 from harness.problem import ProblemError
 from harness.results import EvalResult, Verdict, from_json, to_json
 
@@ -146,7 +146,7 @@ def test_cli_bad_problem_is_a_usage_error(tmp_path, cache_dir):
 
 
 def test_fork_bomb_is_stopped_whole(cpu_options, tmp_path, monkeypatch):
-    from harness.process import running
+    from harness.engine.process import running
 
     pids_file = tmp_path / "pids.txt"
     monkeypatch.setenv("FORK_BOMB_PIDS", str(pids_file))

@@ -1,7 +1,7 @@
 """Answer extraction on recorded model answers and on the awkward cases."""
 import pytest
 
-from harness.extract import Extraction, extract, fenced_blocks, strip_reasoning
+from harness.loop.extract import Extraction, extract, fenced_blocks, strip_reasoning
 
 from conftest import SEEDS
 

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from conftest import CANDIDATES, PROBLEMS
-from harness.evaluate import EvalOptions, Evaluator
+from harness.engine.evaluate import EvalOptions, Evaluator
 from harness.results import Verdict
 
 pytestmark = pytest.mark.gpu

@@ -9,8 +9,8 @@ import os
 import pytest
 
 from conftest import REPO, SEEDS
-from harness.evaluate import EvalOptions, Evaluator
-from harness.extract import Extraction, extract
+from harness.engine.evaluate import EvalOptions, Evaluator
+from harness.loop.extract import Extraction, extract
 from harness.results import Verdict, to_dict
 
 LAYERNORM = REPO / "problems" / "layernorm_4d.py"

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from harness.cli import main as harness
-from harness.history import (HistoryError, Replay, list_runs, load, load_rounds, plot, print_replay, promote,
-                             resolve, summarize, use_log_scale)
-from harness.run_command import main as run
-from harness.store import RunStore
+from harness.cli.main import main as harness
+from harness.cli.history import print_replay
+from harness.runs.history import HistoryError, Replay, list_runs, load, load_rounds, promote, resolve, summarize
+from harness.runs.plot import plot, use_log_scale
+from harness.cli.run_command import main as run
+from harness.runs.store import RunStore
 
 from conftest import PROBLEMS
 from test_loop import FAST, SLOW, eval_flags
@@ -40,7 +41,7 @@ def runs(tmp_path_factory, cache_dir) -> tuple[Path, Path, Path]:
 def cli(*argv: str) -> tuple[int, str]:
     """Run `harness ARGV`; its console is made wide so messages come back unwrapped."""
     out = io.StringIO()
-    import harness.cli as module
+    import harness.cli.main as module
 
     original = module.Console
     module.Console = lambda: Console(file=out, width=200)

@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 
 from conftest import PROBLEMS
-from harness.lint import lint_reference
+from harness.integrity.lint import lint_reference
 
 
 def load(path):

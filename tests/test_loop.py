@@ -17,14 +17,14 @@ import pytest
 from rich.console import Console
 
 from fake_openai_server import KEY, MODEL, Reply, fake_openai  # noqa: F401  (fixture)
-from harness.config import Settings
-from harness.display import Display
-from harness.loop import Loop
-from harness.prompts import Prompts
-from harness.proposers.base import Exhausted, Proposal, ProposerError, Tokens
-from harness.results import EvalResult, Verdict
-from harness.run_command import main
-from harness.store import ProblemRef, Run, RunStore, utc_now
+from harness.runs.settings import Settings
+from harness.cli.display import Display
+from harness.loop.loop import Loop
+from harness.loop.prompts import Prompts
+from harness.loop.proposers.base import Exhausted, Proposal, ProposerError
+from harness.results import EvalResult, Tokens, Verdict
+from harness.cli.run_command import main
+from harness.runs.store import ProblemRef, Run, RunStore, utc_now
 
 from conftest import PROBLEMS, REPO, SEEDS
 
@@ -222,7 +222,7 @@ def test_resume_after_the_process_is_killed(tmp_path, cache_dir, capsys):
     runs = tmp_path / "runs"
     with open(tmp_path / "out.log", "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.run_command", str(PROBLEM), "--files", str(cands),
+            [sys.executable, "-m", "harness.cli.run_command", str(PROBLEM), "--files", str(cands),
              "--runs-dir", str(runs), *eval_flags(cache_dir)],
             cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
         try:

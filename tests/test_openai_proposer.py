@@ -7,8 +7,8 @@ import pytest
 pytest.importorskip("openai")  # a dependency of the harness, absent on some GPU hosts that run only -m gpu
 
 from fake_openai_server import KEY, MODEL, Reply, fake_openai  # noqa: F401  (fixture)
-from harness.proposers.base import Conversation, ProposerError, Turn
-from harness.proposers.openai import OpenAIProposer
+from harness.loop.proposers.base import Conversation, ProposerError, Turn
+from harness.loop.proposers.openai import OpenAIProposer
 
 from conftest import SEEDS
 

@@ -2,8 +2,8 @@
 import shutil
 
 from conftest import CANDIDATES, PROBLEMS
-from harness.evaluate import Evaluator
-from harness.pool import evaluate_many
+from harness.engine.evaluate import Evaluator
+from harness.engine.pool import evaluate_many
 from harness.results import Verdict
 
 SMALL = PROBLEMS / "small_layernorm.py"

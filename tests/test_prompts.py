@@ -4,9 +4,9 @@ import re
 
 import pytest
 
-from harness.gpu_info import DeviceInfo, peak_bandwidth
+from harness.device import DeviceInfo, peak_bandwidth
 from harness.problem import load_problem
-from harness.prompts import (Prompts, PromptError, candidate_template, first_prompt,
+from harness.loop.prompts import (Prompts, PromptError, candidate_template, first_prompt,
                              system_prompt)
 
 from conftest import REPO

@@ -3,7 +3,7 @@ import pytest
 
 from conftest import CANDIDATES, HERE, PROBLEMS, REPO
 from harness.results import from_json, to_json
-from harness.static import STRICT_CODES, StaticReport, analyse, reference_families, static_verdict, warnings
+from harness.integrity.static import STRICT_CODES, StaticReport, analyse, reference_families, static_verdict, warnings
 
 ADVERSARIAL = HERE / "adversarial"
 SMALL = (PROBLEMS / "small_layernorm.py").read_text()

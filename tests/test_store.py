@@ -4,10 +4,9 @@ import re
 
 import pytest
 
-from harness.config import Settings
-from harness.proposers.base import Tokens
-from harness.results import BuildResult, EvalResult, Verdict, from_json, to_json
-from harness.store import (Best, ProblemRef, Round, Run, RunStore, Sample, StoreError, new_run_id,
+from harness.results import BuildResult, EvalResult, Tokens, Verdict, from_json, to_json
+from harness.runs.settings import Settings
+from harness.runs.store import (Best, ProblemRef, Round, Run, RunStore, Sample, StoreError, new_run_id,
                            utc_now)
 
 

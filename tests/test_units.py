@@ -3,10 +3,10 @@ import math
 
 import torch
 
-from harness.build import first_errors
-from harness.channel import Unsupported
-from harness.check import compare
-from harness.timing import StopRule, Timed, rel_se_of_median, summarize, time_interleaved
+from harness.engine.build import first_errors
+from harness.engine.channel import Unsupported
+from harness.engine.check import compare
+from harness.engine.timing import StopRule, Timed, rel_se_of_median, summarize, time_interleaved
 
 TOL = lambda dtype: (1e-4, 1e-4)  # noqa: E731
 
@@ -90,7 +90,7 @@ def test_host_submit_time_is_the_call_alone():
 
 
 def test_parameters_are_matched_by_shape_then_by_size():
-    from harness.worker import copy_parameters, randomize_parameters
+    from harness.engine.workers.common import copy_parameters, randomize_parameters
 
     reference = torch.nn.Sequential(torch.nn.LayerNorm((4, 8)))
     randomize_parameters(reference, seed=1)
@@ -113,7 +113,7 @@ def test_parameters_are_matched_by_shape_then_by_size():
 def test_gpu_results_show_host_submit_and_cpu_results_do_not():
     from rich.console import Console
 
-    from harness.report import eval_panel
+    from harness.cli.report import eval_panel
     from harness.results import EvalResult, Timing, Verdict, from_json, to_json
 
     def shown(method: str) -> str:

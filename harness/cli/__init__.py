@@ -1,0 +1,1 @@
+"""The `harness` command: flags, config files, and the rich views."""

@@ -1,0 +1,190 @@
+"""Settings of a run: command-line flags over an optional TOML file over defaults;
+and the evaluation flags every evaluating command shares.
+
+The TOML file has up to three tables:
+
+    [endpoint]   base_url, model, api_key_env, temperature, max_tokens,
+                 request_timeout, max_retries
+    [limits]     rounds, accept, target, samples, wall_time, token_budget, window
+    [run]        proposer, device, prompts, runs_dir
+
+API keys are read only from the environment (the variable named by
+`api_key_env`, OPENAI_API_KEY by default), never from a file, and are never
+part of `Settings`, so they cannot reach runs/.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, Optional
+
+import tomllib
+
+from ..device import default_device
+from ..engine.evaluate import EvalOptions
+from ..runs.settings import Settings
+
+PROPOSERS = ("openai", "human", "files")
+
+
+class ConfigError(Exception):
+    """Settings that cannot be used; the message is one paragraph for a person."""
+
+
+_TABLES = {
+    "endpoint": ("base_url", "model", "api_key_env", "temperature", "max_tokens",
+                 "request_timeout", "max_retries"),
+    "limits": ("rounds", "accept", "target", "samples", "wall_time", "token_budget", "window"),
+    "run": ("proposer", "device", "prompts", "runs_dir"),
+}
+_TYPES = {f.name: f.type for f in fields(Settings)}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)?\s*$")
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds from 90, "90", "90s", "30m" or "2h"."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    match = _DURATION.match(str(value))
+    if not match:
+        raise ValueError(f"`{value}` is not a duration such as 600, 30m or 2h")
+    scale = {None: 1, "s": 1, "m": 60, "min": 60, "h": 3600}[match.group(2)]
+    return float(match.group(1)) * scale
+
+
+def _coerce(name: str, value: Any) -> Any:
+    kind = _TYPES[name]
+    if name == "wall_time":
+        return parse_duration(value)
+    if "int" in kind and "float" not in kind:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{name} must be a whole number, not `{value}`")
+        return value
+    if "float" in kind:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{name} must be a number, not `{value}`")
+        return float(value)
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string, not `{value}`")
+    return value
+
+
+def load_config(path: str | Path) -> dict[str, Any]:
+    """The settings a TOML file gives, by name, checked and typed."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"Config file {path} cannot be read: {exc.strerror or exc}.") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"Config file {path} is not valid TOML: {exc}.") from None
+    values: dict[str, Any] = {}
+    for table, content in data.items():
+        if table not in _TABLES or not isinstance(content, dict):
+            raise ConfigError(
+                f"Config file {path} has `{table}` at the top level; it may hold only the tables "
+                f"{', '.join('[' + t + ']' for t in _TABLES)}.")
+        for key, value in content.items():
+            if key == "api_key":
+                raise ConfigError(
+                    f"Config file {path} holds an API key in [{table}]. Keys are read only from the "
+                    "environment so that they never land in files: remove it, export the key and "
+                    "name its variable with `api_key_env = \"NAME\"` (OPENAI_API_KEY by default).")
+            if key not in _TABLES[table]:
+                raise ConfigError(
+                    f"Config file {path} has an unknown key `{key}` in [{table}]; that table "
+                    f"takes {', '.join(_TABLES[table])}.")
+            try:
+                values[key] = _coerce(key, value)
+            except ValueError as exc:
+                raise ConfigError(f"Config file {path}, [{table}]: {exc}.") from None
+    return values
+
+
+def resolve(flags: dict[str, Any], base: Optional[Settings] = None) -> Settings:
+    """Settings from flags (None where not given) over the config file over `base`.
+
+    `base` is a resumed run's stored settings; without it, defaults apply and the
+    endpoint falls back to OPENAI_BASE_URL, the proposer to `files` where files are
+    given, `openai` where an endpoint or model is configured, and `human` otherwise.
+    """
+    # A resumed run's settings already hold what its config file said.
+    from_file = load_config(flags["config"]) if flags.get("config") else {}
+    given = {k: v for k, v in flags.items() if v is not None and k in _TYPES}
+    settings = Settings(**{**(vars(base) if base else {}), **from_file, **given})
+    if base is None:
+        settings.base_url = settings.base_url or os.environ.get("OPENAI_BASE_URL") or None
+        if "proposer" not in given and "proposer" not in from_file:
+            endpoint = settings.base_url or settings.model  # a key alone names no model
+            settings.proposer = "files" if settings.files else "openai" if endpoint else "human"
+        if settings.proposer == "human" and "rounds" not in given and "rounds" not in from_file:
+            settings.rounds = None
+        if "device" not in given and "device" not in from_file:
+            settings.device = default_device()
+    check(settings)
+    return settings
+
+
+def check(s: Settings) -> None:
+    problems = []
+    if s.proposer not in PROPOSERS:
+        problems.append(f"--proposer must be one of {', '.join(PROPOSERS)}, not `{s.proposer}`")
+    if s.proposer == "openai" and not s.model:
+        problems.append("the openai proposer needs a model: give --model NAME or `model` in [endpoint]")
+    if s.proposer == "files" and not s.files:
+        problems.append("the files proposer needs --files F1 F2 ... or a directory")
+    if s.rounds is not None and s.rounds < 1:
+        problems.append(f"--rounds must be at least 1, not {s.rounds}")
+    if s.samples < 1:
+        problems.append(f"--samples must be at least 1, not {s.samples}")
+    if s.proposer == "human" and s.samples != 1:
+        problems.append("the human proposer writes one candidate per round: leave --samples at 1")
+    if not 0 < s.accept <= s.target:
+        problems.append(f"need 0 < --accept <= --target, got accept {s.accept} and target {s.target}")
+    if s.window < 0:
+        problems.append(f"--window must be 0 (keep all) or more, not {s.window}")
+    if s.device != "cpu" and not s.device.startswith("cuda"):
+        problems.append(f"--device must be cpu or cuda (cuda:N), not `{s.device}`")
+    for name in ("wall_time", "token_budget", "max_tokens"):
+        value = getattr(s, name)
+        if value is not None and value <= 0:
+            problems.append(f"--{name.replace('_', '-')} must be positive, not {value}")
+    if problems:
+        raise ConfigError("Cannot start the run: " + "; ".join(problems) + ".")
+
+
+def add_eval_options(parser: argparse.ArgumentParser) -> None:
+    """Flags shared by every command that evaluates candidates."""
+    parser.add_argument("--device", choices=["cuda", "cpu"], default=None,
+                        help="where to run (default: cuda when a GPU is present)")
+    parser.add_argument("--trials", type=int, default=5, help="correctness trials, each with fresh inputs")
+    parser.add_argument("--build-timeout", type=float, default=900.0, metavar="S")
+    parser.add_argument("--run-timeout", type=float, default=600.0, metavar="S")
+    parser.add_argument("--time-cap", type=float, default=10.0, metavar="S",
+                        help="most seconds spent sampling times")
+    parser.add_argument("--compile-baseline", action="store_true", help="also time torch.compile(Model)")
+    parser.add_argument("--cache-dir", type=Path, default=None, help="build cache (default ~/.cache/harness)")
+    parser.add_argument("--policy", choices=["warn", "strict"], default="warn",
+                        help="strict: refuse candidates that call the reference op, torch.compile, fall back to "
+                             "torch, or launch no kernel (default: warn)")
+    parser.add_argument("--gpus", default=None, metavar="0,1", help="GPUs to time on, one candidate at a time each")
+    parser.add_argument("--jobs", type=int, default=None, metavar="N", help="builds at once (default: half the cores)")
+
+
+def eval_options(args: argparse.Namespace) -> EvalOptions:
+    return EvalOptions(device=args.device or default_device(), trials=args.trials,
+                       build_timeout=args.build_timeout, run_timeout=args.run_timeout,
+                       time_cap=args.time_cap, compile_baseline=args.compile_baseline,
+                       cache_dir=args.cache_dir, policy=args.policy)
+
+
+def parse_gpus(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise SystemExit(f"--gpus takes GPU indices separated by commas, like 0,1; got {text!r}") from None

@@ -1,0 +1,108 @@
+"""What a person sees while a run goes: a live status line, and a table at the end.
+
+On a terminal the status (round, phase, elapsed, best) redraws in place; in a
+log (CI, a pipe) each phase change and each round's result is one plain line.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable, Optional
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from ..loop.feedback import headline
+from ..results import Verdict
+from ..runs.store import Round, Run
+
+
+def clock(seconds: float) -> str:
+    seconds = int(seconds)
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60:02d}:{rest % 60:02d}"
+
+
+def speedup_text(speedup: Optional[float]) -> str:
+    return f"{speedup:.2f}x" if speedup is not None else "-"
+
+
+class Display:
+    def __init__(self, console: Console, run: Run, elapsed: Callable[[], float]):
+        self.console = console
+        self.run = run
+        self.elapsed = elapsed
+        self.round = 0
+        self.sample = 0
+        self.phase_name = "starting"
+        self.phase_since = time.monotonic()
+        self.live: Optional[Live] = None
+
+    def __enter__(self) -> "Display":
+        if self.console.is_terminal:
+            self.live = Live(self, console=self.console, refresh_per_second=4, transient=True)
+            self.live.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live:
+            self.live.stop()
+
+    def __rich__(self) -> Text:
+        s = self.run.settings
+        best = self.run.best
+        sample = f" sample {self.sample + 1}/{s.samples}" if s.samples > 1 else ""
+        return Text.assemble(
+            ("round ", "dim"), (f"{self.round}/{s.rounds or '-'}", "bold"), sample,
+            ("  phase ", "dim"), (self.phase_name, "bold cyan"),
+            f" {clock(time.monotonic() - self.phase_since)}",
+            ("  elapsed ", "dim"), clock(self.elapsed()),
+            ("  best ", "dim"), (speedup_text(best.speedup) if best else "-", "bold green"),
+            ("  tokens ", "dim"), str(self.run.tokens.total))
+
+    def phase(self, n: int, sample: int, phase: str) -> None:
+        self.round, self.sample, self.phase_name = n, sample, phase
+        self.phase_since = time.monotonic()
+        if not self.live:
+            where = f"round {n}" + (f" sample {sample + 1}" if self.run.settings.samples > 1 else "")
+            self.console.print(f"{where}: {phase} [{clock(self.elapsed())}]", markup=False,
+                               highlight=False, soft_wrap=True)
+
+    def say(self, text: str) -> None:
+        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    def round_done(self, rnd: Round) -> None:
+        result = rnd.eval
+        best = self.run.best
+        line = f"round {rnd.n}: {result.verdict.value} {headline(result)}".rstrip()
+        line += f"  (best {speedup_text(best.speedup) if best else '-'}, {rnd.seconds:.1f} s)"
+        self.console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def rounds_table(rounds: list[Round]) -> Table:
+    table = Table(title="Rounds", title_justify="left")
+    for name in ("round", "verdict", "speedup", "cand ms", "ref ms", "build s", "tokens",
+                 "seconds"):
+        table.add_column(name, justify="left" if name == "verdict" else "right")
+    for rnd in rounds:
+        r = rnd.eval
+        cand, ref = r.timings.get("candidate"), r.timings.get("reference")
+        style = "green" if r.verdict is Verdict.CORRECT else "red"
+        table.add_row(str(rnd.n), Text(r.verdict.value, style=style),
+                      speedup_text(r.speedup) if r.ok else "-",
+                      f"{cand.median:.4g}" if cand else "-", f"{ref.median:.4g}" if ref else "-",
+                      f"{r.build.seconds:.1f}" if r.build else "-",
+                      str(rnd.tokens.total), f"{rnd.seconds:.1f}")
+    return table
+
+
+def summary(console: Console, run: Run, rounds: list[Round], where: str) -> None:
+    if rounds:
+        console.print(rounds_table(rounds))
+    # Soft wrap: paths stay whole, to be copied from a terminal or a log.
+    console.print(Text(run.message, style="bold"), soft_wrap=True)
+    if run.best:
+        console.print(f"Best candidate: {where}/{run.best.candidate}", markup=False,
+                      highlight=False, soft_wrap=True)
+    console.print(f"Run stored in {where}", markup=False, highlight=False, soft_wrap=True)

@@ -1,0 +1,141 @@
+"""The history commands' views: runs, show, compare and replay printed with rich."""
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Optional
+
+from rich.console import Console
+from rich.table import Table
+
+from ..runs.history import ROUND_FILES, HistoryError, Replay, RunEntry, list_runs, load, load_rounds, summarize
+from ..runs.store import RunStore
+
+
+def _speedup(value: Optional[float]) -> str:
+    return f"{value:.2f}x" if value is not None else "-"
+
+
+def _date(iso: str) -> str:
+    try:
+        return dt.datetime.fromisoformat(iso).strftime("%Y-%m-%d %H:%M")
+    except ValueError:
+        return iso or "-"
+
+
+def runs_table(entries: list[RunEntry]) -> Table:
+    table = Table(title="Runs, newest first")
+    for column in ("id", "problem", "proposer", "rounds", "best", "status", "date"):
+        table.add_column(column, justify="right" if column in ("rounds", "best") else "left")
+    for e in entries:
+        if e.run is None:
+            table.add_row(e.id, e.problem, "-", "-", "-", f"[red]{e.status.split(' (')[0]}[/red]", e.created)
+            continue
+        r = e.run
+        proposer = r.settings.proposer + (f" ({r.settings.model})" if r.settings.model else "")
+        status = f"[red]{e.status}[/red]" if e.status.startswith("damaged") else \
+            r.status + (f": {r.outcome}" if r.outcome else "")
+        table.add_row(e.id, e.problem, proposer, str(len(r.rounds)),
+                      _speedup(r.best.speedup if r.best else None), status, _date(r.created))
+    return table
+
+
+def print_runs(console: Console, runs_dir: Path, problem: Optional[str] = None) -> int:
+    entries = list_runs(runs_dir, problem)
+    if not entries:
+        console.print(f"No runs under {runs_dir}" + (f" for problem {problem}." if problem else "."))
+        return 0
+    console.print(runs_table(entries))
+    return 0
+
+
+def print_show(console: Console, run: str, runs_dir: Path, round_n: Optional[int] = None,
+               file: Optional[str] = None) -> int:
+    """Print a run's rounds, or one round's file. Returns the exit status."""
+    store, record = load(run, runs_dir)
+    if round_n is not None or file is not None:
+        return _print_round_file(console, store, round_n, file or "source")
+    rounds, damage = load_rounds(store)
+    env = record.environment
+    console.print(f"[bold]{store.id}[/bold]  problem {record.problem.name}  proposer {record.settings.proposer}"
+                  f"  on {env.device_name or env.device if env else 'unknown device'}")
+    console.print(f"status {record.status}" + (f", stopped by {record.stop_reason}" if record.stop_reason else "")
+                  + (f", outcome {record.outcome}" if record.outcome else "")
+                  + f"; accept {record.settings.accept}x, target {record.settings.target}x")
+    table = Table()
+    for column in ("round", "verdict", "candidate ms", "reference ms", "speedup", "tokens", "seconds"):
+        table.add_column(column, justify="left" if column == "verdict" else "right")
+    for rnd in rounds:
+        timings = rnd.eval.timings
+        cells = [f"{timings[k].median:.3f}" if k in timings else "-" for k in ("candidate", "reference")]
+        is_best = record.best is not None and record.best.round == rnd.n
+        table.add_row(str(rnd.n) + (" *" if is_best else ""), rnd.eval.verdict.value, *cells,
+                      _speedup(rnd.eval.speedup), str(rnd.tokens.total), f"{rnd.seconds:.1f}")
+    console.print(table)
+    if record.best:
+        best = record.best
+        console.print(f"* best: round {best.round}, {_speedup(best.speedup)}, {best.candidate}")
+    if damage:
+        console.print(f"[yellow]The run directory is damaged: {damage}[/yellow]")
+    return 0
+
+
+def _print_round_file(console: Console, store: RunStore, round_n: Optional[int], file: str) -> int:
+    if round_n is None:
+        raise HistoryError(f"--{file} prints one round's file; give the round with --round N.")
+    path = store.round_dir(round_n) / ROUND_FILES[file]
+    if not path.is_file():
+        raise HistoryError(f"Round {round_n} of {store.id} has no {ROUND_FILES[file]} ({path}): the round "
+                           "does not exist, produced no such file, or the file was removed.")
+    console.print(path.read_text(), markup=False, highlight=False, soft_wrap=True)
+    return 0
+
+
+def print_compare(console: Console, run_a: str, run_b: str, runs_dir: Path) -> int:
+    a, b = (summarize(*load(run, runs_dir)) for run in (run_a, run_b))
+    if a.problem != b.problem:
+        console.print(f"[yellow]The runs are of different problems ({a.problem}, {b.problem}); "
+                      "their speedups are not comparable.[/yellow]")
+    table = Table()
+    table.add_column("")
+    table.add_column(a.id, justify="right")
+    table.add_column(b.id, justify="right")
+    rows = [("rounds", a.rounds, b.rounds),
+            ("rounds to target", a.rounds_to_target or "not reached", b.rounds_to_target or "not reached"),
+            ("best speedup", _speedup(a.best_speedup), _speedup(b.best_speedup)),
+            ("tokens", a.tokens, b.tokens),
+            ("time", f"{a.seconds:.1f} s", f"{b.seconds:.1f} s")]
+    for name, x, y in rows:
+        table.add_row(name, str(x), str(y))
+    console.print(table)
+    return 0
+
+
+def print_replay(console: Console, result: Replay) -> int:
+    if not result.same_device:
+        console.print(f"[yellow]It was recorded on {result.recorded_device}; this replay runs on "
+                      f"{result.device}, so the figures need not agree.[/yellow]")
+    table = Table(title=f"Replay of {result.run}")
+    for column in ("", "verdict", "candidate ms", "reference ms", "speedup"):
+        table.add_column(column, justify="left" if column in ("", "verdict") else "right")
+    if result.recorded is not None:
+        rows = [("recorded", result.recorded), ("now", result.now)]
+    else:
+        rows = [("now", result.now)]
+        if result.recorded_speedup:
+            table.add_row("recorded (header)", "correct", "-", "-", _speedup(result.recorded_speedup))
+    for name, ev in rows:
+        cells = [f"{ev.timings[k].median:.3f} ± {ev.timings[k].iqr:.3f}" if k in ev.timings else "-"
+                 for k in ("candidate", "reference")]
+        table.add_row(name, ev.verdict.value, *cells, _speedup(ev.speedup))
+    console.print(table)
+    if result.now.speedup is None:
+        console.print(f"[red]The replay is not correct: {result.now.explanation}[/red]")
+        return 1
+    if result.change is None:
+        console.print("Nothing was recorded of this file to compare with (no promoted header).")
+        return 0
+    verdict = "within" if result.within_noise else "outside"
+    console.print(f"Speedup changed by {result.change:+.1%}, {verdict} the noise of the two measurements "
+                  f"(±{result.noise:.1%}, from their timing IQRs).")
+    return 0

@@ -1,0 +1,189 @@
+"""The `harness` command: a thin layer over the Python API."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from rich.console import Console
+
+from ..problem import ProblemError
+from ..runs.history import HistoryError
+from ..runs.store import StoreError
+from .config import add_eval_options, eval_options, parse_gpus
+from .run_command import DESCRIPTION, EPILOG, add_run_arguments, run_main
+
+USAGE_ERROR = 2
+
+
+def cmd_eval(args: argparse.Namespace, console: Console) -> int:
+    from rich.live import Live
+
+    from ..engine.pool import evaluate_many
+    from ..results import to_dict
+    from .report import phase_table, print_result
+
+    for candidate in args.candidates:
+        if not Path(candidate).is_file():
+            console.print(f"[red]Candidate file {candidate} does not exist or is not a file.[/red]")
+            return USAGE_ERROR
+    phases = ["waiting"] * len(args.candidates)
+    with Live(phase_table(args.candidates, phases), console=console, transient=True) as live:
+        def on_event(index: int, phase: str) -> None:
+            phases[index] = phase
+            live.update(phase_table(args.candidates, phases))
+
+        results = evaluate_many(args.problem, args.candidates, eval_options(args), parse_gpus(args.gpus),
+                                args.jobs, on_event)
+    for result in results:
+        print_result(console, result)
+    if args.json:
+        payload = to_dict(results[0]) if len(results) == 1 else [to_dict(r) for r in results]
+        args.json.write_text(json.dumps(payload, indent=2))
+    return 0 if all(r.ok for r in results) else 1
+
+
+def cmd_doctor(args: argparse.Namespace, console: Console) -> int:
+    """Exit 0 when everything the device needs is present, 1 otherwise."""
+    from ..engine.doctor import diagnose
+    from ..results import to_dict
+    from .doctor import print_diagnosis
+
+    if args.prepare:
+        console.print("Preparing torch's precompiled header (about 45 s when it has to be built) ...")
+    diagnosis = diagnose(args.device, args.cache_dir, prepare=args.prepare)
+    print_diagnosis(console, diagnosis)
+    if args.json:
+        args.json.write_text(json.dumps({**to_dict(diagnosis), "ok": diagnosis.ok}, indent=2))
+    return 0 if diagnosis.ok else 1
+
+
+def cmd_runs(args: argparse.Namespace, console: Console) -> int:
+    from .history import print_runs
+
+    return print_runs(console, args.runs_dir, args.problem)
+
+
+def cmd_show(args: argparse.Namespace, console: Console) -> int:
+    from ..runs.history import ROUND_FILES
+    from .history import print_show
+
+    file = next((name for name in ROUND_FILES if getattr(args, name)), None)
+    return print_show(console, args.run, args.runs_dir, args.round, file)
+
+
+def cmd_promote(args: argparse.Namespace, console: Console) -> int:
+    from ..runs.history import promote
+
+    done = promote(args.run, args.runs_dir, args.kernels_dir, args.force)
+    replaced = f", replacing a {done.replaced:.2f}x kernel" if done.replaced is not None else ""
+    console.print(f"Promoted the {done.speedup:.2f}x kernel to {done.target}{replaced}.")
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace, console: Console) -> int:
+    from ..runs.history import replay
+    from .history import print_replay
+
+    return print_replay(console, replay(args.run, args.runs_dir, eval_options(args), args.problem))
+
+
+def cmd_plot(args: argparse.Namespace, console: Console) -> int:
+    from ..runs.plot import plot
+
+    drawn = plot(args.runs, args.runs_dir, args.output or Path(f"{Path(args.runs[0]).name}.png"))
+    console.print(f"Wrote {drawn.path}: {len(drawn.runs)} run(s) of {drawn.problem}.")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace, console: Console) -> int:
+    from .history import print_compare
+
+    return print_compare(console, args.run_a, args.run_b, args.runs_dir)
+
+
+def add_history_commands(commands) -> None:
+    def runs_dir(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept (default runs)")
+
+    run_help = "a run directory, or a unique prefix of a run id under --runs-dir"
+    p = commands.add_parser("runs", help="list runs, newest first")
+    p.add_argument("--problem", default=None, help="only runs of this problem (its file name without .py)")
+    runs_dir(p)
+    p.set_defaults(handler=cmd_runs)
+    p = commands.add_parser("show", help="a run's rounds with verdicts, times and speedups, or one round's file")
+    p.add_argument("run", help=run_help)
+    p.add_argument("--round", type=int, default=None, metavar="N", help="the round whose file to print")
+    files = p.add_mutually_exclusive_group()
+    for name, help_text in (("source", "the candidate"), ("prompt", "the prompt"), ("answer", "the answer"),
+                            ("log", "the build log")):
+        files.add_argument(f"--{name}", action="store_true", help=f"print {help_text} of --round N")
+    runs_dir(p)
+    p.set_defaults(handler=cmd_show)
+    p = commands.add_parser("promote", help="copy a run's best candidate to kernels/<problem>.py")
+    p.add_argument("run", help=run_help)
+    p.add_argument("--kernels-dir", type=Path, default=Path("kernels"), help="default kernels")
+    p.add_argument("--force", action="store_true", help="overwrite even a kernel at least as fast")
+    runs_dir(p)
+    p.set_defaults(handler=cmd_promote)
+    p = commands.add_parser("replay", help="evaluate a run's best candidate, or a kernel file, again and compare "
+                            "with the record")
+    p.add_argument("run", help=run_help + ", or a candidate .py file (kernels/<problem>.py finds its problem)")
+    p.add_argument("--problem", type=Path, default=None,
+                   help="the problem file, where it moved since the run or for a loose candidate file")
+    add_eval_options(p)
+    runs_dir(p)
+    p.set_defaults(handler=cmd_replay)
+    p = commands.add_parser("plot", help="speedup per round of one or more runs of one problem, as a PNG")
+    p.add_argument("runs", nargs="+", metavar="run", help=run_help)
+    p.add_argument("-o", "--output", type=Path, default=None, metavar="FILE.png",
+                   help="where to write the plot (default <first run>.png)")
+    runs_dir(p)
+    p.set_defaults(handler=cmd_plot)
+    p = commands.add_parser("compare", help="two runs side by side: rounds to target, best speedup, tokens, time")
+    p.add_argument("run_a", help=run_help)
+    p.add_argument("run_b", help=run_help)
+    runs_dir(p)
+    p.set_defaults(handler=cmd_compare)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="harness", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = commands.add_parser("eval", help="evaluate candidate(s) against a problem: one verdict each")
+    p.add_argument("problem", help="problem file (KernelBench format)")
+    p.add_argument("candidates", nargs="+", metavar="candidate", help="candidate file(s) defining ModelNew")
+    p.add_argument("--json", type=Path, default=None, metavar="OUT",
+                   help="write the full result as JSON (a list when there are several candidates)")
+    add_eval_options(p)
+    p.set_defaults(handler=cmd_eval)
+    p = commands.add_parser("doctor", help="check GPUs, torch, compilers and the build cache; say how to fix "
+                            "what is missing (exit 1 when something the device needs is missing)")
+    p.add_argument("--device", choices=["cuda", "cpu"], default=None,
+                   help="what to check for (default: cuda when a GPU is present)")
+    p.add_argument("--cache-dir", type=Path, default=None, help="build cache (default ~/.cache/harness)")
+    p.add_argument("--prepare", action="store_true",
+                   help="build torch's precompiled header now (about 45 s, once per torch install)")
+    p.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write the findings as JSON")
+    p.set_defaults(handler=cmd_doctor)
+
+    p = commands.add_parser("run", help="the optimization loop: propose, evaluate, feed back, repeat",
+                            description=DESCRIPTION, epilog=EPILOG,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_arguments(p)
+    p.set_defaults(handler=run_main)
+    add_history_commands(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    console = Console()
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args, console)
+    except (ProblemError, HistoryError, StoreError) as exc:
+        console.print(f"[red]{exc}[/red]")
+        return USAGE_ERROR
+    except KeyboardInterrupt:
+        console.print("[yellow]Interrupted.[/yellow]")
+        return 130

@@ -1,0 +1,105 @@
+"""How results look to a person: rich tables, one glance per evaluation."""
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from ..results import EvalResult, Verdict
+
+VERDICT_STYLE = {Verdict.CORRECT: "bold green", Verdict.INCORRECT: "bold red",
+                 Verdict.REJECTED: "bold magenta", Verdict.TIMEOUT: "bold yellow"}
+
+TIMING_LABELS = {"candidate": "candidate", "reference": "reference", "compiled": "torch.compile"}
+
+
+def verdict_text(verdict: Verdict) -> Text:
+    return Text(verdict.value, style=VERDICT_STYLE.get(verdict, "bold red"))
+
+
+def timing_table(result: EvalResult) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False)
+    # on a CPU the call is the work, so its host time says nothing more
+    on_gpu = any(t.on_gpu for t in result.timings.values())
+    columns = ["", "median ms", "IQR ms", "mean ms", "min ms", "n", "±SE", "vs ref"]
+    for column in columns + (["host submit ms"] if on_gpu else []):
+        table.add_column(column, justify="left" if not column else "right")
+    reference = result.timings.get("reference")
+    for name, t in result.timings.items():
+        ratio = f"{reference.median / t.median:.2f}x" if reference and t.median else ""
+        row = [TIMING_LABELS.get(name, name), f"{t.median:.4g}", f"{t.iqr:.3g}", f"{t.mean:.4g}",
+               f"{t.min:.4g}", str(t.n), f"{t.rel_se:.1%}", ratio if name != "reference" else ""]
+        table.add_row(*row, *([f"{t.submit_median:.3g}"] if on_gpu else []))
+    return table
+
+
+def roofline_text(line: dict) -> str:
+    parts = []
+    if line.get("achieved_gbs") is not None:
+        text = f"{line['achieved_gbs']:.0f} GB/s"
+        if line.get("bandwidth_share") is not None:
+            text += f" = {line['bandwidth_share']:.0%} of the measured peak (floor {line['floor_ms']:.4g} ms)"
+        parts.append(text)
+    if line.get("achieved_tflops") is not None:
+        text = f"{line['achieved_tflops']:.1f} TFLOP/s"
+        if line.get("flops_share") is not None:
+            text += f" = {line['flops_share']:.0%} of fp32 peak"
+        parts.append(text)
+    return "; ".join(parts)
+
+
+def eval_panel(result: EvalResult) -> Panel:
+    summary = Table.grid(padding=(0, 2))
+    summary.add_column(style="dim")
+    summary.add_column()
+    summary.add_row("verdict", verdict_text(result.verdict))
+    if result.speedup is not None:
+        style = "bold green" if result.speedup >= 1.5 else ("yellow" if result.speedup >= 1 else "red")
+        summary.add_row("speedup", Text(f"{result.speedup:.2f}x", style=style))
+    if result.build:
+        b = result.build
+        summary.add_row("build", "cached" if b.cached else f"{b.seconds:.1f} s" + ("" if b.ok else " (failed)"))
+    if result.check:
+        c = result.check
+        summary.add_row("check", f"{c.trials} trial(s), max abs err {c.max_abs_error:.3g}, "
+                                 f"max rel err {c.max_rel_error:.3g}")
+    line = result.details.get("roofline")
+    if line and result.timings:
+        summary.add_row("roofline", roofline_text(line))
+    env = result.environment
+    if env:
+        summary.add_row("device", " · ".join(x for x in (env.device_name, env.arch, f"torch {env.torch}") if x))
+    summary.add_row("took", f"{result.seconds:.1f} s")
+    parts = [summary, Text(""), Text(result.explanation)]
+    if result.timings:
+        parts += [Text(""), timing_table(result)]
+        overhead = next(iter(result.timings.values())).overhead
+        if overhead:
+            parts.append(Text(f"Each time includes ~{overhead:.3g} ms that the protocol adds to any call "
+                              "(flush wait, events, device-wide synchronize), measured on an empty call.",
+                              style="dim"))
+        if any(t.on_gpu for t in result.timings.values()):
+            parts.append(Text("Each call starts on an idle GPU, so the host's time until its first launch "
+                              "(at most its host submit time) is inside the window: a sub-millisecond "
+                              "kernel reads slower here than queued back to back.", style="dim"))
+    for warning in result.warnings:
+        parts.append(Text(f"warning: {warning}", style="yellow"))
+    title = f"{result.candidate}  →  {result.problem.rsplit('/', 1)[-1]}"
+    return Panel(Group(*parts), title=title, title_align="left", expand=False)
+
+
+def print_result(console: Console, result: EvalResult) -> None:
+    console.print(eval_panel(result))
+
+
+def phase_table(candidates: list, phases: list[str]) -> Table:
+    """Live view of a batch: each candidate and what it is doing now."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False)
+    table.add_column("candidate")
+    table.add_column("phase")
+    for candidate, phase in zip(candidates, phases):
+        done = phase in {v.value for v in Verdict}
+        table.add_row(str(candidate), verdict_text(Verdict(phase)) if done else Text(phase, style="cyan"))
+    return table

@@ -1,0 +1,210 @@
+"""`harness run`: its flags, and the wiring from settings to a finished run.
+
+Exit status: 0 when the best candidate is acceptable (at or above --accept),
+1 when the run ended without one, 2 for unusable input (flags, config, problem,
+prompts, run directory, endpoint), 130 when interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+from rich.console import Console
+
+from ..device import describe
+from ..engine.pool import Pool
+from ..loop.loop import Loop, restore
+from ..loop.prompts import PromptError, Prompts, candidate_template, first_prompt, system_prompt
+from ..loop.proposers.base import Proposer, ProposerError
+from ..loop.proposers.files import FilesProposer, expand
+from ..loop.proposers.human import HumanProposer
+from ..problem import ProblemError, load_problem
+from ..runs.store import ProblemRef, Round, Run, RunStore, StoreError, utc_now
+from .config import (
+    PROPOSERS,
+    ConfigError,
+    Settings,
+    add_eval_options,
+    eval_options,
+    parse_duration,
+    parse_gpus,
+    resolve,
+)
+from .display import Display, summary
+
+HUMAN_FILE = "candidate.py"  # in the run directory: the file a person edits
+EXIT_OK, EXIT_SHORT, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+DESCRIPTION = ("Optimize a problem: propose a ModelNew, evaluate it, feed the verdict back, "
+               "until the target speedup or a budget is reached. Runs are stored under runs/.")
+EPILOG = ("exit status: 0 acceptable candidate found, 1 none found, 2 unusable input, "
+          "130 interrupted")
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare every `harness run` flag; all default to None so a config file or a
+    resumed run's settings fill what the command line leaves out."""
+    parser.add_argument("problem", nargs="?", metavar="PROBLEM",
+                        help="problem file in KernelBench format (not with --resume)")
+    parser.add_argument("--proposer", choices=PROPOSERS,
+                        help="where candidates come from (default: openai when an endpoint is "
+                             "configured, files with --files, else human)")
+    parser.add_argument("--model", help="model name at the endpoint")
+    parser.add_argument("--base-url", dest="base_url",
+                        help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or OpenAI); "
+                             "the key comes from $OPENAI_API_KEY")
+    parser.add_argument("--rounds", type=int,
+                        help="round budget (default 10; none for the human proposer)")
+    parser.add_argument("--accept", type=float, help="acceptable speedup (default 1.5)")
+    parser.add_argument("--target", type=float, help="speedup that ends the run (default 2.0)")
+    parser.add_argument("--samples", type=int, help="answers asked for per round (default 1)")
+    parser.add_argument("--config", help="TOML file with [endpoint], [limits] and [run] tables")
+    parser.add_argument("--prompts", help="directory of prompt templates overriding prompts/")
+    parser.add_argument("--files", nargs="+", metavar="F",
+                        help="candidate .py files or recorded answers (.txt/.md), or a "
+                             "directory of them, one per round")
+    parser.add_argument("--resume", metavar="RUN_DIR", help="carry on a stopped or killed run")
+    parser.add_argument("--max-tokens", dest="max_tokens", type=int, help="per answer")
+    parser.add_argument("--temperature", type=float)
+    parser.add_argument("--wall-time", dest="wall_time", type=_duration,
+                        help="time budget: seconds, or 30m, 2h")
+    parser.add_argument("--token-budget", dest="token_budget", type=int,
+                        help="total tokens over the run")
+    parser.add_argument("--window", type=int,
+                        help="past rounds kept in the conversation; 0 keeps all (default 4)")
+    parser.add_argument("--runs-dir", dest="runs_dir", help="where runs are stored (default runs/)")
+    # --device, --trials, timeouts, --cache-dir: the same flags as `harness eval`.
+    add_eval_options(parser)
+
+
+def _absolute(settings: Settings) -> None:
+    """Paths as absolute ones, so a resumed run finds them from any directory."""
+    settings.problem = str(Path(settings.problem).resolve())
+    settings.files = [str(Path(f).resolve()) for f in settings.files]
+    if settings.prompts:
+        settings.prompts = str(Path(settings.prompts).resolve())
+    if settings.config:
+        settings.config = str(Path(settings.config).resolve())
+
+
+def _proposer(settings: Settings, store: RunStore, rounds: list[Round], prompts: Prompts,
+              problem) -> Proposer:
+    if settings.proposer == "files":
+        return FilesProposer(settings.files, start=sum(len(r.samples) for r in rounds))
+    if settings.proposer == "human":
+        template = candidate_template(prompts, problem, accept=settings.accept, target=settings.target)
+        return HumanProposer(store.path / HUMAN_FILE, template,
+                             last=rounds[-1].candidate if rounds else None)
+    from ..loop.proposers.openai import OpenAIProposer  # the client is slow to import; only here
+
+    return OpenAIProposer(model=settings.model or "", api_key=os.environ.get(settings.api_key_env),
+                          base_url=settings.base_url, temperature=settings.temperature,
+                          max_tokens=settings.max_tokens, window=settings.window,
+                          timeout=settings.request_timeout, max_retries=settings.max_retries,
+                          api_key_env=settings.api_key_env)
+
+
+def _open(args: argparse.Namespace, flags: dict) -> tuple[RunStore, Run, list[Round]]:
+    if args.resume:
+        if args.problem:
+            raise ConfigError("Give either PROBLEM or --resume RUN_DIR, not both: a resumed run "
+                              "keeps its problem.")
+        store = RunStore.open(args.resume)
+        run = store.load_run()
+        run.settings = resolve(flags, base=run.settings)
+        rounds = store.load_rounds()
+        partial = store.partial_round(len(rounds) + 1)
+        if partial:
+            aside = store.set_aside(len(rounds) + 1)
+            store.event("set_aside", round=len(rounds) + 1, path=str(aside.relative_to(store.path)))
+        restore(run, store, rounds)
+        store.event("resume", rounds_done=len(rounds))
+        return store, run, rounds
+    if not args.problem:
+        raise ConfigError("Give a problem file (harness run PROBLEM) or --resume RUN_DIR.")
+    settings = resolve({**flags, "problem": args.problem})
+    _absolute(settings)
+    problem = load_problem(settings.problem)
+    # Refuse unusable input before a run directory is made for it.
+    Prompts(settings.prompts)
+    if settings.proposer == "files":
+        expand(settings.files)
+    store = RunStore.create(settings.runs_dir, problem.name)
+    run = Run(id=store.id, settings=settings, created=utc_now(),
+              problem=ProblemRef(problem.path, problem.name, problem.sha256))
+    store.save_run(run)
+    store.event("start", problem=problem.name, proposer=settings.proposer)
+    return store, run, []
+
+
+def run_main(args: argparse.Namespace, console: Optional[Console] = None) -> int:
+    console = console or Console()
+    errors = Console(stderr=True)
+    flags = {k: v for k, v in vars(args).items() if k not in ("problem", "resume")}
+    clock_start = time.monotonic()
+    try:
+        store, run, rounds = _open(args, flags)
+        settings = run.settings
+        problem = load_problem(settings.problem)
+        if problem.sha256 != run.problem.sha256:
+            raise ProblemError(f"Problem file {problem.path} changed since run {run.id} started "
+                               "(its hash differs), so the recorded rounds no longer apply to it. "
+                               "Start a new run.")
+        prompts = Prompts(settings.prompts)
+        device = describe(settings.device)
+        system = system_prompt(prompts)
+        args.device = settings.device
+        options = eval_options(args)
+        first = first_prompt(prompts, problem, device, accept=settings.accept,
+                             target=settings.target, trials=options.trials)
+        proposer = _proposer(settings, store, rounds, prompts, problem)
+    except (ConfigError, ProblemError, PromptError, StoreError, ProposerError) as exc:
+        errors.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        return EXIT_USAGE
+    console.print(f"Run {run.id}: {problem.name} on {device.name}, proposer {settings.proposer}"
+                  + (f" ({settings.model})" if settings.model else "")
+                  + f", stored in {store.path}", markup=False, highlight=False, soft_wrap=True)
+    seconds_before = run.seconds
+
+    def elapsed() -> float:
+        return seconds_before + time.monotonic() - clock_start
+
+    try:
+        with Pool(problem.path, options, parse_gpus(args.gpus), args.jobs) as evaluator, \
+                Display(console, run, elapsed) as display:
+            Loop(run=run, store=store, rounds=rounds, proposer=proposer, evaluator=evaluator,
+                 prompts=prompts, system=system, first=first, display=display,
+                 elapsed=elapsed).execute()
+    except ProblemError as exc:
+        errors.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        return EXIT_USAGE
+    except KeyboardInterrupt:  # while the evaluator was starting; the loop handles its own
+        return EXIT_INTERRUPTED
+    finally:
+        proposer.close()
+    summary(console, run, rounds, str(store.path))
+    if run.status == "interrupted":
+        return EXIT_INTERRUPTED
+    if run.status == "failed":
+        return EXIT_USAGE
+    return EXIT_OK if run.outcome in ("target", "accepted") else EXIT_SHORT
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="harness run", description=DESCRIPTION, epilog=EPILOG)
+    add_run_arguments(parser)
+    return run_main(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,229 @@
+"""Building candidates: a cache directory per source hash, arch, flags and logs.
+
+A build is the candidate's import (load_inline compiles at import), done in a
+child process with TORCH_EXTENSIONS_DIR pointing into the candidate's own cache
+entry. A later import with the same environment finds the extension built
+and only loads it, so the worker that runs the candidate pays no build.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import platform
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Optional
+
+from ..results import BuildResult
+
+# Bump when the way candidates are built changes, so old cache entries are not reused.
+BUILD_SCHEME = "1"
+BUILD_RECORD = "build.json"
+
+
+def default_cache_dir() -> Path:
+    if os.environ.get("HARNESS_CACHE_DIR"):
+        return Path(os.environ["HARNESS_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "harness"
+
+
+def cache_key(source: str, arch: str) -> str:
+    import torch
+
+    parts = [BUILD_SCHEME, source, arch, torch.__version__, str(torch.version.cuda),
+             platform.python_version()]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+class BuildEntry:
+    """One candidate's place in the cache."""
+
+    def __init__(self, cache_dir: Path, source: str, arch: str):
+        self.cache_dir = Path(cache_dir)
+        self.key = cache_key(source, arch)
+        self.dir = self.cache_dir / "builds" / self.key[:24]
+        self.arch = arch
+
+    @property
+    def log_path(self) -> Path:
+        return self.dir / "build.log"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.dir.with_suffix(".lock")
+
+    @property
+    def pch_lock_path(self) -> Path:
+        return pch_lock_path(self.cache_dir)
+
+    def env(self) -> dict:
+        env = {"TORCH_EXTENSIONS_DIR": str(self.dir / "ext")}
+        if self.arch not in ("cpu", "unknown"):
+            env["TORCH_CUDA_ARCH_LIST"] = self.arch
+        return env
+
+    def recorded(self) -> Optional[BuildResult]:
+        from ..results import from_json
+
+        try:
+            return from_json(BuildResult, (self.dir / BUILD_RECORD).read_text())
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def record(self, result: BuildResult) -> None:
+        from ..results import to_json
+
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.dir / f".{BUILD_RECORD}.{os.getpid()}"
+        tmp.write_text(to_json(result))
+        os.replace(tmp, self.dir / BUILD_RECORD)
+
+
+# gcc/clang "file:12:5: error: ...", nvcc "file(12): error: ...", and the linker
+_COMPILER_ERROR = re.compile(r"(:\d+(:\d+)?: (fatal )?error|\(\d+\): (catastrophic )?error|"
+                             r"undefined reference|undefined symbol|ld returned)")
+_PYTHON_ERROR = re.compile(r"^(\w+\.)*\w*(Error|Exception|Exit)\b")
+
+
+def first_errors(log_text: str, limit: int = 12) -> list[str]:
+    """The lines of a build log that matter.
+
+    Compiler diagnostics first, each with the two lines after it (source line
+    and caret), paths cut to their file names; failing that, the Python
+    exception that ended the import."""
+    lines = log_text.splitlines()
+    picked: list[str] = []
+    for i, line in enumerate(lines):
+        if _COMPILER_ERROR.search(line) and re.sub(r"^/\S*/", "", line.rstrip()) not in picked:
+            for extra in lines[i:i + 3]:
+                extra = re.sub(r"^/\S*/", "", extra.rstrip())
+                if extra.strip() and extra not in picked[-3:]:
+                    picked.append(extra)
+        if len(picked) >= limit:
+            break
+    if not picked:
+        picked = [line for line in lines if _PYTHON_ERROR.match(line)][-1:] or lines[-limit:]
+    return [line[:300] for line in picked[:limit]]
+
+
+def log_tail(path: Path, max_bytes: int = 200_000) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - max_bytes))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+
+# --- torch's precompiled header, shared by every load_inline(use_pch=True) build ----
+
+class PchError(RuntimeError):
+    """The precompiled header could not be built; the message says why and what to do."""
+
+
+class _WouldBuild(Exception):
+    pass
+
+
+def pch_path() -> Path:
+    """The precompiled torch/extension.h that load_inline(use_pch=True) uses: one per torch install."""
+    import torch
+
+    return Path(torch.__file__).parent / "include" / "torch" / "extension.h.gch"
+
+
+def pch_status() -> str:
+    """"ready", "missing", "stale" (built with other flags or by another torch), or
+    "unsupported" (torch precompiles only with g++ on Linux).
+
+    Runs torch's own check with its compile step intercepted, so the answer follows
+    torch's signature rule without copying it. It swaps cpp_extension.subprocess for
+    the call: not for use while another thread of this process runs load_inline."""
+    from torch.utils import cpp_extension as ext
+
+    check = getattr(ext, "_check_and_build_extension_h_precompiler_headers", None)
+    try:
+        supported = check is not None and platform.system() == "Linux" and \
+            ext.check_compiler_is_gcc(ext.get_cxx_compiler())
+    except (OSError, subprocess.SubprocessError):  # no C++ compiler at all
+        supported = False
+    if not supported:
+        return "unsupported"
+    if not pch_path().exists():
+        return "missing"
+    real = ext.subprocess
+
+    class Probe:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        @staticmethod
+        def check_output(args, *rest, **kwargs):
+            if "c++-header" in args:
+                raise _WouldBuild
+            return real.check_output(args, *rest, **kwargs)
+
+    ext.subprocess = Probe()
+    try:
+        check(None, None)
+    except _WouldBuild:
+        return "stale"
+    finally:
+        ext.subprocess = real
+    return "ready"
+
+
+def pch_lock_path(cache_dir: Path) -> Path:
+    """One lock per torch install (the header is per install), beside the header
+    where that is writable."""
+    header = pch_path()
+    return header.with_suffix(".lock") if os.access(header.parent, os.W_OK) else Path(cache_dir) / "pch.lock"
+
+
+@contextlib.contextmanager
+def file_lock(path: str | Path | None):
+    """An exclusive flock; released by the kernel if the holder dies."""
+    if not path:
+        yield
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def pch_ready() -> bool:
+    return pch_status() == "ready"
+
+
+def prepare_pch(cache_dir: Path) -> float:
+    """Build the precompiled header as a candidate with no extra cflags needs it,
+    unless it is ready; returns the seconds spent. Holds the lock that build
+    children take around the same step. Raises PchError."""
+    from torch.utils import cpp_extension
+
+    directory = pch_path().parent
+    if not os.access(directory, os.W_OK):
+        raise PchError(f"torch's include directory {directory} is not writable, and torch writes the "
+                       "precompiled header there. Use a torch installed where you can write (a virtual "
+                       "environment); candidates still build without it, about 10 s slower each.")
+    started = time.monotonic()
+    with file_lock(pch_lock_path(cache_dir)):
+        try:
+            cpp_extension._check_and_build_extension_h_precompiler_headers(None, None)
+        except RuntimeError as exc:
+            output = getattr(exc.__cause__, "output", None) or b""
+            errors = first_errors(output.decode(errors="replace") if isinstance(output, bytes) else str(output))
+            raise PchError(f"Building torch's precompiled header {pch_path()} failed: {exc}. Compiler said: "
+                           + (" | ".join(errors) or "nothing")) from None
+    return time.monotonic() - started

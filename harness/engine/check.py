@@ -1,0 +1,86 @@
+"""Comparing a candidate's outputs with the reference's.
+
+Runs in the reference process, on outputs the candidate's process sent as
+plain tensors. Checks, in order: number and structure of outputs, type, shape,
+dtype and device, non-finite values where the reference is finite, then
+allclose with per-dtype tolerances.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from ..results import CheckResult, as_list
+from .channel import Unsupported
+
+
+def _device_kind(device: str) -> str:
+    return device.split(":")[0]
+
+
+def compare(reference: Any, candidate: Any, candidate_devices: list[str],
+            tolerances: Callable[[str], tuple[float, float]]) -> CheckResult:
+    """One trial's verdict. `candidate_devices` are where the candidate's tensors lived."""
+    refs, cands = as_list(reference), as_list(candidate)
+    if len(refs) != len(cands):
+        return CheckResult(False, reasons=[
+            f"expected {len(refs)} output(s), the candidate returned {len(cands)}"])
+    result = CheckResult(True)
+    devices = iter(candidate_devices)
+    for i, (ref, cand) in enumerate(zip(refs, cands)):
+        label = f"output {i}" if len(refs) > 1 else "the output"
+        if not isinstance(ref, torch.Tensor):
+            if cand != ref:
+                return CheckResult(False, reasons=[f"{label} is {cand!r}, expected {ref!r}"])
+            continue
+        if isinstance(cand, Unsupported) or not isinstance(cand, torch.Tensor):
+            kind = cand.type_name if isinstance(cand, Unsupported) else type(cand).__name__
+            return CheckResult(False, reasons=[f"{label} is a {kind}, expected a plain torch.Tensor"])
+        device = next(devices, "?")
+        problems = []
+        if tuple(cand.shape) != tuple(ref.shape):
+            problems.append(f"shape {tuple(cand.shape)} where the reference has {tuple(ref.shape)}")
+        if cand.dtype != ref.dtype:
+            problems.append(f"dtype {cand.dtype} where the reference has {ref.dtype}")
+        if _device_kind(device) != ref.device.type:
+            problems.append(f"device {device} where the reference has {ref.device}")
+        if problems:
+            return CheckResult(False, reasons=[f"{label} has " + "; ".join(problems)])
+        _compare_values(label, ref, cand.to(ref.device), tolerances(str(ref.dtype).removeprefix("torch.")),
+                        result)
+        if not result.passed:
+            return result
+    return result
+
+
+def _compare_values(label: str, ref: torch.Tensor, cand: torch.Tensor,
+                    tol: tuple[float, float], result: CheckResult) -> None:
+    atol, rtol = tol
+    if ref.numel() == 0:
+        return
+    if not ref.dtype.is_floating_point:
+        bad = cand != ref
+        diff = (cand.to(torch.float64) - ref.to(torch.float64)).abs()
+    else:
+        # half types are compared in float32 so the error figures are not rounded away
+        r, c = (ref, cand) if ref.dtype in (torch.float32, torch.float64) else (ref.float(), cand.float())
+        bad = ~torch.isclose(c, r, rtol=rtol, atol=atol, equal_nan=True)
+        nonfinite = int((~torch.isfinite(c) & torch.isfinite(r)).sum())
+        if nonfinite:
+            result.reasons.append(f"{label} has {nonfinite} non-finite value(s) where the reference is finite")
+        diff = (c - r).abs_().nan_to_num_(nan=0.0, posinf=0.0)
+        result.max_rel_error = max(result.max_rel_error, float((diff / r.abs().clamp_min(1e-12)).max()))
+    result.max_abs_error = max(result.max_abs_error, float(diff.max()))
+    mismatches = int(bad.sum())
+    if mismatches:
+        result.passed = False
+        result.mismatch_share = mismatches / bad.numel()
+        flat = int(bad.reshape(-1).nonzero()[0, 0])
+        index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), bad.shape))
+        result.first_bad_index = list(index)
+        result.reasons.append(
+            f"{label} differs from the reference in {mismatches} of {bad.numel()} elements "
+            f"({result.mismatch_share:.2%}); first at index {list(index)}: "
+            f"got {cand[index].item():.6g}, expected {ref[index].item():.6g} "
+            f"(atol={atol:g}, rtol={rtol:g})")

@@ -1,0 +1,533 @@
+"""One evaluation: build, check, time, and a verdict.
+
+The harness process only orchestrates. It starts the reference process (the
+oracle) once per problem and device, a build child per uncached candidate, and
+a fresh candidate worker per evaluation; it relays trial inputs and candidate
+outputs between them as raw bytes and turns every way a child can end into a
+verdict.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from ..device import gpu_arch
+from ..integrity import roofline, static
+from ..problem import DEFAULT_TOLERANCES, Problem, ProblemError, load_problem
+from ..results import BuildResult, CheckResult, EvalResult, Timing, Verdict, from_dict, to_dict
+from . import build as builds
+from .environment import collect_environment
+from .process import Child, ChildDied, ChildTimeout
+
+Phase = Callable[[str], None]
+
+
+@dataclass
+class EvalOptions:
+    device: str = "cpu"
+    trials: int = 5
+    build_timeout: float = 900.0
+    run_timeout: float = 600.0
+    cache_dir: Optional[Path] = None
+    compile_baseline: bool = False
+    time_cap: float = 10.0
+    target_rel_se: float = 0.01
+    min_samples: int = 10
+    gpu: Optional[int] = None  # physical GPU index; children see only that GPU
+    policy: str = "warn"  # "strict": static findings (reference op, torch.compile, ...) reject
+    logs_dir: Optional[Path] = None  # where run logs go; default inside the cache
+
+    def resolved_cache(self) -> Path:
+        return Path(self.cache_dir) if self.cache_dir else builds.default_cache_dir()
+
+
+class _Stop(Exception):
+    """Ends an evaluation early with a finished result."""
+
+    def __init__(self, verdict: Verdict, explanation: str, **details):
+        super().__init__(explanation)
+        self.verdict, self.explanation, self.details = verdict, explanation, details
+        self.build: Optional[BuildResult] = None
+
+    def fill(self, result: EvalResult) -> None:
+        result.verdict, result.explanation = self.verdict, self.explanation
+        result.build = self.build or result.build
+        result.details.update(self.details)
+
+
+@dataclass
+class Built:
+    """A candidate after its build step; `failed` means `result` is already final."""
+
+    path: Path
+    entry: Optional[builds.BuildEntry]
+    result: EvalResult
+    started: float
+    failed: bool = False
+
+
+_MANY_CORES = (os.cpu_count() or 1) >= 8
+# The reference beside the candidate against the reference alone: a ratio past
+# these is reported, and past the second refused (noise stays well under both).
+REFERENCE_SLOWDOWN_WARN = 1.15
+REFERENCE_SLOWDOWN_REJECT = 1.5
+# ...and a refused slowdown must also cost this much time: sub-millisecond calls differ
+# more than 1.5x between two processes on a small CPU machine (0.10 against 0.18 ms
+# seen on 2 cores), far less on a GPU.
+REFERENCE_SLOWDOWN_MIN_MS = {"cpu": 0.5, "cuda": 0.05}
+
+
+def _quiet(phase: str) -> None:
+    pass
+
+
+def _child_error(header: dict, doing: str) -> _Stop:
+    kind = header.get("error", "runtime_error")
+    verdict = {"compile_error": Verdict.COMPILE_ERROR, "import_error": Verdict.IMPORT_ERROR}.get(
+        kind, Verdict.RUNTIME_ERROR)
+    exc = header.get("exception")
+    message = str(header.get("message", "")).strip()
+    first = message.splitlines()[0] if message else ""
+    what = f"it raised {exc}: {first}" if exc else first
+    return _Stop(verdict, f"{verdict.sentence} While {doing}, {what}"[:1500],
+                 exception=exc, message=message[:4000], traceback=str(header.get("traceback", ""))[-4000:])
+
+
+def _died(doing: str, status: str, log: Path) -> _Stop:
+    return _Stop(Verdict.CRASHED, f"The worker {status} while {doing}; see {log}.", exit=status, log=str(log))
+
+
+def _timeout(doing: str, limit: float, log: Path) -> _Stop:
+    return _Stop(Verdict.TIMEOUT, f"The candidate was still {doing} after {limit:.0f} s and was stopped; "
+                 f"see {log}.", limit_s=limit, log=str(log))
+
+
+class Evaluator:
+    """Evaluates candidates for one problem on one device, keeping the reference process."""
+
+    def __init__(self, problem: str | Path | Problem, options: Optional[EvalOptions] = None,
+                 keep_spare: bool = True):
+        self.problem = problem if isinstance(problem, Problem) else load_problem(problem)
+        self.options = options or EvalOptions()
+        self.cache = self.options.resolved_cache()
+        self.logs = Path(self.options.logs_dir) if self.options.logs_dir else self.cache / "logs"
+        self.arch = gpu_arch(self.options.device, self.options.gpu)
+        self.seeds = {"init_seed": _seed(), "param_seed": _seed()}
+        self.oracle: Optional[Child] = None
+        self.oracle_info: dict = {}
+        self.problem_warnings: list[str] = []
+        self._spare: Optional[Child] = None
+        self._staged: Optional[tuple[Built, Child]] = None  # the next candidate, importing ahead
+        self.keep_spare = keep_spare  # for evaluators that will see more than one candidate
+        self._spawned = 0
+        self.environment = None
+
+    def __enter__(self) -> "Evaluator":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._spare:
+            self._spare.kill()
+            self._spare = None
+        if self._staged:
+            self._staged[1].kill()
+            self._staged = None
+        if self.oracle:
+            self.oracle.stop()
+            self.oracle = None
+
+    # -- the reference process -------------------------------------------------
+
+    def _tolerances(self) -> dict:
+        table = {dtype: list(self.problem.tolerances(dtype)) for dtype in DEFAULT_TOLERANCES}
+        table["default"] = list(self.problem.tolerances("float32"))
+        return table
+
+    def start_oracle(self) -> None:
+        """Start the reference process; a broken problem raises ProblemError."""
+        if self.oracle and self.oracle.alive():
+            return
+        log = self.logs / f"oracle-{self.problem.name}-{os.getpid()}-{self.options.gpu or 0}.log"
+        self.oracle = Child("oracle", log, env=self._env())
+        self.oracle.send({"problem": self.problem.path, "device": self.options.device,
+                          "tolerances": self._tolerances(), "cache_dir": str(self.cache), **self.seeds})
+        try:
+            header = self.oracle.recv(time.monotonic() + self.options.run_timeout).header
+        except (ChildDied, ChildTimeout) as exc:
+            self.close()
+            raise ProblemError(f"Problem file {self.problem.path}: the reference process failed "
+                               f"({exc or 'timed out'}); see {log}.") from None
+        if header.get("error"):
+            self.close()
+            raise ProblemError(f"Problem file {self.problem.path} could not be used: "
+                               f"{header.get('exception')}: {header.get('message')}".strip())
+        self.oracle_info = header
+        self.problem_warnings = list(header.get("warnings", []))
+        self.environment = collect_environment(self.options.device, header.get("device_name", ""),
+                                               header.get("capability", ""))
+
+    # -- one candidate -----------------------------------------------------------
+
+    def evaluate(self, candidate: str | Path, on_phase: Optional[Phase] = None) -> EvalResult:
+        """Build, check and time one candidate."""
+        return self.run(self.build(candidate, on_phase), on_phase)
+
+    def build(self, candidate: str | Path, on_phase: Optional[Phase] = None) -> Built:
+        """The build step alone: needs CPU cores only, so a pool runs many at once."""
+        started = time.monotonic()
+        path = Path(candidate)
+        result = EvalResult(Verdict.CRASHED, "", problem=self.problem.path, candidate=str(path))
+        try:
+            source = path.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            result.verdict, result.explanation = Verdict.IMPORT_ERROR, f"Candidate file {path} cannot be read: {exc}."
+            return Built(path, None, result, started, failed=True)
+        result.candidate_hash = hashlib.sha256(source.encode()).hexdigest()
+        report = static.analyse(source, self.problem.source)
+        result.details["static"] = to_dict(report)
+        refusal = static.static_verdict(report, self.options.policy)
+        if refusal:
+            result.verdict, result.explanation = Verdict.REJECTED, f"{Verdict.REJECTED.sentence} {refusal}"
+            return Built(path, None, result, started, failed=True)
+        result.warnings.extend(static.warnings(report))
+        entry = builds.BuildEntry(self.cache, source, self.arch)
+        (on_phase or _quiet)("building")
+        try:
+            # nothing to compile: the worker's own import is the whole build
+            result.build = (BuildResult(ok=True, seconds=0.0, key=entry.key) if "no_kernel" in report.codes()
+                            else self._build(path, entry))
+        except _Stop as stop:
+            stop.fill(result)
+            result.seconds = time.monotonic() - started
+            return Built(path, entry, result, started, failed=True)
+        return Built(path, entry, result, started)
+
+    def run(self, built: Built, on_phase: Optional[Phase] = None, upcoming: Optional[Built] = None) -> EvalResult:
+        """Check and time a built candidate on this evaluator's device; `upcoming`, the
+        candidate that will run next, starts importing while this one is checked."""
+        result = built.result
+        if built.failed:
+            return result
+        notify = on_phase or _quiet
+        phases = result.details.setdefault("phase_seconds", {})
+        mark = time.monotonic()
+        worker = self._worker_for(built)  # imports while the reference process comes up
+        if upcoming is not None:  # after this one has its worker: the warm spare goes to the candidate due first
+            self._stage(upcoming)
+        if self.keep_spare and _MANY_CORES:  # imports torch during this evaluation, for the one after upcoming
+            self._spare = self._spare or self._spawn_worker(spare=True)
+        try:
+            self.start_oracle()
+            result.environment = self.environment
+            result.warnings.extend(self.problem_warnings)
+            self._await_ready(worker, result)
+            phases["start"], mark = time.monotonic() - mark, time.monotonic()
+            notify("checking")
+            result.check = self._check(worker, result)
+            phases["check"], mark = time.monotonic() - mark, time.monotonic()
+            notify("timing")
+            # Nothing else of ours may run while this candidate is timed: the staged worker
+            # touches the GPU, and on a machine with few cores a spare importing torch takes
+            # a core the timing needs (and would slow the reference beside the candidate
+            # but not alone, which reads as the candidate's doing).
+            paused = [c for c in (self._staged[1] if self._staged else None,
+                                  None if _MANY_CORES else self._spare) if c]
+            for child in paused:
+                child.pause()
+            try:
+                result.timings = self._time(worker, result)
+            finally:
+                for child in paused:
+                    child.resume()
+            phases["time"] = time.monotonic() - mark
+            cand, ref = result.timings["candidate"], result.timings["reference"]
+            result.speedup = ref.median / cand.median if cand.median > 0 else None
+            self._judge_speed(result)
+            result.verdict = Verdict.CORRECT
+            result.explanation = (f"{Verdict.CORRECT.sentence} Candidate {cand.median:.4g} ms, "
+                                  f"reference {ref.median:.4g} ms: {result.speedup:.2f}x.")
+        except _Stop as stop:
+            stop.fill(result)
+        finally:
+            worker.stop()
+            # An evaluator used for several candidates keeps a spare worker
+            # importing torch for the next one; on a machine with few cores
+            # started only now, so it never competes with a timing.
+            if self.keep_spare and self.oracle and self._spare is None:
+                self._spare = self._spawn_worker(spare=True)
+            result.seconds = time.monotonic() - built.started
+        return result
+
+    def _build(self, path: Path, entry: builds.BuildEntry) -> BuildResult:
+        cached = entry.recorded()
+        if cached and cached.ok:
+            return BuildResult(ok=True, seconds=0.0, cached=True, key=entry.key, log_path=cached.log_path)
+        started = time.monotonic()
+        entry.dir.mkdir(parents=True, exist_ok=True)
+        child = Child("build", entry.log_path, env=self._env(entry))
+        limit = self.options.build_timeout
+        try:
+            child.send(self._import_spec(path, entry))
+            header = child.recv(started + limit).header
+        except ChildTimeout:
+            raise _timeout("building", limit, entry.log_path) from None
+        except ChildDied as exc:
+            raise _died("building", exc.status, entry.log_path) from None
+        finally:
+            child.stop()
+        seconds = time.monotonic() - started
+        if header.get("error"):
+            stop = _child_error(header, "importing (building) the candidate")
+            errors = builds.first_errors(builds.log_tail(entry.log_path))
+            stop.build = BuildResult(False, seconds, key=entry.key, log_path=str(entry.log_path),
+                                     first_errors=errors)
+            if stop.verdict is Verdict.COMPILE_ERROR and errors:
+                stop.explanation = (f"{Verdict.COMPILE_ERROR.sentence} First errors:\n" + "\n".join(errors)
+                                    + f"\nFull log: {entry.log_path}")
+            raise stop
+        record = BuildResult(True, seconds, key=entry.key, log_path=str(entry.log_path))
+        entry.record(record)
+        return record
+
+    def _env(self, entry: Optional[builds.BuildEntry] = None) -> dict:
+        env = entry.env() if entry else {}
+        if self.options.gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(self.options.gpu)
+        return env
+
+    def _import_spec(self, path: Path, entry: builds.BuildEntry) -> dict:
+        return {"candidate": str(path.resolve()), "lock": str(entry.lock_path),
+                "pch_lock": str(entry.pch_lock_path)}
+
+    def _spawn_worker(self, spare: bool = False) -> Child:
+        self._spawned += 1
+        log = self.logs / f"worker-{os.getpid()}-{self.options.gpu or 0}-{self._spawned}.log"
+        # a spare imports torch at low priority, so a timing running meanwhile keeps its CPU
+        return Child("candidate", log, env={**self._env(), **({"HARNESS_START_NICE": "10"} if spare else {})})
+
+    def _take_worker(self) -> Child:
+        """The spare worker if one is ready, else a fresh one."""
+        spare, self._spare = self._spare, None
+        return spare if spare and spare.alive() else self._spawn_worker()
+
+    def _stage(self, built: Built) -> None:
+        """Start importing the candidate `run` will see next, while this one is checked.
+
+        Its worker is paused while another candidate is timed, so it never
+        competes with a measurement."""
+        if built.failed or self._staged is not None:
+            return
+        worker = self._take_worker()
+        try:
+            self._send_spec(worker, built)
+        except ChildDied:
+            worker.kill()
+            return
+        self._staged = (built, worker)
+
+    def _worker_for(self, built: Built) -> Child:
+        staged, self._staged = self._staged, None
+        if staged and staged[0] is built:
+            return staged[1]
+        if staged:  # staged for a candidate that did not come next
+            staged[1].kill()
+        worker = self._take_worker()
+        try:
+            self._send_spec(worker, built)
+        except ChildDied:
+            pass  # reported when its answer is awaited
+        return worker
+
+    def _send_spec(self, worker: Child, built: Built) -> None:
+        built.result.details["worker_log"] = str(worker.log_path)
+        worker.send({**self._import_spec(built.path, built.entry), "problem": self.problem.path,
+                     "env": built.entry.env(), "device": self.options.device, **self.seeds})
+
+    def _await_ready(self, worker: Child, result: EvalResult) -> None:
+        try:
+            header = self._talk(worker, time.monotonic() + self.options.build_timeout,
+                                "importing (building) the candidate").header
+            result.warnings.extend(header.get("warnings", []))
+            self._refuse_tampering(header)
+        except _Stop:
+            worker.stop()
+            raise
+
+    def _talk(self, child: Child, deadline: float, doing: str, raw: bool = False):
+        try:
+            message = child.recv(deadline, raw=raw)
+        except ChildTimeout:
+            raise _timeout(doing, child.waited, child.log_path) from None
+        except ChildDied as exc:
+            raise _died(doing, exc.status, child.log_path) from None
+        if message.header.get("error"):
+            raise _child_error(message.header, message.header.get("phase", doing))
+        return message
+
+    def _oracle_says(self, deadline: float, raw: bool = False):
+        try:
+            message = self.oracle.recv(deadline, raw=raw)
+        except (ChildDied, ChildTimeout) as exc:
+            self.close()
+            raise ProblemError(f"Problem file {self.problem.path}: the reference process failed "
+                               f"({exc or 'timed out'}).") from None
+        if message.header.get("error"):
+            self.close()
+            raise ProblemError(f"Problem file {self.problem.path}: {message.header.get('exception')}: "
+                               f"{message.header.get('message')}")
+        return message
+
+    def _check(self, worker: Child, result: EvalResult) -> CheckResult:
+        deadline = time.monotonic() + self.options.run_timeout
+        total = CheckResult(True)
+        for trial in range(self.options.trials):
+            self.oracle.send({"cmd": "make_trial"})
+            made = self._oracle_says(deadline).header
+            worker.send({"cmd": "trial", "seed": made["seed"]})
+            outputs = self._talk(worker, deadline, f"running trial {trial + 1}", raw=True)
+            header = outputs.header
+            self._refuse_tampering(header)
+            if header.get("checksum") != made["checksum"] and self.oracle_info.get("reproducible"):
+                raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} Its process drew different inputs "
+                            "from the reference's for the same seed, although the problem's inputs are "
+                            "reproducible: it changed how inputs are drawn.")
+            if header.get("checksum") != made["checksum"]:
+                raise ProblemError(
+                    f"Problem file {self.problem.path}: get_inputs() gave different inputs in two processes "
+                    "for the same seed. Draw inputs from torch's random functions (torch.randn, torch.rand, "
+                    "...) so a seed reproduces them.")
+            self.oracle.forward(outputs, cmd="compare")
+            check = from_dict(CheckResult, self._oracle_says(deadline).header["check"])
+            check.trials = trial + 1
+            changed = header.get("inputs_changed") or []
+            if changed:
+                check.passed = False
+                check.reasons.insert(0, f"the candidate changed its input(s) {changed} in place")
+            total.trials = trial + 1
+            total.max_abs_error = max(total.max_abs_error, check.max_abs_error)
+            total.max_rel_error = max(total.max_rel_error, check.max_rel_error)
+            if not check.passed:
+                check.failed_trial = trial + 1
+                check.max_abs_error, check.max_rel_error = total.max_abs_error, total.max_rel_error
+                result.check = check
+                raise _Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} Trial {trial + 1}: "
+                            + "; ".join(check.reasons) + ".")
+        return total
+
+    def _judge_speed(self, result: EvalResult) -> None:
+        """Place the time against the hardware's limits; refuse the impossible."""
+        cand = result.timings["candidate"]
+        declared = self.oracle_info.get("roofline") or {}
+        peaks = self.oracle_info.get("peaks")
+        line = roofline.assess(declared.get("bytes"), declared.get("flops"),
+                               from_dict(roofline.Peaks, peaks) if peaks else None, cand.median)
+        if declared:
+            result.details["roofline"] = to_dict(line)
+        if roofline.impossible(line, cand.median):
+            raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} Its {cand.median:.4g} ms is below the "
+                        f"physical floor of {line.floor_ms:.4g} ms: moving the problem's {line.bytes / 1e6:.0f} MB "
+                        f"would take {line.achieved_gbs:.0f} GB/s, above the measured peak of "
+                        f"{peaks['bandwidth_gbs']:.0f} GB/s. The clock did not see all of its work.")
+        if result.speedup and result.speedup > roofline.SUSPICIOUS_SPEEDUP:
+            result.warnings.append(f"a speedup above {roofline.SUSPICIOUS_SPEEDUP:.0f}x is rare: check that the "
+                                   "reference is not unusually slow and that the kernel does all the work")
+
+    def _refuse_tampering(self, header: dict) -> None:
+        if header.get("tampered"):
+            names = ", ".join(map(str, header["tampered"]))
+            raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} It replaced {names}, "
+                        "which the harness uses to check or time it.", tampered=header["tampered"])
+        if header.get("modes"):
+            names = ", ".join(map(str, header["modes"]))
+            raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} It left a torch function or dispatch "
+                        f"mode active ({names}), which intercepts every operation, the reference's too.",
+                        modes=header["modes"])
+        if header.get("precision"):
+            raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} It lowered float32 precision "
+                        f"({'; '.join(header['precision'])}): TF32 rounds every product, and it would apply to "
+                        "the reference too.", precision=header["precision"])
+        if header.get("l2_persistence"):
+            raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} It left persisting L2 set "
+                        f"({'; '.join(header['l2_persistence'])}): data kept in L2 that way outlives the "
+                        "cache flush before each timed call.", l2_persistence=header["l2_persistence"])
+        if header.get("threads"):
+            names = ", ".join(map(str, header["threads"]))
+            raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} It left background thread(s) "
+                        f"running ({names}): work finished after forward returns escapes the check and "
+                        "the clock.", threads=header["threads"])
+
+    def _time(self, worker: Child, result: EvalResult) -> dict[str, Timing]:
+        """Candidate and reference beside each other in the worker, then the reference alone.
+        A reference much slower beside the candidate is timed again, both ways, before the
+        candidate is refused: load from elsewhere comes and goes, a candidate that slows the
+        reference down does so every time."""
+        timings, alone = self._time_once(worker, result)
+        if self._slowed_down(timings["reference"], alone["reference"]):
+            result.details["retimed_for_slowdown"] = {"beside_ms": timings["reference"].median,
+                                                      "alone_ms": alone["reference"].median}
+            timings, alone = self._time_once(worker, result)
+        self._compare_reference(timings["reference"], alone.pop("reference"), result)
+        return {**timings, **alone}
+
+    def _time_once(self, worker: Child, result: EvalResult) -> tuple[dict[str, Timing], dict[str, Timing]]:
+        o = self.options
+        rule = {"target_rel_se": o.target_rel_se, "time_cap": o.time_cap, "min_samples": o.min_samples}
+        worker.send({"cmd": "time", "rule": rule})
+        deadline = time.monotonic() + o.run_timeout
+        message = self._talk(worker, deadline, "being timed", raw=True)
+        self._refuse_tampering(message.header)
+        timings = {name: from_dict(Timing, t) for name, t in message.header["timings"].items()}
+        if len(message.header.get("timed") or []) != timings["candidate"].n or timings["candidate"].median <= 0:
+            raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} Its timing reply does not hold the "
+                        "outputs of the calls it claims to have timed: the reply was forged.")
+        self.oracle.forward(message, cmd="verify_timed")
+        check = from_dict(CheckResult, self._oracle_says(deadline).header["check"])
+        result.details["timed_calls_checked"] = check.trials
+        if not check.passed:
+            raise _Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} It passed the check trials, but "
+                        f"while being timed {'; '.join(check.reasons)}. Its behaviour changes between "
+                        "calls (call counting, cached outputs, or skipped work).", timed_check=to_dict(check))
+        self.oracle.send({"cmd": "time_reference", "compile_baseline": o.compile_baseline,
+                          "rule": {**rule, "time_cap": min(o.time_cap, 3.0)}})
+        alone = {name: from_dict(Timing, t) for name, t in self._oracle_says(deadline).header["timings"].items()}
+        return timings, alone
+
+    def _slowed_down(self, beside: Timing, alone: Timing) -> bool:
+        """Past the refusal threshold, both as a ratio and in time."""
+        floor = REFERENCE_SLOWDOWN_MIN_MS["cpu" if self.options.device == "cpu" else "cuda"]
+        return _slowdown(beside, alone) > REFERENCE_SLOWDOWN_REJECT and beside.median - alone.median > floor
+
+    def _compare_reference(self, beside: Timing, alone: Timing, result: EvalResult) -> None:
+        """The reference timed beside the candidate must run about as fast as alone."""
+        result.details["reference_alone_ms"] = alone.median
+        ratio = _slowdown(beside, alone)
+        if self._slowed_down(beside, alone):
+            raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} The reference ran {ratio:.1f}x slower "
+                        f"beside the candidate ({beside.median:.4g} ms) than alone ({alone.median:.4g} ms): "
+                        "the candidate slowed the reference down to inflate its speedup.")
+        if ratio > REFERENCE_SLOWDOWN_WARN:
+            result.warnings.append(f"the reference ran {ratio:.2f}x slower beside the candidate than alone "
+                                   f"({beside.median:.4g} ms vs {alone.median:.4g} ms)")
+
+
+def _slowdown(beside: Timing, alone: Timing) -> float:
+    """How many times slower the reference ran beside the candidate than alone."""
+    return beside.median / alone.median if alone.median > 0 else 1.0
+
+
+def _seed() -> int:
+    return int.from_bytes(os.urandom(8), "little") >> 1
+
+
+def evaluate(problem: str | Path, candidate: str | Path, options: Optional[EvalOptions] = None,
+             on_phase: Optional[Phase] = None) -> EvalResult:
+    """Evaluate one candidate; raises ProblemError for a bad problem file."""
+    with Evaluator(problem, options, keep_spare=False) as evaluator:
+        return evaluator.evaluate(candidate, on_phase)

@@ -1,0 +1,113 @@
+"""Many candidates at once: builds in parallel on the CPU cores, check and
+timing one candidate at a time per GPU (on --device cpu, after the builds).
+
+A build never waits for a GPU, and a GPU never times two candidates at once:
+each GPU has its own Evaluator (its own reference process) fed from one queue
+of built candidates, so timing starts as soon as the first build is done.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import queue
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from ..problem import Problem, ProblemError, load_problem
+from ..results import EvalResult
+from .evaluate import EvalOptions, Evaluator
+
+Event = Callable[[int, str], None]  # (candidate index, phase)
+_NOT_YET = object()  # no built candidate waiting in the queue at the moment
+
+
+def default_build_jobs() -> int:
+    # nvcc and the C++ wrapper compile in parallel within one build, so half the cores
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
+class Pool:
+    """Build workers on the CPU cores and one timing slot per GPU, kept across
+    batches (the reference processes live as long as the pool).
+
+    `gpus` are physical GPU indices (default: the device of `options` alone)."""
+
+    def __init__(self, problem: str | Path | Problem, options: EvalOptions,
+                 gpus: Optional[Sequence[int]] = None, build_jobs: Optional[int] = None,
+                 keep_spare: bool = True):
+        self.problem = problem if isinstance(problem, Problem) else load_problem(problem)
+        slots = [dataclasses.replace(options, gpu=g) for g in gpus] if gpus else [options]
+        self.evaluators = [Evaluator(self.problem, slot, keep_spare=keep_spare) for slot in slots]
+        self.build_jobs = build_jobs or default_build_jobs()
+
+    def __enter__(self) -> "Pool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for evaluator in self.evaluators:
+            evaluator.close()
+
+    def evaluate(self, candidates: Sequence[str | Path], on_event: Optional[Event] = None) -> list[EvalResult]:
+        """Results in the order given; raises ProblemError for a bad problem."""
+        notify = on_event or (lambda index, phase: None)
+        built: "queue.Queue" = queue.Queue()
+        results: list[Optional[EvalResult]] = [None] * len(candidates)
+        failures: list[BaseException] = []
+
+        def build(index: int) -> None:
+            try:
+                built.put((index, self.evaluators[0].build(candidates[index], lambda p: notify(index, p))))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller below
+                failures.append(exc)
+
+        def time_on(evaluator: Evaluator) -> None:
+            item = built.get()
+            while item is not None:
+                index, outcome = item
+                try:  # a candidate already built is taken now, so that it imports during this one's check
+                    upcoming = built.get_nowait()
+                except queue.Empty:
+                    upcoming = _NOT_YET
+                try:
+                    results[index] = evaluator.run(outcome, lambda p: notify(index, p),
+                                                   upcoming[1] if upcoming not in (None, _NOT_YET) else None)
+                    notify(index, results[index].verdict.value)
+                except BaseException as exc:  # noqa: BLE001
+                    failures.append(exc)
+                item = built.get() if upcoming is _NOT_YET else upcoming
+
+        timers = [threading.Thread(target=time_on, args=(ev,), daemon=True) for ev in self.evaluators]
+        # On a GPU, timing starts with the first build; on the CPU the compilers would share
+        # the cores with the timed code, so timing waits for the last build.
+        timing_waits = self.evaluators[0].options.device == "cpu"
+        if not timing_waits:
+            _start(timers)
+        with ThreadPoolExecutor(max_workers=self.build_jobs) as builders:
+            list(builders.map(build, range(len(candidates))))
+        if timing_waits:
+            _start(timers)
+        for _ in timers:
+            built.put(None)
+        for thread in timers:
+            thread.join()
+        if failures:
+            raise next((f for f in failures if isinstance(f, ProblemError)), failures[0])
+        return [r for r in results if r is not None]
+
+
+def _start(threads: list[threading.Thread]) -> None:
+    for thread in threads:
+        thread.start()
+
+
+def evaluate_many(problem: str | Path | Problem, candidates: Sequence[str | Path], options: EvalOptions,
+                  gpus: Optional[Sequence[int]] = None, build_jobs: Optional[int] = None,
+                  on_event: Optional[Event] = None) -> list[EvalResult]:
+    """One batch through a pool of its own."""
+    with Pool(problem, options, gpus, build_jobs, keep_spare=len(candidates) > len(gpus or [None])) as pool:
+        return pool.evaluate(candidates, on_event)

@@ -1,0 +1,2 @@
+"""The child processes, one module per role: build, oracle (the reference) and
+candidate. Started as `python -m harness.engine.workers ROLE FD`."""

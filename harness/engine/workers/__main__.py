@@ -1,0 +1,66 @@
+"""The child processes: `python -m harness.engine.workers ROLE FD`.
+
+Roles: build (build.py), oracle (oracle.py), candidate (candidate.py). The
+first message on FD is the spec (from the harness); every later message from a
+child is JSON plus raw tensor bytes (see ../channel.py).
+"""
+from __future__ import annotations
+
+import faulthandler
+import os
+import sys
+
+if os.environ.get("HARNESS_START_NICE"):
+    # a spare worker: import torch below without taking CPU from a timing in progress
+    os.nice(int(os.environ["HARNESS_START_NICE"]))
+
+from .. import channel  # noqa: E402
+from .build import build_role  # noqa: E402
+from .candidate import candidate_role  # noqa: E402
+from .oracle import oracle_role  # noqa: E402
+
+ROLES = {"build": build_role, "candidate": candidate_role, "oracle": oracle_role}
+
+
+FILE_SIZE_LIMIT = 16 << 30
+
+
+def confine(role: str) -> None:
+    """Limits for processes that run candidate code."""
+    import ctypes
+    import resource
+
+    # Orphans of anything started here are re-parented to this process, not to
+    # init, so the harness can find and kill the whole tree.
+    PR_SET_CHILD_SUBREAPER = 36
+    ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    if role == "oracle":
+        return
+    try:  # under memory pressure the kernel kills this process first, not the harness
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:
+        pass
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
+
+
+def main(argv: list[str]) -> None:
+    role, fd = argv[1], int(argv[2])
+    faulthandler.enable()  # a segfault leaves a Python stack in the log
+    confine(role)
+    conn = channel.Channel.from_fd(fd)
+    spec = channel.recv(conn).header
+    if os.environ.get("HARNESS_START_NICE"):
+        try:  # started as a spare at low priority; now it has work (raising it back needs root)
+            os.setpriority(os.PRIO_PROCESS, 0, 0)
+        except OSError:
+            pass
+    ROLES[role](conn, spec)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: candidate extensions and CUDA can hang or crash in it.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

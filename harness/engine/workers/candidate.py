@@ -1,0 +1,117 @@
+"""The candidate role: the one process that runs candidate code.
+
+It imports the built candidate, runs it on the inputs it is handed (the oracle
+compares the outputs), and times it interleaved with the reference on inputs of
+its own, sampling every timed output for the oracle to re-check. Every reply
+carries what the runtime guards saw.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+
+from ...integrity.guards import Guard, L2Watch, ThreadWatch, findings
+from ...integrity.recheck import TimedOutputs
+from ...results import to_dict
+from .. import channel, check, timing
+from .common import (
+    build_model,
+    checksum,
+    classify_import_error,
+    copy_parameters,
+    error_message,
+    import_candidate,
+    import_file,
+    inputs_from_seed,
+    randomize_parameters,
+    settle,
+    sync,
+)
+
+# Every callable the harness relies on here, the engine's own modules included, as
+# they were before candidate code ran. The labels are the names a person knows them by.
+GUARD = Guard()
+for _label, _namespace in (("torch", torch), ("torch.nn.functional", torch.nn.functional),
+                           ("torch.Tensor", torch.Tensor), ("torch.cuda", torch.cuda),
+                           ("torch.cuda.Event", torch.cuda.Event), ("time", timing.time),
+                           ("harness.timing", timing), ("harness.timing.Clock", timing.Clock),
+                           ("harness.channel", channel), ("harness.check", check)):
+    GUARD.take(_label, _namespace)
+# the functions this module calls after candidate code has run, kept unswappable
+_send, _time_interleaved = channel.send, timing.time_interleaved
+
+
+def candidate_role(conn, spec: dict) -> None:
+    os.environ.update(spec.get("env", {}))  # this candidate's cache entry; the process may be a spare
+    device = torch.device(spec["device"])
+    settle(device)
+    problem = import_file(spec["problem"], "problem")
+    GUARD.take("problem", problem)
+    GUARD.take("problem.Model", problem.Model)
+    for cls in vars(torch.nn).values():
+        # nn.Module itself is left out: torch.compile wraps its __init__ for its own bookkeeping
+        if isinstance(cls, type) and issubclass(cls, torch.nn.Module) and cls is not torch.nn.Module:
+            GUARD.take(f"torch.nn.{cls.__name__}", cls)
+    watch = ThreadWatch()  # before the import: a thread started there may finish work later too
+    l2 = L2Watch(device, timing.l2_persistence)
+    try:
+        module = import_candidate(spec)
+    except BaseException as exc:  # noqa: BLE001
+        channel.send(conn, error_message(classify_import_error(exc), exc))
+        return
+    model_new = getattr(module, "ModelNew", None)
+    if not isinstance(model_new, type) or not issubclass(model_new, torch.nn.Module):
+        channel.send(conn, {"error": "import_error", "exception": "",
+                            "message": "the file defines no ModelNew subclass of torch.nn.Module"})
+        return
+    init_args = list(problem.get_init_inputs())
+    try:
+        reference = build_model(problem.Model, init_args, spec["init_seed"])
+        randomize_parameters(reference, spec["param_seed"])
+        candidate = build_model(model_new, init_args, spec["init_seed"])
+        warnings = copy_parameters(reference, candidate)
+        reference, candidate = reference.to(device).eval(), candidate.to(device).eval()
+    except BaseException as exc:  # noqa: BLE001
+        channel.send(conn, error_message("runtime_error", exc, phase="constructing ModelNew"))
+        return
+    channel.send(conn, {"ready": True, "warnings": warnings, **findings(GUARD, watch, l2)})
+    while True:
+        message = channel.recv(conn)
+        cmd = message.header.get("cmd")
+        if cmd == "trial":
+            inputs = inputs_from_seed(problem, device, int(message.header["seed"]))
+            digest = checksum(inputs)  # taken before the candidate sees them
+            pristine = [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
+            try:
+                with torch.no_grad():
+                    outputs = candidate(*inputs)
+                sync(device)
+                changed = [i for i, (a, b) in enumerate(zip(inputs, pristine))
+                           if isinstance(a, torch.Tensor) and not torch.equal(a, b)]
+                tensors: list = []
+                tree = channel.flatten(outputs, tensors)
+                sync(device)
+            except BaseException as exc:  # noqa: BLE001
+                channel.send(conn, error_message("runtime_error", exc, phase="running ModelNew"))
+                return
+            _send(
+                conn, {"outputs": tree, "inputs_changed": changed, "checksum": digest, **findings(GUARD, watch, l2)},
+                tensors)
+        elif cmd == "time":
+            make_inputs = lambda seed: inputs_from_seed(problem, device, seed)  # noqa: E731
+            observed = TimedOutputs(device)
+            entries = {"candidate": timing.Timed(make_inputs, candidate, observed.observe),
+                       "reference": timing.Timed(make_inputs, reference)}
+            try:
+                rule = timing.StopRule(**message.header.get("rule", {}))
+                results = _time_interleaved(entries, device, rule)
+            except BaseException as exc:  # noqa: BLE001
+                channel.send(conn, error_message("runtime_error", exc, phase="timing"))
+                return
+            header, tensors = observed.message()
+            _send(
+                conn, {"timings": {k: to_dict(v) for k, v in results.items()}, **findings(GUARD, watch, l2), **header},
+                tensors)
+        else:
+            return

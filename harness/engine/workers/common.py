@@ -1,0 +1,157 @@
+"""What every worker role shares: loading files, building models, drawing inputs.
+
+The same seed gives the same model and the same inputs in every process on the
+same kind of device, so processes agree on a trial by exchanging a seed.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import random
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ...integrity.guards import full_precision
+from ..build import file_lock
+
+
+def import_file(path: str, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def serialize_pch_builds(lock_path: str | None) -> None:
+    """Let one process at a time check or rebuild torch's shared precompiled header,
+    and let no candidate delete it.
+
+    load_inline(use_pch=True) writes one header file inside torch's install for
+    every extension; builds running side by side would otherwise race on it."""
+    from torch.utils import cpp_extension
+
+    original = cpp_extension._check_and_build_extension_h_precompiler_headers
+    if not lock_path or getattr(original, "serialized", False):
+        return
+
+    def locked(*args, **kwargs):
+        with file_lock(lock_path):
+            return original(*args, **kwargs)
+
+    locked.serialized = True
+    cpp_extension._check_and_build_extension_h_precompiler_headers = locked
+    # torch deletes the shared header whenever an extension does not ask for it,
+    # which would make the next quick-idiom candidate pay its ~45 s build again
+    cpp_extension.remove_extension_h_precompiler_headers = lambda: None
+
+
+def import_candidate(spec: dict):
+    """Import (and so build) the candidate under the cache entry's lock."""
+    serialize_pch_builds(spec.get("pch_lock"))
+    with file_lock(spec.get("lock")):
+        # A build killed mid-way leaves torch's own lock file behind, and the
+        # next load_inline would wait on it forever; we hold the entry's lock.
+        ext = os.environ.get("TORCH_EXTENSIONS_DIR")
+        if ext:
+            for stale in Path(ext).glob("*/lock"):
+                stale.unlink(missing_ok=True)
+        return import_file(spec["candidate"], "candidate")
+
+
+def classify_import_error(exc: BaseException) -> str:
+    text = str(exc)
+    if "Error building extension" in text or "PreCompile Header fail" in text:
+        return "compile_error"
+    return "import_error"
+
+
+def error_message(kind: str, exc: BaseException, **extra) -> dict:
+    tb = "".join(traceback.format_exception(exc))
+    print(tb, file=sys.stderr, flush=True)  # into the log, where first_errors looks
+    return {"error": kind, "exception": type(exc).__name__, "message": str(exc)[:8000],
+            "traceback": tb[-8000:], **extra}
+
+
+def randomize_parameters(model: torch.nn.Module, seed: int) -> None:
+    """Move every float parameter off its init, the same way in every process.
+
+    A kernel that assumes e.g. LayerNorm's weight=1 and bias=0 then fails."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dtype.is_floating_point and p.numel():
+                scale = float(p.detach().abs().mean()) or 1.0
+                noise = torch.randn(p.shape, generator=gen, dtype=torch.float32) * 0.5 * scale
+                p.add_(noise.to(device=p.device, dtype=p.dtype))
+
+
+def copy_parameters(reference: torch.nn.Module, candidate: torch.nn.Module) -> list[str]:
+    """Write the reference's parameter values into the candidate's, matched in
+    order by shape, or else by element count (a flattened copy of the same
+    values). Returns warnings for candidate parameters left unmatched."""
+    available = list(reference.parameters())
+    warnings = []
+    with torch.no_grad():
+        for name, p in candidate.named_parameters():
+            match = next((i for i, r in enumerate(available) if r.shape == p.shape), None)
+            if match is None:
+                match = next((i for i, r in enumerate(available) if r.numel() == p.numel()), None)
+            if match is None:
+                warnings.append(f"candidate parameter {name} {tuple(p.shape)} matches no reference "
+                                "parameter; it keeps its own values")
+                continue
+            p.copy_(available.pop(match).reshape(p.shape).to(p.dtype))
+    return warnings
+
+
+def build_model(cls, init_args: list, init_seed: int):
+    torch.manual_seed(init_seed)
+    return cls(*init_args)
+
+
+def to_device(values: list, device: torch.device) -> list:
+    return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def inputs_from_seed(problem, device: torch.device, seed: int) -> list:
+    """The problem's inputs for a seed, made directly on the device; the same
+    seed gives the same inputs in any process on the same kind of device."""
+    torch.manual_seed(seed)
+    random.seed(seed)  # for problems that draw sizes or scalars with `random`
+    with torch.device(device):
+        values = problem.get_inputs()
+    return to_device(list(values), device) if isinstance(values, (list, tuple)) else values
+
+
+def checksum(values: list) -> list:
+    """A cheap digest of inputs, to confirm two processes made the same ones."""
+    return [float(v.detach().double().sum()) if isinstance(v, torch.Tensor) else repr(v) for v in values]
+
+
+SAMPLED_ELEMENTS = 2048
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def check_inputs(values: Any, where: str) -> None:
+    if not isinstance(values, (list, tuple)):
+        raise TypeError(f"{where} must return a list, it returned a {type(values).__name__}")
+    for v in values:
+        if not (isinstance(v, torch.Tensor) or v is None or isinstance(v, (bool, int, float, str, list, tuple))):
+            raise TypeError(f"{where} returned a {type(v).__name__}; inputs must be tensors or plain values")
+
+
+def settle(device: torch.device) -> None:
+    """The same numerics and threads for both models."""
+    full_precision()
+    # One intra-op thread on CPU: timings that a busy machine barely moves.
+    if device.type == "cpu":
+        torch.set_num_threads(1)

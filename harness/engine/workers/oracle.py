@@ -1,0 +1,141 @@
+"""The oracle role: the reference process of one problem on one device.
+
+It builds the reference, draws trial inputs from fresh seeds, keeps the
+reference outputs, and compares what the candidate returned. It never runs
+candidate code, so the reference outputs never live where the candidate runs.
+"""
+from __future__ import annotations
+
+import platform
+
+import torch
+
+from ...files import new_seed
+from ...integrity import lint, roofline
+from ...integrity.recheck import verify_timed
+from ...results import CheckResult, as_list, to_dict
+from .. import channel, check, timing
+from .common import (
+    build_model,
+    check_inputs,
+    checksum,
+    error_message,
+    import_file,
+    inputs_from_seed,
+    randomize_parameters,
+    settle,
+    sync,
+)
+
+
+def problem_roofline(problem, device: torch.device, device_name: str, cache_dir: str | None) -> dict:
+    """The bytes and flops the problem declares, and the device's measured peaks."""
+    declared = {name: int(getattr(problem, f"roofline_{name}")()) for name in ("bytes", "flops")
+                if callable(getattr(problem, f"roofline_{name}", None))}
+    if not declared:
+        return {}
+    peaks = roofline.cached_peaks(cache_dir, device_name) if cache_dir else None
+    if peaks is None:
+        peaks = roofline.measure_peaks(device, device_name)
+        if cache_dir:
+            roofline.store_peaks(cache_dir, peaks)
+    return {"roofline": declared, "peaks": to_dict(peaks)}
+
+
+def oracle_role(conn, spec: dict) -> None:
+    device = torch.device(spec["device"])
+    tolerances = spec["tolerances"]
+    settle(device)
+    try:
+        problem = import_file(spec["problem"], "problem")
+        init_args = list(problem.get_init_inputs())
+        check_inputs(init_args, "get_init_inputs()")
+        reference = build_model(problem.Model, init_args, spec["init_seed"])
+        randomize_parameters(reference, spec["param_seed"])
+        reference = reference.to(device).eval()
+        compiled = None
+        probe = new_seed()
+        check_inputs(inputs_from_seed(problem, device, probe), "get_inputs()")
+        # Trials hand the worker a seed; that only works if a seed reproduces the inputs.
+        reproducible = checksum(inputs_from_seed(problem, device, probe)) == checksum(
+            inputs_from_seed(problem, device, probe))
+    except BaseException as exc:  # noqa: BLE001
+        channel.send(conn, error_message("problem_error", exc))
+        return
+    info = {"ready": True, "device_name": platform.processor() or platform.machine(), "capability": "",
+            "reproducible": reproducible}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        info.update(device_name=props.name, capability=f"{props.major}.{props.minor}")
+    info["warnings"] = []
+    try:
+        info.update(problem_roofline(problem, device, info["device_name"], spec.get("cache_dir")))
+    except Exception as exc:  # noqa: BLE001 - a broken declaration is reported, not fatal
+        info["warnings"].append(f"the problem's roofline declaration failed: {type(exc).__name__}: {exc}")
+    try:
+        info["warnings"] += lint.lint_reference(reference, lambda: inputs_from_seed(problem, device, new_seed()),
+                                                tolerances=tolerances)
+    except Exception as exc:  # noqa: BLE001
+        info["warnings"].append(f"the problem lint could not run: {type(exc).__name__}: {exc}")
+    channel.send(conn, info)
+    outputs = None
+    while True:
+        # a candidate's outputs may not be much bigger than the reference's (plus the timed samples)
+        limit = 4 * sum(t.nbytes for t in as_list(outputs) if isinstance(t, torch.Tensor)) + (64 << 20)
+        try:
+            message = channel.recv(conn, max_bytes=limit, pin=device.type == "cuda")
+        except channel.ChannelError as exc:
+            # what the candidate sent was malformed: that is its failure, not ours
+            channel.send(conn, {"check": to_dict(CheckResult(False, reasons=[f"its outputs are unreadable: {exc}"]))})
+            continue
+        cmd = message.header.get("cmd")
+        if cmd == "make_trial":
+            # The worker makes the same inputs from the seed: 8 bytes travel, not the tensors.
+            seed = new_seed()
+            try:
+                inputs = inputs_from_seed(problem, device, seed)
+                check_inputs(inputs, "get_inputs()")
+                digest = checksum(inputs)
+                with torch.no_grad():
+                    outputs = reference(*inputs)
+                sync(device)
+            except BaseException as exc:  # noqa: BLE001
+                channel.send(conn, error_message("problem_error", exc))
+                return
+            channel.send(conn, {"seed": seed, "checksum": digest})
+        elif cmd == "compare":
+            tree, candidate = message.header.get("outputs"), None
+            try:
+                candidate = channel.unflatten(tree, message.tensors)
+                result = check.compare(outputs, candidate, channel.devices(tree),
+                                       lambda dtype: tuple(tolerances.get(dtype, tolerances["default"])))
+            except channel.ChannelError as exc:
+                result = CheckResult(False, reasons=[f"its outputs are unreadable: {exc}"])
+            del message, candidate
+            channel.send(conn, {"check": to_dict(result)})
+        elif cmd == "time_reference":
+            # The reference alone, in a process no candidate touched: the yardstick
+            # for the reference timed beside the candidate.
+            make_inputs = lambda seed: inputs_from_seed(problem, device, seed)  # noqa: E731
+            entries = {"reference": timing.Timed(make_inputs, reference)}
+            try:
+                if message.header.get("compile_baseline"):
+                    if compiled is None:  # compiled once per oracle
+                        compiled = torch.compile(reference)
+                    entries["compiled"] = timing.Timed(make_inputs, compiled)
+                results = timing.time_interleaved(entries, device, timing.StopRule(**message.header["rule"]))
+            except BaseException as exc:  # noqa: BLE001
+                channel.send(conn, error_message("problem_error", exc))
+                return
+            channel.send(conn, {"timings": {k: to_dict(v) for k, v in results.items()}})
+        elif cmd == "verify_timed":
+            def reference_outputs(seed: int) -> list:
+                with torch.no_grad():
+                    return as_list(reference(*inputs_from_seed(problem, device, seed)))
+
+            result = verify_timed(message.header.get("timed") or [], message.tensors, reference_outputs,
+                                  tolerances)
+            del message
+            channel.send(conn, {"check": to_dict(result)})
+        else:
+            return

@@ -1,0 +1,102 @@
+"""The sampled re-check of timed outputs.
+
+Every call the clock timed is re-checked, not only the check trials: the
+candidate process samples each timed output at positions drawn after the call
+returned (TimedOutputs), and the reference process recomputes those positions
+from the same inputs (verify_timed). A candidate that is right only while
+being checked fails here.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from ..files import new_seed
+from ..results import CheckResult, as_list
+
+SAMPLED_ELEMENTS = 2048
+
+
+def sample_positions(numel: int, key: int, device: torch.device) -> torch.Tensor:
+    count = min(numel, SAMPLED_ELEMENTS)
+    if count == numel:
+        return torch.arange(numel, device=device)
+    generator = torch.Generator(device=device).manual_seed(key)
+    return torch.randint(0, numel, (count,), generator=generator, device=device)
+
+
+class TimedOutputs:
+    """Samples of every timed output, for the reference process to re-check.
+
+    Positions are drawn after the call returns, from a key nobody knew before,
+    so only an output that is right everywhere passes reliably."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.samples: list[dict] = []
+        self.values: list[list[torch.Tensor]] = []
+
+    def observe(self, seed: int, output: Any) -> None:
+        key = new_seed()
+        outputs, meta, values = as_list(output), [], []
+        for i, out in enumerate(outputs):
+            if type(out) is not torch.Tensor:
+                meta.append({"unsupported": type(out).__qualname__})
+                continue
+            flat = out.detach().reshape(-1)
+            meta.append({"shape": list(out.shape), "dtype": str(out.dtype).removeprefix("torch.")})
+            values.append(flat[sample_positions(flat.numel(), key + i, flat.device)].to(torch.float64))
+        self.samples.append({"seed": seed, "key": key, "outputs": meta})
+        self.values.append(values)
+
+    def message(self) -> tuple[dict, list]:
+        """One tensor per output position: its samples stacked, as few descriptors as possible."""
+        tensors = []
+        if self.values and all(len(v) == len(self.values[0]) for v in self.values):
+            tensors = [torch.cat([v[i].reshape(-1).cpu() for v in self.values])
+                       for i in range(len(self.values[0]))]
+        return {"timed": self.samples}, tensors
+
+
+def verify_timed(samples: list[dict], tensors: list[torch.Tensor],
+                 reference: Callable[[int], list], tolerances: dict) -> CheckResult:
+    """Re-check the sampled outputs of every timed call against the reference
+    on the same inputs. `samples` and `tensors` are what TimedOutputs.message
+    gave; `reference(seed)` runs the reference on the inputs of that seed and
+    returns its outputs as a list."""
+    offsets = [0] * len(tensors)
+    result = CheckResult(True, trials=len(samples))
+    failures = 0
+    for number, sample in enumerate(samples, 1):
+        refs = reference(int(sample["seed"]))
+        reasons = []
+        metas = sample.get("outputs") or []
+        if len(metas) != len(refs) or len(tensors) != len(refs):
+            reasons.append(f"it returned {len(metas)} output(s) where the reference returns {len(refs)}")
+        for i, (ref, meta) in enumerate(zip(refs, metas)):
+            if reasons:
+                break
+            if "unsupported" in meta:
+                reasons.append(f"output {i} is a {meta['unsupported']}, expected a plain torch.Tensor")
+                break
+            if meta.get("shape") != list(ref.shape) or meta.get("dtype") != str(ref.dtype).removeprefix("torch."):
+                reasons.append(f"output {i} has shape {meta.get('shape')} and dtype {meta.get('dtype')}")
+                break
+            flat = ref.reshape(-1)
+            positions = sample_positions(flat.numel(), int(sample["key"]) + i, flat.device)
+            got = tensors[i][offsets[i]:offsets[i] + positions.numel()].to(flat.device)
+            offsets[i] += positions.numel()
+            atol, rtol = tolerances.get(str(ref.dtype).removeprefix("torch."), tolerances["default"])
+            want = flat[positions].to(torch.float64)
+            if got.numel() != want.numel() or not torch.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True):
+                reasons.append(f"output {i} differs from the reference")
+        if reasons:
+            failures += 1
+            if result.passed:
+                result.passed, result.failed_trial, first = False, number, "; ".join(reasons)
+    if failures:
+        result.mismatch_share = failures / max(1, len(samples))
+        result.reasons.append(f"{failures} of {len(samples)} timed calls returned wrong outputs "
+                              f"(first, call {result.failed_trial}: {first})")
+    return result

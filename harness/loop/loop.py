@@ -1,0 +1,213 @@
+"""The optimization loop: propose, extract, evaluate, feed back, until a stop rule holds.
+
+Stop rules, checked before each round: the round budget, the wall-time budget,
+the token budget; after each round: a correct candidate at or above the target.
+The run's result is its best correct candidate. Everything a round produces is
+stored as it happens, so a killed run can resume from its last finished round.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable, Optional, Protocol
+
+from ..cli.display import Display
+from ..results import EvalResult, Tokens, Verdict
+from ..runs.store import CANDIDATE_FILE, Best, Round, RoundSummary, Run, RunStore, Sample, utc_now
+from .extract import extract, strip_reasoning
+from .feedback import Thresholds, feedback_text
+from .prompts import Prompts
+from .proposers.base import Conversation, Exhausted, Proposer, ProposerError, Turn
+
+
+class Evaluates(Protocol):
+    """A batch of candidates in, their results out in order (harness.pool.Pool)."""
+
+    def evaluate(self, candidates: list[str], on_event: Optional[Callable[[int, str], None]] = None
+                 ) -> list[EvalResult]: ...
+
+
+def pick(samples: list[Sample]) -> int:
+    """The sample a round carries on from: the fastest correct one, else the first with code."""
+    correct = [i for i, s in enumerate(samples) if s.eval.ok and s.eval.speedup is not None]
+    if correct:
+        return max(correct, key=lambda i: samples[i].eval.speedup)
+    with_code = [i for i, s in enumerate(samples) if s.candidate is not None]
+    return with_code[0] if with_code else 0
+
+
+def outcome(best: Optional[Best], thresholds: Thresholds) -> str:
+    if best is None:
+        return "no_correct"
+    if best.speedup >= thresholds.target:
+        return "target"
+    return "accepted" if best.speedup >= thresholds.accept else "below_accept"
+
+
+def conclusion(run: Run, rounds: list[Round], thresholds: Thresholds) -> str:
+    """One sentence a person reads at the end of the run."""
+    reasons = {
+        "target": "", "rounds": f"after {len(rounds)} round(s), the round limit",
+        "wall_time": "at the wall-time budget", "tokens": "at the token budget",
+        "files_exhausted": "when the files ran out", "interrupted": "when interrupted",
+        "error": "on an error",
+    }
+    best = run.best
+    if best and best.speedup >= thresholds.target:
+        return f"Target {thresholds.target}x reached in round {best.round}: {best.speedup:.2f}x."
+    stopped = f"Stopped {reasons.get(run.stop_reason, run.stop_reason)}"
+    if best:
+        verdict = ("acceptable" if best.speedup >= thresholds.accept
+                   else f"below the acceptable {thresholds.accept}x")
+        return (f"{stopped}: best {best.speedup:.2f}x in round {best.round} is {verdict}, "
+                f"short of the {thresholds.target}x target.")
+    counts: dict[str, int] = {}
+    for rnd in rounds:
+        counts[rnd.eval.verdict.value] = counts.get(rnd.eval.verdict.value, 0) + 1
+    tally = ", ".join(f"{k} x{v}" for k, v in counts.items())
+    return f"{stopped}: no correct candidate in {len(rounds)} round(s)" + (f" ({tally})." if tally else ".")
+
+
+class Loop:
+    def __init__(self, *, run: Run, store: RunStore, rounds: list[Round], proposer: Proposer,
+                 evaluator: Evaluates, prompts: Prompts, system: str, first: str,
+                 display: Display, elapsed: Callable[[], float]):
+        self.run = run
+        self.store = store
+        self.rounds = rounds
+        self.proposer = proposer
+        self.evaluator = evaluator
+        self.prompts = prompts
+        self.system = system
+        self.first = first
+        self.display = display
+        self.thresholds = Thresholds(run.settings.accept, run.settings.target)
+        self.elapsed = elapsed  # seconds spent on the run, earlier sessions included
+
+    def execute(self) -> Run:
+        run = self.run
+        run.status, run.stop_reason, run.message = "running", "", ""
+        try:
+            while not (reason := self._stop_reason()):
+                rnd = self._round(len(self.rounds) + 1)
+                self.rounds.append(rnd)
+                self._record(rnd)
+                self.display.round_done(rnd)
+            run.stop_reason, run.status = reason, "finished"
+        except Exhausted:
+            run.stop_reason, run.status = "files_exhausted", "finished"
+        except KeyboardInterrupt:
+            run.stop_reason, run.status = "interrupted", "interrupted"
+        except ProposerError as exc:
+            run.stop_reason, run.status = "error", "failed"
+            run.message = str(exc)
+        except BaseException:
+            run.stop_reason, run.status = "error", "failed"
+            raise
+        finally:
+            run.outcome = outcome(run.best, self.thresholds)
+            summary = conclusion(run, self.rounds, self.thresholds)
+            run.message = f"{run.message} {summary}".strip() if run.message else summary
+            run.seconds = self.elapsed()
+            self.store.save_run(run)
+            self.store.event("stop", status=run.status, reason=run.stop_reason, outcome=run.outcome)
+        return run
+
+    def _stop_reason(self) -> str:
+        s = self.run.settings
+        if self.run.best and self.run.best.speedup >= self.thresholds.target:
+            return "target"
+        if s.rounds is not None and len(self.rounds) >= s.rounds:
+            return "rounds"
+        if s.wall_time is not None and self.elapsed() >= s.wall_time:
+            return "wall_time"
+        if s.token_budget is not None and self.run.tokens.total >= s.token_budget:
+            return "tokens"
+        return ""
+
+    def _prompt(self, n: int) -> str:
+        if n == 1:
+            return self.first
+        last = self.rounds[-1]
+        history = [(r.n, r.eval) for r in self.rounds[:-1]]
+        return feedback_text(self.prompts, last.n, last.eval, self.thresholds, history)
+
+    def _round(self, n: int) -> Round:
+        started, t0 = utc_now(), time.monotonic()
+        prompt = self._prompt(n)
+        self.store.write_prompt(n, prompt)
+        turns = [Turn(r.prompt, strip_reasoning(r.answer)) for r in self.rounds]
+        conversation = Conversation(self.system, turns, prompt)
+        samples = [self._ask(n, i, conversation) for i in range(self.run.settings.samples)]
+        self._evaluate(n, samples)
+        return Round(n=n, prompt=prompt, samples=samples, chosen=pick(samples), started=started,
+                     seconds=time.monotonic() - t0)
+
+    def _phase(self, n: int, i: int, phase: str) -> None:
+        self.display.phase(n, i, phase)
+        self.store.event("phase", round=n, sample=i + 1, phase=phase)
+
+    def _ask(self, n: int, i: int, conversation: Conversation) -> Sample:
+        """One answer, recorded and extracted; its evaluation comes with the round's batch."""
+        self._phase(n, i, "asking")
+        proposal = self.proposer.propose(conversation, self.display.say)
+        # Tokens count as soon as they are spent, even if this round never finishes.
+        self.run.tokens = self.run.tokens + proposal.tokens
+        self.store.write_answer(n, i, proposal.answer)
+        if proposal.code is not None:
+            code, status, message = proposal.code, "given", ""
+        else:
+            found = extract(proposal.answer, cut_off=proposal.cut_off)
+            code, status, message = found.code, found.status.value, found.message
+        result = None if code is not None else EvalResult(
+            verdict=Verdict.NO_CODE, explanation=message, problem=self.run.problem.name)
+        return Sample(answer=proposal.answer, origin=proposal.origin, extraction=status,
+                      candidate=code, eval=result, tokens=proposal.tokens,
+                      ask_seconds=proposal.seconds, eval_seconds=0.0, cut_off=proposal.cut_off)
+
+    def _evaluate(self, n: int, samples: list[Sample]) -> None:
+        """All of a round's candidates through the pool: built at once, timed one per GPU."""
+        todo = [i for i, s in enumerate(samples) if s.eval is None]
+        paths = [str(self.store.write_candidate(n, i, samples[i].candidate)) for i in todo]
+        t0 = time.monotonic()
+        results = self.evaluator.evaluate(paths, on_event=lambda j, phase: self._phase(n, todo[j], phase))
+        for i, result in zip(todo, results):
+            samples[i].eval, samples[i].eval_seconds = result, result.seconds
+        for i, sample in enumerate(samples):
+            self.store.write_eval(n, i, sample.eval)
+            self.store.event("result", round=n, sample=i + 1, verdict=sample.eval.verdict.value,
+                             speedup=sample.eval.speedup if sample.eval.ok else None)
+        self.store.event("evaluated", round=n, seconds=round(time.monotonic() - t0, 3))
+
+    def _record(self, rnd: Round) -> None:
+        self.store.save_round(rnd)
+        absorb(self.run, self.store, rnd)
+        self.run.seconds = self.elapsed()
+        self.store.save_run(self.run)
+        self.store.event("round", round=rnd.n, verdict=rnd.eval.verdict.value,
+                         speedup=rnd.eval.speedup if rnd.eval.ok else None,
+                         tokens=rnd.tokens.total, seconds=round(rnd.seconds, 3))
+
+
+def absorb(run: Run, store: RunStore, rnd: Round) -> None:
+    """Fold a finished round into the run's summary: best candidate, environment, table."""
+    for i, sample in enumerate(rnd.samples):
+        result = sample.eval
+        if result.environment is not None:
+            run.environment = result.environment
+        if result.ok and result.speedup is not None and (
+                run.best is None or result.speedup > run.best.speedup):
+            where = store.round_dir(rnd.n, i).relative_to(store.path)
+            run.best = Best(round=rnd.n, sample=i, speedup=result.speedup,
+                            candidate=str(where / CANDIDATE_FILE))
+    run.rounds.append(RoundSummary(n=rnd.n, verdict=rnd.eval.verdict,
+                                   speedup=rnd.eval.speedup if rnd.eval.ok else None,
+                                   tokens=rnd.tokens.total, seconds=rnd.seconds,
+                                   samples=len(rnd.samples)))
+
+
+def restore(run: Run, store: RunStore, rounds: list[Round]) -> None:
+    """Rebuild the run's summary from the rounds on disk (run.json may lag by a round)."""
+    run.best, run.rounds, run.tokens = None, [], Tokens()
+    for rnd in rounds:
+        absorb(run, store, rnd)
+        run.tokens = run.tokens + rnd.tokens

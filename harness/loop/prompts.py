@@ -1,0 +1,84 @@
+"""Prompt rendering: jinja2 templates from prompts/, or from a directory of one's own.
+
+A directory given with --prompts only needs the templates it changes; the
+others come from the built-in set. Rendering is pure: context in, text out.
+Undefined names are errors, so a typo in a template is caught on first use.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+import jinja2
+
+if TYPE_CHECKING:
+    from ..device import DeviceInfo
+    from ..problem import Problem
+
+BUILTIN_DIR = Path(__file__).resolve().parents[2] / "prompts"
+SYSTEM = "system.j2"
+FIRST = "first.j2"
+FEEDBACK = "feedback.j2"
+CANDIDATE = "candidate.py.j2"  # the file a person starts from (human proposer)
+IDIOM = "idiom.py.j2"  # the quick-building example, included by FIRST and CANDIDATE
+TEMPLATES = (SYSTEM, FIRST, FEEDBACK, CANDIDATE, IDIOM)
+
+
+class PromptError(Exception):
+    """A template that cannot be loaded or rendered; one paragraph for a person."""
+
+
+class Prompts:
+    def __init__(self, directory: Optional[str | Path] = None):
+        search = [str(BUILTIN_DIR)]
+        if directory is not None:
+            directory = Path(directory)
+            if not directory.is_dir():
+                raise PromptError(f"Prompts directory {directory} does not exist.")
+            if not any((directory / name).is_file() for name in TEMPLATES):
+                raise PromptError(
+                    f"Prompts directory {directory} holds none of the templates "
+                    f"{', '.join(TEMPLATES)}; copy the ones to change from {BUILTIN_DIR}.")
+            search.insert(0, str(directory))
+        self.env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(search), undefined=jinja2.StrictUndefined,
+            keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
+            autoescape=False)
+
+    def render(self, name: str, **context: Any) -> str:
+        try:
+            template = self.env.get_template(name)
+            return template.render(**context)
+        except jinja2.TemplateSyntaxError as exc:
+            raise PromptError(f"Prompt template {exc.filename or name} has a syntax error at line "
+                              f"{exc.lineno}: {exc.message}.") from None
+        except jinja2.UndefinedError as exc:
+            raise PromptError(f"Prompt template {self.path(name)} uses a name the harness does not "
+                              f"provide: {exc.message}. Names given: {', '.join(sorted(context))}.") from None
+        except jinja2.TemplateNotFound:
+            raise PromptError(f"Prompt template {name} was not found.") from None
+
+    def path(self, name: str) -> str:
+        source, filename, _ = self.env.loader.get_source(self.env, name)
+        return filename or name
+
+
+def tolerance_text(problem: "Problem") -> str:
+    if problem.atol is not None or problem.rtol is not None:
+        atol, rtol = problem.tolerances("float32")
+        return f"atol={atol:g}, rtol={rtol:g}"
+    return "atol=rtol=1e-4 for float32 outputs (1e-2 for float16 and bfloat16)"
+
+
+def system_prompt(prompts: Prompts) -> str:
+    return prompts.render(SYSTEM).strip()
+
+
+def first_prompt(prompts: Prompts, problem: "Problem", device: "DeviceInfo", *,
+                 accept: float, target: float, trials: int) -> str:
+    return prompts.render(FIRST, problem=problem, device=device, tolerance=tolerance_text(problem),
+                          accept=accept, target=target, trials=trials).strip() + "\n"
+
+
+def candidate_template(prompts: Prompts, problem: "Problem", *, accept: float, target: float) -> str:
+    return prompts.render(CANDIDATE, problem=problem, accept=accept, target=target)

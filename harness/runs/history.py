@@ -1,0 +1,277 @@
+"""Looking back at runs/: list, load, replay, compare and promote runs (the data;
+cli/history.py prints it).
+
+Every reader here tolerates a damaged run directory (a run killed mid-write, a
+file removed by hand): such a run is listed with a status that says what is
+wrong, and commands on it fail with one paragraph instead of a traceback.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+from ..results import EvalResult
+from .store import (ANSWER_FILE, BUILD_LOG, CANDIDATE_FILE, EVAL_FILE, PROMPT_FILE, ROUND_FILE, Round, Run,
+                    RunStore, StoreError)
+
+if TYPE_CHECKING:
+    from ..engine.evaluate import EvalOptions
+
+# The round files `show --round N` can print, by flag name.
+ROUND_FILES = {"source": CANDIDATE_FILE, "prompt": PROMPT_FILE, "answer": ANSWER_FILE, "log": BUILD_LOG}
+
+
+PROMOTED_MARK = "# harness: promoted"
+
+
+class HistoryError(Exception):
+    """A request about past runs that cannot be met; the message is one paragraph for a person."""
+
+
+@dataclass
+class RunEntry:
+    """One directory under runs/: its record, or why it has none."""
+
+    path: Path
+    run: Optional[Run]
+    problem: str
+    created: str
+    status: str  # the run's own status, "damaged: ..." when files are missing, "corrupt: ..." without run.json
+
+    @property
+    def id(self) -> str:
+        return self.path.name
+
+
+def read_entry(path: Path) -> RunEntry:
+    try:
+        store = RunStore.open(path)
+        run = store.load_run()
+    except StoreError as exc:
+        missing = not (path / "run.json").is_file()
+        status = "corrupt: no run.json" if missing else "corrupt: run.json unreadable"
+        # The id holds the creation minute and the problem: <time>-<problem>-<hex>.
+        parts = path.name.split("-")
+        problem = "-".join(parts[1:-1]) if len(parts) >= 3 else "?"
+        return RunEntry(path, None, problem, parts[0] if parts else "", f"{status} ({exc})")
+    return RunEntry(path, run, run.problem.name, run.created, _damage(store, run) or run.status)
+
+
+def _damage(store: RunStore, run: Run) -> Optional[str]:
+    """What is missing of the files run.json says exist, checked by name only so listing stays fast."""
+    for summary in run.rounds:
+        for name in (ROUND_FILE, EVAL_FILE):
+            if not (store.round_dir(summary.n) / name).is_file():
+                return f"damaged: round {summary.n} has no {name}"
+    if run.best and not (store.path / run.best.candidate).is_file():
+        return f"damaged: best candidate {run.best.candidate} is missing"
+    return None
+
+
+def list_runs(runs_dir: Path, problem: Optional[str] = None) -> list[RunEntry]:
+    """The run directories under runs_dir, newest first; hidden entries and plain files are skipped."""
+    runs_dir = Path(runs_dir)
+    if not runs_dir.is_dir():
+        return []
+    entries = [read_entry(p) for p in runs_dir.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    if problem:
+        entries = [e for e in entries if e.problem == problem]
+    return sorted(entries, key=lambda e: (e.created, e.id), reverse=True)
+
+
+def resolve(run: str, runs_dir: Path) -> Path:
+    """A run directory from a path or a unique prefix of a run id under runs_dir."""
+    path = Path(run)
+    if path.is_dir():
+        return path
+    runs_dir = Path(runs_dir)
+    matches = sorted(p for p in runs_dir.iterdir() if p.is_dir() and p.name.startswith(run)) \
+        if runs_dir.is_dir() else []
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise HistoryError(f"No run matches {run!r}: it is not a directory and no run id under "
+                           f"{runs_dir} starts with it. `harness runs` lists the runs there.")
+    names = ", ".join(p.name for p in matches[:5]) + (" ..." if len(matches) > 5 else "")
+    raise HistoryError(f"{run!r} matches {len(matches)} runs under {runs_dir} ({names}); give more "
+                       "of the id so it names one.")
+
+
+def load(run: str, runs_dir: Path) -> tuple[RunStore, Run]:
+    store = RunStore.open(resolve(run, runs_dir))
+    try:
+        return store, store.load_run()
+    except StoreError as exc:
+        raise HistoryError(str(exc)) from None
+
+
+def load_rounds(store: RunStore) -> tuple[list[Round], Optional[str]]:
+    """The rounds that can be read, and why reading stopped early, if it did.
+
+    A round directory without round.json is the round in flight when the run
+    stopped (or the prompt no answer came for): not done, and not damage.
+    """
+    rounds: list[Round] = []
+    n = 1
+    while (store.round_dir(n) / ROUND_FILE).is_file():
+        try:
+            rounds.append(store._load_round(n))
+        except StoreError as exc:
+            return rounds, f"round {n} cannot be read: {exc}"
+        n += 1
+    return rounds, None
+
+
+@dataclass
+class Promotion:
+    target: Path
+    speedup: float
+    replaced: Optional[float]  # speedup of the kernel it overwrote, when there was one
+
+
+def _promoted_header(path: Path) -> dict[str, str]:
+    """The `# key: value` lines of a promoted kernel's header ({} when the file has none)."""
+    lines = path.read_text().splitlines()[:8]
+    if not lines or not lines[0].startswith(PROMOTED_MARK):
+        return {}
+    return {k.strip("# ").strip(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])
+            if k.startswith("# ") and v}
+
+
+def _promoted_speedup(path: Path) -> Optional[float]:
+    """The speedup written in a promoted kernel's header; None when the file has no such header."""
+    try:
+        return float(_promoted_header(path).get("speedup", "").split()[0].rstrip("x"))
+    except (ValueError, IndexError):
+        return None
+
+
+def promote(run: str, runs_dir: Path, kernels_dir: Path, force: bool = False) -> Promotion:
+    """Copy a run's best candidate to kernels_dir/<problem>.py with a header saying where it came from."""
+    store, record = load(run, runs_dir)
+    if record.best is None:
+        raise HistoryError(f"Run {store.id} has no correct candidate to promote.")
+    source = store.path / record.best.candidate
+    if not source.is_file():
+        raise HistoryError(f"The best candidate of {store.id}, {source}, is missing; the run directory "
+                           "is incomplete, so there is nothing to promote.")
+    target = Path(kernels_dir) / f"{record.problem.name}.py"
+    replaced = None
+    if target.exists():
+        replaced = _promoted_speedup(target)
+        if not force and (replaced is None or replaced >= record.best.speedup):
+            held = f"a {replaced:.2f}x kernel" if replaced is not None else "a kernel of unknown speedup"
+            raise HistoryError(f"{target} already holds {held}; this run's best is "
+                               f"{record.best.speedup:.2f}x. Pass --force to overwrite it.")
+    env = record.environment
+    gpu = (env.device_name or env.device) if env else "unknown"
+    header = (f"{PROMOTED_MARK} from run {store.id}\n# gpu: {gpu}\n"
+              f"# speedup: {record.best.speedup:.3f}x (round {record.best.round})\n"
+              f"# date: {dt.date.today().isoformat()}\n")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(header + source.read_text())
+    return Promotion(target, record.best.speedup, replaced)
+
+
+@dataclass
+class Summary:
+    """The figures `compare` sets side by side for one run."""
+
+    id: str
+    problem: str
+    rounds: int
+    rounds_to_target: Optional[int]  # None: the target was never reached
+    best_speedup: Optional[float]
+    tokens: int
+    seconds: float
+
+
+def summarize(store: RunStore, record: Run) -> Summary:
+    reached = [r.n for r in record.rounds if r.speedup is not None and r.speedup >= record.settings.target]
+    return Summary(store.id, record.problem.name, len(record.rounds), reached[0] if reached else None,
+                   record.best.speedup if record.best else None, record.tokens.total, record.seconds)
+
+
+@dataclass
+class Replay:
+    """A candidate measured again, beside what was recorded of it: a run's eval.json, or the
+    speedup and GPU in a promoted kernel's header (nothing for a loose file)."""
+
+    run: str  # the run id, or the candidate file's path
+    recorded: Optional[EvalResult]
+    recorded_speedup: Optional[float]
+    now: EvalResult
+    noise: float  # relative spread of the two speedups, from the timing IQRs
+    recorded_device: str
+    device: str
+
+    @property
+    def change(self) -> Optional[float]:
+        """now / recorded speedup - 1; None when the replay is not correct or nothing was recorded."""
+        if self.now.speedup is None or not self.recorded_speedup:
+            return None
+        return self.now.speedup / self.recorded_speedup - 1.0
+
+    @property
+    def within_noise(self) -> bool:
+        return self.change is not None and abs(self.change) <= self.noise
+
+    @property
+    def same_device(self) -> bool:
+        return self.recorded_device in (self.device, "unknown")
+
+
+def _spread(result: EvalResult) -> float:
+    """A speedup's relative spread: the IQR-to-median ratios of its two timings, added."""
+    return sum(t.iqr / t.median for key in ("candidate", "reference")
+               if (t := result.timings.get(key)) and t.median > 0)
+
+
+def _device_name(result: EvalResult) -> str:
+    env = result.environment
+    return (env.device_name or env.device) if env else "unknown"
+
+
+def replay(run: str, runs_dir: Path, options: EvalOptions, problem: Optional[Path] = None) -> Replay:
+    """Evaluate a run's best correct candidate (or a candidate file) again, fresh, and set it beside
+    what was recorded of it."""
+    # Imported here: the evaluator pulls in torch, which the other history commands never need.
+    from ..engine.evaluate import evaluate
+
+    if Path(run).suffix == ".py":
+        return _replay_file(Path(run), options, problem)
+    store, record = load(run, runs_dir)
+    if record.best is None:
+        raise HistoryError(f"Run {store.id} has no correct candidate to replay.")
+    try:
+        recorded = store._load_round(record.best.round).samples[record.best.sample].eval
+    except (StoreError, IndexError) as exc:
+        raise HistoryError(f"The best round of {store.id} cannot be read: {exc}") from None
+    candidate = store.path / record.best.candidate
+    if not candidate.is_file():
+        raise HistoryError(f"The best candidate of {store.id}, {candidate}, is missing; nothing to replay.")
+    problem = Path(problem or record.problem.path)
+    if not problem.is_file():
+        raise HistoryError(f"The run's problem file {problem} is not there; give it with --problem.")
+    now = evaluate(problem, candidate, options)
+    return Replay(store.id, recorded, recorded.speedup, now, _spread(recorded) + _spread(now),
+                  _device_name(recorded), _device_name(now))
+
+
+def _replay_file(candidate: Path, options: EvalOptions, problem: Optional[Path]) -> Replay:
+    from ..engine.evaluate import evaluate
+
+    if not candidate.is_file():
+        raise HistoryError(f"{candidate} is not a file; replay takes a run id, a run directory or a "
+                           "candidate .py file.")
+    # kernels/<problem>.py sits beside problems/<problem>.py
+    problem = Path(problem) if problem else candidate.resolve().parent.parent / "problems" / candidate.name
+    if not problem.is_file():
+        raise HistoryError(f"No problem file for {candidate}: {problem} is not there; give one with --problem.")
+    header = _promoted_header(candidate)
+    now = evaluate(problem, candidate, options)
+    # Only the speedup was recorded, not its spread: take the same spread as now's.
+    return Replay(str(candidate), None, _promoted_speedup(candidate), now, 2 * _spread(now),
+                  header.get("gpu", "unknown"), _device_name(now))

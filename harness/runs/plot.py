@@ -1,0 +1,107 @@
+"""`harness plot`: speedup per round of runs of one problem, as a PNG."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..results import Verdict
+from .history import HistoryError, load
+
+@dataclass
+class Plot:
+    """What `plot` drew, for a caller to check without reading pixels."""
+
+    path: Path
+    problem: str
+    runs: list[str]
+    xlabel: str
+    ylabel: str
+    size: tuple[int, int]  # pixels, width by height
+    log: bool  # a log speedup axis
+
+
+def use_log_scale(speedups: list[float]) -> bool:
+    """A log axis once the values span 10x or more (0.6x to 15x): a linear one squeezes the slow rounds flat."""
+    positive = [v for v in speedups if v > 0]
+    return bool(positive) and max(positive) / min(positive) >= LOG_SPAN
+
+
+# Rounds without a speedup sit on a strip under the axis, marked by what went wrong.
+_FAILED_MARKERS = {Verdict.INCORRECT: "v", Verdict.COMPILE_ERROR: "s", Verdict.NO_CODE: "_"}
+
+
+_FAILED_TEXT = {Verdict.INCORRECT: "wrong", Verdict.COMPILE_ERROR: "no build", Verdict.NO_CODE: "no code"}
+
+
+PLOT_SIZE = (10.0, 5.0)  # inches
+
+
+PLOT_DPI = 100
+
+
+LOG_SPAN = 10.0
+
+
+def plot(runs: list[str], runs_dir: Path, out: Path) -> Plot:
+    """Speedup per round of one or more runs of one problem, as a PNG labelled in place (no legend)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display: the plot only goes to a file
+    import matplotlib.pyplot as plt
+
+    loaded = [load(run, runs_dir) for run in runs]
+    problems = {record.problem.name for _, record in loaded}
+    if len(problems) > 1:
+        raise HistoryError(f"The runs are of different problems ({', '.join(sorted(problems))}); one chart "
+                           "holds runs of one problem, since speedups of different problems do not compare.")
+    fig, ax = plt.subplots(figsize=PLOT_SIZE, dpi=PLOT_DPI)
+    speedups = [r.speedup for _, record in loaded for r in record.rounds if r.speedup is not None]
+    settings = loaded[0][1].settings
+    marks = speedups + [settings.accept, settings.target, 1.0]
+    log = use_log_scale(marks)
+    if log:  # 0.6x and 20x both readable; failed rounds on a strip at the bottom
+        ax.set_yscale("log")
+        top, bottom = max(marks) * 1.8, min(marks) / 3
+        strip = bottom * 1.5
+        # speedups read as 0.5x, 1x, 2x, 5x, 10x rather than powers of ten
+        ticks = [t * 10.0 ** e for e in range(-3, 5) for t in (1, 2, 5) if bottom <= t * 10.0 ** e <= top]
+        ax.set_yticks(ticks, [f"{t:g}x" for t in ticks])
+        ax.minorticks_off()
+    else:
+        top = max(speedups + [settings.target]) * 1.15
+        strip = -top * 0.06
+        bottom = strip * 2.5
+    for (store, record), color in zip(loaded, plt.rcParams["axes.prop_cycle"].by_key()["color"] * 10):
+        good = [(r.n, r.speedup) for r in record.rounds if r.speedup is not None]
+        if good:
+            ax.plot(*zip(*good), "-o", color=color)
+            n, s = good[-1] if record.best is None else (record.best.round, record.best.speedup)
+            ax.annotate(f"{store.id}\nbest {s:.2f}x", (n, s), textcoords="offset points", xytext=(0, 8),
+                        ha="center", color=color, fontsize=8)
+        for r in record.rounds:
+            if r.speedup is None:
+                ax.plot(r.n, strip, _FAILED_MARKERS.get(r.verdict, "x"), color=color, markersize=9)
+                ax.annotate(_FAILED_TEXT.get(r.verdict, r.verdict.value.replace("_", " ")), (r.n, strip),
+                            textcoords="offset points", xytext=(0, -12), ha="center", fontsize=7, color=color)
+    # The two lines are close together: their labels go to opposite ends so they never overlap.
+    for value, name, style, side in ((settings.accept, "accept", ":", 1), (settings.target, "target", "--", 0)):
+        ax.axhline(value, linestyle=style, color="gray")
+        ax.annotate(f"{name} {value:g}x", (side, value), xycoords=("axes fraction", "data"),
+                    textcoords="offset points", xytext=(4 - 8 * side, 3), ha="right" if side else "left",
+                    color="gray", fontsize=8)
+    ax.axhline(1.0, color="lightgray", linewidth=0.8)
+    ax.set_ylim(bottom, top)
+    rounds = max((len(record.rounds) for _, record in loaded), default=1)
+    ax.set_xticks(range(1, rounds + 1))
+    ax.set_xlim(0.5, rounds + 0.5)
+    ax.set_xlabel("round")
+    ax.set_ylabel("speedup over the reference (log scale)\nfailed rounds at the bottom" if log else
+                  "speedup over the reference (x)\nfailed rounds below 0")
+    problem = problems.pop()
+    ax.set_title(f"{problem}: speedup per round")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out)
+    plt.close(fig)
+    return Plot(out, problem, [store.id for store, _ in loaded], "round", ax.get_ylabel(),
+                (int(PLOT_SIZE[0] * PLOT_DPI), int(PLOT_SIZE[1] * PLOT_DPI)), log)

@@ -1,0 +1,34 @@
+"""The settings a run was started with, as run.json records them.
+
+Resolved from flags and a TOML file by cli/config.py; kept here so the run
+store can read and write them without reaching up into the command line.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+
+@dataclass
+class Settings:
+    problem: str = ""
+    proposer: str = "human"
+    model: Optional[str] = None
+    base_url: Optional[str] = None
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: Optional[float] = None
+    max_tokens: Optional[int] = None
+    request_timeout: float = 900.0  # seconds per request: reasoning answers are slow
+    max_retries: int = 6  # on rate limits, timeouts and 5xx, with backoff
+    rounds: Optional[int] = 10  # None: no limit (a person at an editor stops with Ctrl-C)
+    accept: float = 1.5
+    target: float = 2.0
+    samples: int = 1
+    wall_time: Optional[float] = None  # seconds
+    token_budget: Optional[int] = None
+    window: int = 4  # past rounds kept in the conversation; 0 keeps all
+    device: str = "cuda"
+    prompts: Optional[str] = None
+    runs_dir: str = "runs"
+    files: list[str] = field(default_factory=list)
+    config: Optional[str] = None

@@ -1,0 +1,291 @@
+"""runs/: the record of every optimization run, and the types it holds.
+
+    runs/20261122T0315Z-layernorm_4d-a1b2c3/
+      run.json              settings, problem hash, environment, status, best round
+      rounds/001/prompt.md  answer.md  candidate.py  eval.json  build.log  round.json
+      rounds/001/samples/2/answer.md ...   further samples of a round (--samples K)
+      events.jsonl          append-only, one line per phase change
+      candidate.py          the file a person edits (human proposer)
+
+Every file is written to a temporary name and renamed into place, so a killed
+run never leaves half a JSON file. A round's `round.json` is written last: a
+round directory without it is the round that was in flight, and `--resume`
+sets it aside under partial/ and runs that round again. Settings hold no API
+key, so none reaches this directory.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import secrets
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from ..results import EvalResult, Environment, Tokens, Verdict, from_dict, from_json, to_dict, to_json
+from .settings import Settings
+
+RUN_FILE = "run.json"
+EVENTS_FILE = "events.jsonl"
+ROUND_FILE = "round.json"
+PROMPT_FILE = "prompt.md"
+ANSWER_FILE = "answer.md"
+CANDIDATE_FILE = "candidate.py"
+EVAL_FILE = "eval.json"
+BUILD_LOG = "build.log"
+# Fields of a Round kept in their own files rather than in round.json.
+_TEXT_FIELDS = ("answer", "candidate", "eval")
+
+
+class StoreError(Exception):
+    """A run directory that cannot be read; the message is one paragraph for a person."""
+
+
+@dataclass
+class Sample:
+    """One answer of a round and what became of it."""
+
+    answer: str
+    origin: str
+    extraction: str  # an extract.Extraction value, or "given" where the answer is the file
+    candidate: Optional[str]
+    eval: EvalResult
+    tokens: Tokens = field(default_factory=Tokens)
+    ask_seconds: float = 0.0
+    eval_seconds: float = 0.0
+    cut_off: bool = False
+
+
+@dataclass
+class Round:
+    n: int
+    prompt: str
+    samples: list[Sample]
+    chosen: int = 0  # the sample the conversation carries on from
+    started: str = ""
+    seconds: float = 0.0
+
+    @property
+    def sample(self) -> Sample:
+        return self.samples[self.chosen]
+
+    @property
+    def answer(self) -> str:
+        return self.sample.answer
+
+    @property
+    def candidate(self) -> Optional[str]:
+        return self.sample.candidate
+
+    @property
+    def eval(self) -> EvalResult:
+        return self.sample.eval
+
+    @property
+    def tokens(self) -> Tokens:
+        total = Tokens()
+        for s in self.samples:
+            total = total + s.tokens
+        return total
+
+
+@dataclass
+class RoundSummary:
+    n: int
+    verdict: Verdict
+    speedup: Optional[float]
+    tokens: int
+    seconds: float
+    samples: int = 1
+
+
+@dataclass
+class ProblemRef:
+    path: str
+    name: str
+    sha256: str
+
+
+@dataclass
+class Best:
+    round: int
+    sample: int  # 0-based index into the round's samples
+    speedup: float
+    candidate: str  # path relative to the run directory
+
+
+@dataclass
+class Run:
+    id: str
+    settings: Settings
+    problem: ProblemRef
+    created: str
+    updated: str = ""
+    status: str = "running"  # running | finished | interrupted | failed
+    stop_reason: str = ""  # target | rounds | wall_time | tokens | files_exhausted | interrupted | error
+    outcome: str = ""  # target | accepted | below_accept | no_correct
+    message: str = ""
+    environment: Optional[Environment] = None
+    seconds: float = 0.0  # time spent running, summed over resumes
+    tokens: Tokens = field(default_factory=Tokens)
+    best: Optional[Best] = None
+    rounds: list[RoundSummary] = field(default_factory=list)
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def new_run_id(problem_name: str, now: Optional[dt.datetime] = None) -> str:
+    now = now or dt.datetime.now(dt.timezone.utc)
+    return f"{now:%Y%m%dT%H%MZ}-{problem_name}-{secrets.token_hex(3)}"
+
+
+class RunStore:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    @classmethod
+    def create(cls, runs_dir: str | Path, problem_name: str) -> "RunStore":
+        runs_dir = Path(runs_dir)
+        runs_dir.mkdir(parents=True, exist_ok=True)
+        while True:
+            path = runs_dir / new_run_id(problem_name)
+            try:
+                path.mkdir()
+                break
+            except FileExistsError:
+                continue
+        (path / "rounds").mkdir()
+        return cls(path)
+
+    @classmethod
+    def open(cls, path: str | Path) -> "RunStore":
+        store = cls(Path(path))
+        if not (store.path / RUN_FILE).is_file():
+            raise StoreError(f"{path} is not a run directory: it has no {RUN_FILE}. Give the "
+                             "directory that `harness run` printed, such as runs/<id>.")
+        return store
+
+    @property
+    def id(self) -> str:
+        return self.path.name
+
+    # --- the run ---------------------------------------------------------
+
+    def save_run(self, run: Run) -> None:
+        run.updated = utc_now()
+        write_atomic(self.path / RUN_FILE, to_json(run))
+
+    def load_run(self) -> Run:
+        return self._load_json(self.path / RUN_FILE, Run)
+
+    def event(self, event: str, **fields: Any) -> None:
+        line = json.dumps({"time": utc_now(), "event": event, **fields}) + "\n"
+        # One write on an O_APPEND descriptor: lines from a killed run stay whole.
+        fd = os.open(self.path / EVENTS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+
+    # --- rounds ----------------------------------------------------------
+
+    def round_dir(self, n: int, sample: int = 0) -> Path:
+        base = self.path / "rounds" / f"{n:03d}"
+        return base if sample == 0 else base / "samples" / str(sample + 1)
+
+    def write_prompt(self, n: int, prompt: str) -> None:
+        self.round_dir(n).mkdir(parents=True, exist_ok=True)
+        write_atomic(self.round_dir(n) / PROMPT_FILE, prompt)
+
+    def write_answer(self, n: int, sample: int, answer: str) -> None:
+        self.round_dir(n, sample).mkdir(parents=True, exist_ok=True)
+        write_atomic(self.round_dir(n, sample) / ANSWER_FILE, answer)
+
+    def write_candidate(self, n: int, sample: int, code: str) -> Path:
+        path = self.round_dir(n, sample) / CANDIDATE_FILE
+        write_atomic(path, code)
+        return path
+
+    def write_eval(self, n: int, sample: int, result: EvalResult) -> None:
+        directory = self.round_dir(n, sample)
+        log = Path(result.build.log_path) if result.build and result.build.log_path else None
+        if log and log.is_file():
+            tmp = directory / f".{BUILD_LOG}.{os.getpid()}.tmp"
+            shutil.copyfile(log, tmp)
+            os.replace(tmp, directory / BUILD_LOG)
+        write_atomic(directory / EVAL_FILE, to_json(result))
+
+    def save_round(self, rnd: Round) -> None:
+        """round.json, written last: from here on the round counts as done."""
+        meta = to_dict(rnd)
+        del meta["prompt"]
+        for sample in meta["samples"]:
+            for name in _TEXT_FIELDS:
+                del sample[name]
+        write_atomic(self.round_dir(rnd.n) / ROUND_FILE, json.dumps(meta, indent=2))
+
+    def load_rounds(self) -> list[Round]:
+        """The completed rounds, in order; reading stops at the first one not completed."""
+        rounds = []
+        n = 1
+        while (self.round_dir(n) / ROUND_FILE).is_file():
+            rounds.append(self._load_round(n))
+            n += 1
+        return rounds
+
+    def partial_round(self, n: int) -> Optional[Path]:
+        """Round n's directory if the run was stopped while n was in flight."""
+        path = self.round_dir(n)
+        return path if path.is_dir() and not (path / ROUND_FILE).exists() else None
+
+    def set_aside(self, n: int) -> Path:
+        """Move the in-flight round n under partial/ so it can run again; its files stay."""
+        target = self.path / "partial" / f"{n:03d}-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}"
+        target.parent.mkdir(exist_ok=True)
+        os.replace(self.round_dir(n), target)
+        return target
+
+    def _load_round(self, n: int) -> Round:
+        directory = self.round_dir(n)
+        meta = self._load_json(directory / ROUND_FILE, None)
+        meta["prompt"] = self._read(directory / PROMPT_FILE)
+        for index, sample in enumerate(meta.get("samples", [])):
+            where = self.round_dir(n, index)
+            sample["answer"] = self._read(where / ANSWER_FILE)
+            sample["candidate"] = self._read(where / CANDIDATE_FILE, missing_ok=True)
+            sample["eval"] = to_dict(self._load_json(where / EVAL_FILE, EvalResult))
+        try:
+            return from_dict(Round, meta)
+        except (TypeError, KeyError, ValueError) as exc:
+            raise StoreError(f"Run file {directory / ROUND_FILE} does not describe a round: {exc}.") from None
+
+    def _read(self, path: Path, missing_ok: bool = False) -> Optional[str]:
+        try:
+            return path.read_text()
+        except FileNotFoundError:
+            if missing_ok:
+                return None
+            raise StoreError(f"Run file {path} is missing; the run directory is incomplete.") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StoreError(f"Run file {path} cannot be read: {exc}.") from None
+
+    def _load_json(self, path: Path, cls: Any) -> Any:
+        text = self._read(path)
+        try:
+            return from_json(cls, text) if cls else json.loads(text)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise StoreError(f"Run file {path} is not valid: {exc}. It was probably edited or "
+                             "cut short; the rest of the run directory is intact.") from None
