@@ -47,6 +47,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from .cli.main import main
     from .device import DeviceInfo, default_device, describe
     from .engine.evaluate import EvalOptions, Evaluator, evaluate
     from .engine.pool import Pool, evaluate_many
@@ -54,10 +55,20 @@ if TYPE_CHECKING:
     from .loop.loop import Loop
     from .loop.prompts import Prompts
     from .problem import Problem, ProblemError, load_problem
-    from .results import (BuildResult, CheckResult, Environment, EvalResult, Timing, Tokens, Verdict, from_dict,
-                          from_json, to_dict, to_json)
+    from .results import (
+        BuildResult,
+        CheckResult,
+        Environment,
+        EvalResult,
+        Timing,
+        Tokens,
+        Verdict,
+        from_dict,
+        from_json,
+        to_dict,
+        to_json,
+    )
     from .runs.history import HistoryError, promote, replay
     from .runs.plot import plot
     from .runs.settings import Settings
     from .runs.store import Round, Run, RunStore, StoreError
-    from .cli.main import main

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from .errors import HarnessError
+
 REQUIRED = ("Model", "get_inputs", "get_init_inputs")
 
 # allclose tolerances by dtype when a problem sets none
@@ -23,7 +25,7 @@ DEFAULT_TOLERANCES = {
 }
 
 
-class ProblemError(Exception):
+class ProblemError(HarnessError):
     """A problem file that cannot be used; the message is one paragraph for a person."""
 
 

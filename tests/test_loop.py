@@ -101,7 +101,7 @@ def stub_loop(tmp_path, proposer, clock=None, **settings) -> tuple[Loop, RunStor
     elapsed = clock or (lambda: 0.0)
     display = Display(Console(file=io.StringIO()), run, elapsed)
     loop = Loop(run=run, store=store, rounds=[], proposer=proposer, evaluator=StubEvaluator(),
-                prompts=Prompts(), system="sys", first="the problem", display=display, elapsed=elapsed)
+                prompts=Prompts(), system="sys", first="the problem", observer=display, elapsed=elapsed)
     return loop, store
 
 

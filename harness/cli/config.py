@@ -25,12 +25,13 @@ import tomllib
 
 from ..device import default_device
 from ..engine.evaluate import EvalOptions
+from ..errors import HarnessError
 from ..runs.settings import Settings
 
 PROPOSERS = ("openai", "human", "files")
 
 
-class ConfigError(Exception):
+class ConfigError(HarnessError):
     """Settings that cannot be used; the message is one paragraph for a person."""
 
 

@@ -29,6 +29,8 @@ def speedup_text(speedup: Optional[float]) -> str:
 
 
 class Display:
+    """The loop's observer (loop/observer.py) on a console."""
+
     def __init__(self, console: Console, run: Run, elapsed: Callable[[], float]):
         self.console = console
         self.run = run

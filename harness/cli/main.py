@@ -7,9 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ..problem import ProblemError
-from ..runs.history import HistoryError
-from ..runs.store import StoreError
+from ..errors import HarnessError
 from .config import add_eval_options, eval_options, parse_gpus
 from .run_command import DESCRIPTION, EPILOG, add_run_arguments, run_main
 
@@ -181,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args, console)
-    except (ProblemError, HistoryError, StoreError) as exc:
+    except HarnessError as exc:
         console.print(f"[red]{exc}[/red]")
         return USAGE_ERROR
     except KeyboardInterrupt:

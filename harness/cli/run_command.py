@@ -17,13 +17,14 @@ from rich.console import Console
 
 from ..device import describe
 from ..engine.pool import Pool
+from ..errors import HarnessError
 from ..loop.loop import Loop, restore
-from ..loop.prompts import PromptError, Prompts, candidate_template, first_prompt, system_prompt
-from ..loop.proposers.base import Proposer, ProposerError
+from ..loop.prompts import Prompts, candidate_template, first_prompt, system_prompt
+from ..loop.proposers.base import Proposer
 from ..loop.proposers.files import FilesProposer, expand
 from ..loop.proposers.human import HumanProposer
 from ..problem import ProblemError, load_problem
-from ..runs.store import ProblemRef, Round, Run, RunStore, StoreError, utc_now
+from ..runs.store import ProblemRef, Round, Run, RunStore, utc_now
 from .config import (
     PROPOSERS,
     ConfigError,
@@ -168,7 +169,7 @@ def run_main(args: argparse.Namespace, console: Optional[Console] = None) -> int
         first = first_prompt(prompts, problem, device, accept=settings.accept,
                              target=settings.target, trials=options.trials)
         proposer = _proposer(settings, store, rounds, prompts, problem)
-    except (ConfigError, ProblemError, PromptError, StoreError, ProposerError) as exc:
+    except HarnessError as exc:
         errors.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         return EXIT_USAGE
     console.print(f"Run {run.id}: {problem.name} on {device.name}, proposer {settings.proposer}"
@@ -183,9 +184,9 @@ def run_main(args: argparse.Namespace, console: Optional[Console] = None) -> int
         with Pool(problem.path, options, parse_gpus(args.gpus), args.jobs) as evaluator, \
                 Display(console, run, elapsed) as display:
             Loop(run=run, store=store, rounds=rounds, proposer=proposer, evaluator=evaluator,
-                 prompts=prompts, system=system, first=first, display=display,
+                 prompts=prompts, system=system, first=first, observer=display,
                  elapsed=elapsed).execute()
-    except ProblemError as exc:
+    except HarnessError as exc:
         errors.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         return EXIT_USAGE
     except KeyboardInterrupt:  # while the evaluator was starting; the loop handles its own

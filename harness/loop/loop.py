@@ -10,11 +10,11 @@ from __future__ import annotations
 import time
 from typing import Callable, Optional, Protocol
 
-from ..cli.display import Display
 from ..results import EvalResult, Tokens, Verdict
 from ..runs.store import CANDIDATE_FILE, Best, Round, RoundSummary, Run, RunStore, Sample, utc_now
 from .extract import extract, strip_reasoning
 from .feedback import Thresholds, feedback_text
+from .observer import Observer
 from .prompts import Prompts
 from .proposers.base import Conversation, Exhausted, Proposer, ProposerError, Turn
 
@@ -70,7 +70,7 @@ def conclusion(run: Run, rounds: list[Round], thresholds: Thresholds) -> str:
 class Loop:
     def __init__(self, *, run: Run, store: RunStore, rounds: list[Round], proposer: Proposer,
                  evaluator: Evaluates, prompts: Prompts, system: str, first: str,
-                 display: Display, elapsed: Callable[[], float]):
+                 observer: Observer, elapsed: Callable[[], float]):
         self.run = run
         self.store = store
         self.rounds = rounds
@@ -79,7 +79,7 @@ class Loop:
         self.prompts = prompts
         self.system = system
         self.first = first
-        self.display = display
+        self.observer = observer
         self.thresholds = Thresholds(run.settings.accept, run.settings.target)
         self.elapsed = elapsed  # seconds spent on the run, earlier sessions included
 
@@ -91,7 +91,7 @@ class Loop:
                 rnd = self._round(len(self.rounds) + 1)
                 self.rounds.append(rnd)
                 self._record(rnd)
-                self.display.round_done(rnd)
+                self.observer.round_done(rnd)
             run.stop_reason, run.status = reason, "finished"
         except Exhausted:
             run.stop_reason, run.status = "files_exhausted", "finished"
@@ -143,13 +143,13 @@ class Loop:
                      seconds=time.monotonic() - t0)
 
     def _phase(self, n: int, i: int, phase: str) -> None:
-        self.display.phase(n, i, phase)
+        self.observer.phase(n, i, phase)
         self.store.event("phase", round=n, sample=i + 1, phase=phase)
 
     def _ask(self, n: int, i: int, conversation: Conversation) -> Sample:
         """One answer, recorded and extracted; its evaluation comes with the round's batch."""
         self._phase(n, i, "asking")
-        proposal = self.proposer.propose(conversation, self.display.say)
+        proposal = self.proposer.propose(conversation, self.observer.say)
         # Tokens count as soon as they are spent, even if this round never finishes.
         self.run.tokens = self.run.tokens + proposal.tokens
         self.store.write_answer(n, i, proposal.answer)

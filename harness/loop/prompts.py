@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import jinja2
 
+from ..errors import HarnessError
+
 if TYPE_CHECKING:
     from ..device import DeviceInfo
     from ..problem import Problem
@@ -24,7 +26,7 @@ IDIOM = "idiom.py.j2"  # the quick-building example, included by FIRST and CANDI
 TEMPLATES = (SYSTEM, FIRST, FEEDBACK, CANDIDATE, IDIOM)
 
 
-class PromptError(Exception):
+class PromptError(HarnessError):
     """A template that cannot be loaded or rendered; one paragraph for a person."""
 
 

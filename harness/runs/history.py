@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
+from ..errors import HarnessError
 from ..results import EvalResult
 from .store import (ANSWER_FILE, BUILD_LOG, CANDIDATE_FILE, EVAL_FILE, PROMPT_FILE, ROUND_FILE, Round, Run,
                     RunStore, StoreError)
@@ -26,7 +27,7 @@ ROUND_FILES = {"source": CANDIDATE_FILE, "prompt": PROMPT_FILE, "answer": ANSWER
 PROMOTED_MARK = "# harness: promoted"
 
 
-class HistoryError(Exception):
+class HistoryError(HarnessError):
     """A request about past runs that cannot be met; the message is one paragraph for a person."""
 
 

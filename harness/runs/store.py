@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from ..errors import HarnessError
 from ..results import EvalResult, Environment, Tokens, Verdict, from_dict, from_json, to_dict, to_json
 from .settings import Settings
 
@@ -39,7 +40,7 @@ BUILD_LOG = "build.log"
 _TEXT_FIELDS = ("answer", "candidate", "eval")
 
 
-class StoreError(Exception):
+class StoreError(HarnessError):
     """A run directory that cannot be read; the message is one paragraph for a person."""
 
 

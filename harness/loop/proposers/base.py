@@ -4,10 +4,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Protocol
 
+from ...errors import HarnessError
 from ...results import Tokens
 
 
-class ProposerError(Exception):
+class ProposerError(HarnessError):
     """A proposer that cannot go on (bad key, unknown model, unreachable endpoint);
     the message is one paragraph for a person."""
 

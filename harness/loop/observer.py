@@ -1,0 +1,22 @@
+"""What the loop tells whoever watches a run.
+
+The loop reports through this protocol and never prints: the command line's
+rich display (cli/display.py) implements it, and a test can implement it with
+a list.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+from ..runs.store import Round
+
+
+class Observer(Protocol):
+    def phase(self, n: int, sample: int, phase: str) -> None:
+        """Round n's sample (0-based) entered a phase: asking, building, checking, timing."""
+
+    def say(self, text: str) -> None:
+        """A line for the person watching (proposers speak through it)."""
+
+    def round_done(self, rnd: Round) -> None:
+        """A round finished and was stored."""

@@ -1,0 +1,131 @@
+"""The layers import only downward, and no modules import each other in a circle.
+
+    cli -> loop -> runs -> engine -> integrity -> leaves (results, problem, device, errors, files, version)
+
+Every import counts: module-level, inside functions, and under TYPE_CHECKING.
+"""
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import harness
+
+PACKAGE = Path(harness.__file__).parent
+LEAVES = ("results", "problem", "device", "errors", "files", "version")
+LAYERS = ("integrity", "engine", "runs", "loop", "cli")  # lowest first
+
+
+def rank(module: str) -> int:
+    """0 for a leaf, then one per layer; the package itself (the public API) and __main__ sit on top."""
+    parts = module.split(".")
+    if len(parts) == 1 or parts[1] == "__main__":
+        return len(LAYERS) + 1
+    if parts[1] in LEAVES:
+        return 0
+    return LAYERS.index(parts[1]) + 1
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(module: str, source: str, is_package: bool, known: set[str]) -> list[tuple[str, int]]:
+    """The harness modules `source` imports, each with its line."""
+    package = module if is_package else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            # `from harness.engine import channel` imports the module harness.engine.channel
+            names = [f"{target}.{a.name}" if f"{target}.{a.name}" in known else target for a in node.names]
+        else:
+            continue
+        found += [(name, node.lineno) for name in names if name.split(".")[0] == "harness"]
+    return found
+
+
+def sources() -> dict[str, tuple[str, bool]]:
+    return {module_name(p): (p.read_text(), p.name == "__init__.py") for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def violations(modules: dict[str, tuple[str, bool]]) -> list[str]:
+    """Upward imports, and circles between modules."""
+    known = set(modules)
+    graph: dict[str, set[str]] = {}
+    problems = []
+    for module, (source, is_package) in modules.items():
+        for target, line in imports(module, source, is_package, known):
+            if target not in known:
+                problems.append(f"{module}:{line} imports {target}, which does not exist")
+                continue
+            if rank(target) > rank(module):
+                problems.append(f"{module}:{line} imports {target} from a higher layer")
+            if target != module:
+                graph.setdefault(module, set()).add(target)
+    # A circle: a module that reaches itself.
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                problems.append("circle: " + " -> ".join(path[path.index(nxt):] + [node, nxt]))
+            elif nxt not in state:
+                visit(nxt, path + [node])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [])
+    return problems
+
+
+def test_every_module_belongs_to_a_layer():
+    for module in sources():
+        rank(module)  # raises ValueError for a folder that is no layer
+
+
+def test_imports_run_only_downward_and_never_in_a_circle():
+    assert violations(sources()) == []
+
+
+def test_an_upward_import_inside_a_function_is_caught():
+    modules = sources()
+    source, is_package = modules["harness.engine.evaluate"]
+    modules["harness.engine.evaluate"] = (source + "\n\ndef sneak():\n    from harness.cli import main\n",
+                                          is_package)
+    assert any("harness.engine.evaluate" in v and "higher layer" in v for v in violations(modules))
+
+
+def test_a_circle_is_caught():
+    modules = sources()
+    source, is_package = modules["harness.results"]
+    modules["harness.results"] = (source + "\n\ndef sneak():\n    from .problem import Problem\n", is_package)
+    source, is_package = modules["harness.problem"]
+    modules["harness.problem"] = (source + "\nfrom .results import Verdict\n", is_package)
+    assert any(v.startswith("circle:") for v in violations(modules))
+
+
+def test_the_loop_never_imports_rich():
+    for module, (source, _) in sources().items():
+        if rank(module) <= LAYERS.index("loop") + 1:
+            tree = ast.parse(source)
+            names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+            names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+            assert not [n for n in names if n.split(".")[0] == "rich"], module
+
+
+def test_import_harness_stays_cheap():
+    code = ("import sys, harness; harness.Verdict; "
+            "print(sorted(m for m in ('torch', 'rich', 'openai', 'jinja2') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
