@@ -78,7 +78,7 @@ def past_pch_deletion(evaluator: Evaluator, path: Path, future: Future, limit: f
 
 def eval_record(result: EvalResult) -> dict:
     record = {"verdict": result.verdict.value, "speedup": result.speedup,
-              "phase_seconds": result.details.get("phase_seconds", {}), "seconds": result.seconds}
+              "phase_seconds": result.phase_seconds, "seconds": result.seconds}
     for name in ("candidate", "reference"):
         timing = result.timings.get(name)
         record[f"{name}_ms"] = timing.median if timing else None

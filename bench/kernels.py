@@ -21,6 +21,7 @@ from rich.table import Table  # noqa: E402
 
 from harness.engine.evaluate import EvalOptions, Evaluator  # noqa: E402
 from harness.engine.pool import evaluate_many  # noqa: E402
+from harness.results import Roofline  # noqa: E402
 from harness.problem import ProblemError  # noqa: E402
 from harness.results import to_dict  # noqa: E402
 
@@ -30,12 +31,12 @@ def kernel_for(problem: Path) -> Optional[Path]:
     return kernel if kernel.exists() else None
 
 
-def share(roofline: dict) -> str:
+def share(roofline: Optional[Roofline]) -> str:
     parts = []
-    if roofline.get("bandwidth_share") is not None:
-        parts.append(f"{roofline['bandwidth_share']:.0%} of bandwidth")
-    if roofline.get("flops_share") is not None:
-        parts.append(f"{roofline['flops_share']:.0%} of fp32 FLOP/s")
+    if roofline and roofline.bandwidth_share is not None:
+        parts.append(f"{roofline.bandwidth_share:.0%} of bandwidth")
+    if roofline and roofline.flops_share is not None:
+        parts.append(f"{roofline.flops_share:.0%} of fp32 FLOP/s")
     return ", ".join(parts) or "-"
 
 
@@ -100,7 +101,7 @@ def table_row(problem: Path, kernel: Path, result) -> list[str]:
     ratio = lambda a, b: f"{a / b:.2f}x" if a and b else "-"  # noqa: E731
     return [problem.stem, kernel.name, result.verdict.value, fmt(eager), fmt(compiled), fmt(ours),
             ratio(eager, ours), ratio(compiled, ours),
-            share(result.details.get("roofline") or {}) if result.ok else result.explanation[:160]]
+            share(result.roofline) if result.ok else result.explanation[:160]]
 
 
 if __name__ == "__main__":

@@ -95,6 +95,27 @@ class Timing:
 
 
 @dataclass
+class Roofline:
+    """The candidate's time against the hardware's limits (integrity/roofline.py works it out)."""
+
+    bytes: Optional[int] = None
+    flops: Optional[int] = None
+    floor_ms: Optional[float] = None  # bytes at the measured peak bandwidth
+    achieved_gbs: Optional[float] = None
+    bandwidth_share: Optional[float] = None
+    achieved_tflops: Optional[float] = None
+    flops_share: Optional[float] = None
+
+
+@dataclass
+class Retimed:
+    """A reference that ran much slower beside the candidate than alone, so both were timed again."""
+
+    beside_ms: float
+    alone_ms: float
+
+
+@dataclass
 class Environment:
     device: str
     device_name: str = ""
@@ -134,9 +155,18 @@ class EvalResult:
     timings: dict[str, Timing] = field(default_factory=dict)
     speedup: Optional[float] = None
     warnings: list[str] = field(default_factory=list)
-    details: dict[str, Any] = field(default_factory=dict)
     environment: Optional[Environment] = None
     seconds: float = 0.0
+    # Figures of the evaluation that code reads back; None where the evaluation did not get that far.
+    roofline: Optional[Roofline] = None  # only for problems that declare their bytes or flops
+    reference_alone_ms: Optional[float] = None
+    retimed_for_slowdown: Optional[Retimed] = None
+    timed_calls_checked: Optional[int] = None
+    worker_log: Optional[str] = None
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+    # Everything else an evaluation notes, for a person (static findings, the exception, the exit status);
+    # eval.json files written before the fields above hold those here too.
+    details: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

@@ -148,8 +148,8 @@ def test_slowdown_is_refused_only_after_it_repeats(cpu_results):
     """The first slowdown past the threshold triggers a second timing; the refusal needs both."""
     result = cpu_results["slows_reference_dispatcher"]
     assert result.verdict is Verdict.REJECTED, result.explanation
-    first = result.details["retimed_for_slowdown"]
-    assert first["beside_ms"] > 1.5 * first["alone_ms"]
+    first = result.retimed_for_slowdown
+    assert first.beside_ms > 1.5 * first.alone_ms
 
 
 def test_content_cache_gains_nothing_on_fresh_inputs(cpu_results):

@@ -168,9 +168,9 @@ def test_file_over_the_size_limit_is_refused(evaluator):
 def test_roofline_is_reported_against_the_measured_peak(cpu_options):
     result = evaluate(PROBLEMS / "small_layernorm_roofline.py", CANDIDATES / "py_correct.py", cpu_options)
     assert result.verdict is Verdict.CORRECT, result.explanation
-    line = result.details["roofline"]
-    assert line["bytes"] == 4 * (2 * 8 * 16 * 32 + 2 * 16 * 32)
-    assert line["achieved_gbs"] > 0 and 0 < line["bandwidth_share"] and line["floor_ms"] > 0
+    line = result.roofline
+    assert line.bytes == 4 * (2 * 8 * 16 * 32 + 2 * 16 * 32)
+    assert line.achieved_gbs > 0 and 0 < line.bandwidth_share and line.floor_ms > 0
 
 
 def test_time_below_the_physical_floor_is_refused(cpu_options):

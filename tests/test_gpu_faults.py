@@ -41,4 +41,4 @@ def test_shipped_layernorm_kernel_is_correct(cache_dir):
     with Evaluator(REPO / "problems" / "layernorm_4d.py", EvalOptions(device="cuda", cache_dir=cache_dir)) as ev:
         result = ev.evaluate(REPO / "kernels" / "layernorm_4d.py")
     assert result.verdict is Verdict.CORRECT, result.explanation
-    assert result.details["roofline"]["bandwidth_share"] > 0
+    assert result.roofline.bandwidth_share > 0

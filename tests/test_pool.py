@@ -44,6 +44,6 @@ def test_the_next_candidate_imports_in_the_worker_staged_for_it(cpu_options):
     with Evaluator(SMALL, cpu_options) as evaluator:
         first, second = (evaluator.build(CANDIDATES / name) for name in ("py_correct.py", "py_wrong.py"))
         assert evaluator.run(first, upcoming=second).verdict is Verdict.CORRECT
-        staged_log = second.result.details["worker_log"]  # written when its worker was given the candidate
+        staged_log = second.result.worker_log  # written when its worker was given the candidate
         assert evaluator.run(second).verdict is Verdict.INCORRECT
-        assert second.result.details["worker_log"] == staged_log
+        assert second.result.worker_log == staged_log

@@ -7,7 +7,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ..results import EvalResult, Verdict
+from ..results import EvalResult, Roofline, Verdict
 
 VERDICT_STYLE = {Verdict.CORRECT: "bold green", Verdict.INCORRECT: "bold red",
                  Verdict.REJECTED: "bold magenta", Verdict.TIMEOUT: "bold yellow"}
@@ -35,17 +35,17 @@ def timing_table(result: EvalResult) -> Table:
     return table
 
 
-def roofline_text(line: dict) -> str:
+def roofline_text(line: Roofline) -> str:
     parts = []
-    if line.get("achieved_gbs") is not None:
-        text = f"{line['achieved_gbs']:.0f} GB/s"
-        if line.get("bandwidth_share") is not None:
-            text += f" = {line['bandwidth_share']:.0%} of the measured peak (floor {line['floor_ms']:.4g} ms)"
+    if line.achieved_gbs is not None:
+        text = f"{line.achieved_gbs:.0f} GB/s"
+        if line.bandwidth_share is not None:
+            text += f" = {line.bandwidth_share:.0%} of the measured peak (floor {line.floor_ms:.4g} ms)"
         parts.append(text)
-    if line.get("achieved_tflops") is not None:
-        text = f"{line['achieved_tflops']:.1f} TFLOP/s"
-        if line.get("flops_share") is not None:
-            text += f" = {line['flops_share']:.0%} of fp32 peak"
+    if line.achieved_tflops is not None:
+        text = f"{line.achieved_tflops:.1f} TFLOP/s"
+        if line.flops_share is not None:
+            text += f" = {line.flops_share:.0%} of fp32 peak"
         parts.append(text)
     return "; ".join(parts)
 
@@ -65,7 +65,7 @@ def eval_panel(result: EvalResult) -> Panel:
         c = result.check
         summary.add_row("check", f"{c.trials} trial(s), max abs err {c.max_abs_error:.3g}, "
                                  f"max rel err {c.max_rel_error:.3g}")
-    line = result.details.get("roofline")
+    line = result.roofline
     if line and result.timings:
         summary.add_row("roofline", roofline_text(line))
     env = result.environment

@@ -24,17 +24,9 @@ from ..loop.proposers.base import Proposer
 from ..loop.proposers.files import FilesProposer, expand
 from ..loop.proposers.human import HumanProposer
 from ..problem import ProblemError, load_problem
-from ..runs.store import ProblemRef, Round, Run, RunStore, utc_now
-from .config import (
-    PROPOSERS,
-    ConfigError,
-    Settings,
-    add_eval_options,
-    eval_options,
-    parse_duration,
-    parse_gpus,
-    resolve,
-)
+from ..runs.store import Outcome, ProblemRef, Round, Run, RunStore, Status, utc_now
+from .config import (PROPOSERS, ConfigError, Settings, add_eval_options, eval_options, parse_duration, parse_gpus,
+                     resolve)
 from .display import Display, summary
 
 HUMAN_FILE = "candidate.py"  # in the run directory: the file a person edits
@@ -194,11 +186,11 @@ def run_main(args: argparse.Namespace, console: Optional[Console] = None) -> int
     finally:
         proposer.close()
     summary(console, run, rounds, str(store.path))
-    if run.status == "interrupted":
+    if run.status is Status.INTERRUPTED:
         return EXIT_INTERRUPTED
-    if run.status == "failed":
+    if run.status is Status.FAILED:
         return EXIT_USAGE
-    return EXIT_OK if run.outcome in ("target", "accepted") else EXIT_SHORT
+    return EXIT_OK if run.outcome in (Outcome.TARGET, Outcome.ACCEPTED) else EXIT_SHORT
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -13,17 +13,20 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, TypeVar
 
 from ..device import gpu_arch
 from ..integrity import roofline, static
 from ..problem import DEFAULT_TOLERANCES, Problem, ProblemError, load_problem
-from ..results import BuildResult, CheckResult, EvalResult, Timing, Verdict, from_dict, to_dict
+from ..results import BuildResult, CheckResult, EvalResult, Retimed, Timing, Verdict, from_dict, to_dict
 from . import build as builds
 from .environment import collect_environment
 from .process import Child, ChildDied, ChildTimeout
+from .protocol import (BuildDone, BuildSpec, CandidateReady, CandidateSpec, Checked, Command, Guarded, OracleReady,
+                       OracleSpec, ReferenceTimed, Reply, Request, Rule, Timed, TrialMade, TrialOutputs)
 
 Phase = Callable[[str], None]
+R = TypeVar("R", bound=Reply)
 
 
 @dataclass
@@ -85,16 +88,24 @@ def _quiet(phase: str) -> None:
     pass
 
 
-def _child_error(header: dict, doing: str) -> _Stop:
-    kind = header.get("error", "runtime_error")
+def _child_error(reply: Reply, doing: str) -> _Stop:
     verdict = {"compile_error": Verdict.COMPILE_ERROR, "import_error": Verdict.IMPORT_ERROR}.get(
-        kind, Verdict.RUNTIME_ERROR)
-    exc = header.get("exception")
-    message = str(header.get("message", "")).strip()
+        reply.error, Verdict.RUNTIME_ERROR)
+    exc = reply.exception or None
+    message = str(reply.message).strip()
     first = message.splitlines()[0] if message else ""
     what = f"it raised {exc}: {first}" if exc else first
     return _Stop(verdict, f"{verdict.sentence} While {doing}, {what}"[:1500],
-                 exception=exc, message=message[:4000], traceback=str(header.get("traceback", ""))[-4000:])
+                 exception=exc, message=message[:4000], traceback=str(reply.traceback)[-4000:])
+
+
+def _read(kind: type[R], message) -> R:
+    """A worker's reply as the type the protocol says; a reply that is not one counts as forged."""
+    try:
+        return from_dict(kind, message.header)
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:
+        raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} Its reply is not a {kind.__name__}: "
+                    f"the reply was forged ({type(exc).__name__}: {exc}).") from None
 
 
 def _died(doing: str, status: str, log: Path) -> _Stop:
@@ -118,7 +129,7 @@ class Evaluator:
         self.arch = gpu_arch(self.options.device, self.options.gpu)
         self.seeds = {"init_seed": _seed(), "param_seed": _seed()}
         self.oracle: Optional[Child] = None
-        self.oracle_info: dict = {}
+        self.oracle_info = OracleReady()
         self.problem_warnings: list[str] = []
         self._spare: Optional[Child] = None
         self._staged: Optional[tuple[Built, Child]] = None  # the next candidate, importing ahead
@@ -156,22 +167,21 @@ class Evaluator:
             return
         log = self.logs / f"oracle-{self.problem.name}-{os.getpid()}-{self.options.gpu or 0}.log"
         self.oracle = Child("oracle", log, env=self._env())
-        self.oracle.send({"problem": self.problem.path, "device": self.options.device,
-                          "tolerances": self._tolerances(), "cache_dir": str(self.cache), **self.seeds})
+        self.oracle.send(to_dict(OracleSpec(self.problem.path, self.options.device, self._tolerances(),
+                                            str(self.cache), **self.seeds)))
         try:
-            header = self.oracle.recv(time.monotonic() + self.options.run_timeout).header
+            ready = from_dict(OracleReady, self.oracle.recv(time.monotonic() + self.options.run_timeout).header)
         except (ChildDied, ChildTimeout) as exc:
             self.close()
             raise ProblemError(f"Problem file {self.problem.path}: the reference process failed "
                                f"({exc or 'timed out'}); see {log}.") from None
-        if header.get("error"):
+        if ready.error:
             self.close()
             raise ProblemError(f"Problem file {self.problem.path} could not be used: "
-                               f"{header.get('exception')}: {header.get('message')}".strip())
-        self.oracle_info = header
-        self.problem_warnings = list(header.get("warnings", []))
-        self.environment = collect_environment(self.options.device, header.get("device_name", ""),
-                                               header.get("capability", ""))
+                               f"{ready.exception}: {ready.message}".strip())
+        self.oracle_info = ready
+        self.problem_warnings = list(ready.warnings)
+        self.environment = collect_environment(self.options.device, ready.device_name, ready.capability)
 
     # -- one candidate -----------------------------------------------------------
 
@@ -191,7 +201,7 @@ class Evaluator:
             return Built(path, None, result, started, failed=True)
         result.candidate_hash = hashlib.sha256(source.encode()).hexdigest()
         report = static.analyse(source, self.problem.source)
-        result.details["static"] = to_dict(report)
+        result.details["static"] = to_dict(report)  # for a person; no code reads it back
         refusal = static.static_verdict(report, self.options.policy)
         if refusal:
             result.verdict, result.explanation = Verdict.REJECTED, f"{Verdict.REJECTED.sentence} {refusal}"
@@ -216,7 +226,7 @@ class Evaluator:
         if built.failed:
             return result
         notify = on_phase or _quiet
-        phases = result.details.setdefault("phase_seconds", {})
+        phases = result.phase_seconds
         mark = time.monotonic()
         worker = self._worker_for(built)  # imports while the reference process comes up
         if upcoming is not None:  # after this one has its worker: the warm spare goes to the candidate due first
@@ -274,8 +284,8 @@ class Evaluator:
         child = Child("build", entry.log_path, env=self._env(entry))
         limit = self.options.build_timeout
         try:
-            child.send(self._import_spec(path, entry))
-            header = child.recv(started + limit).header
+            child.send(to_dict(self._import_spec(path, entry)))
+            done = from_dict(BuildDone, child.recv(started + limit).header)
         except ChildTimeout:
             raise _timeout("building", limit, entry.log_path) from None
         except ChildDied as exc:
@@ -283,8 +293,8 @@ class Evaluator:
         finally:
             child.stop()
         seconds = time.monotonic() - started
-        if header.get("error"):
-            stop = _child_error(header, "importing (building) the candidate")
+        if done.error:
+            stop = _child_error(done, "importing (building) the candidate")
             errors = builds.first_errors(builds.log_tail(entry.log_path))
             stop.build = BuildResult(False, seconds, key=entry.key, log_path=str(entry.log_path),
                                      first_errors=errors)
@@ -302,9 +312,8 @@ class Evaluator:
             env["CUDA_VISIBLE_DEVICES"] = str(self.options.gpu)
         return env
 
-    def _import_spec(self, path: Path, entry: builds.BuildEntry) -> dict:
-        return {"candidate": str(path.resolve()), "lock": str(entry.lock_path),
-                "pch_lock": str(entry.pch_lock_path)}
+    def _import_spec(self, path: Path, entry: builds.BuildEntry) -> BuildSpec:
+        return BuildSpec(str(path.resolve()), str(entry.lock_path), str(entry.pch_lock_path))
 
     def _spawn_worker(self, spare: bool = False) -> Child:
         self._spawned += 1
@@ -346,67 +355,68 @@ class Evaluator:
         return worker
 
     def _send_spec(self, worker: Child, built: Built) -> None:
-        built.result.details["worker_log"] = str(worker.log_path)
-        worker.send({**self._import_spec(built.path, built.entry), "problem": self.problem.path,
-                     "env": built.entry.env(), "device": self.options.device, **self.seeds})
+        built.result.worker_log = str(worker.log_path)
+        spec = self._import_spec(built.path, built.entry)
+        worker.send(to_dict(CandidateSpec(spec.candidate, spec.lock, spec.pch_lock, problem=self.problem.path,
+                                          env=built.entry.env(), device=self.options.device, **self.seeds)))
 
     def _await_ready(self, worker: Child, result: EvalResult) -> None:
         try:
-            header = self._talk(worker, time.monotonic() + self.options.build_timeout,
-                                "importing (building) the candidate").header
-            result.warnings.extend(header.get("warnings", []))
-            self._refuse_tampering(header)
+            ready = self._talk(worker, time.monotonic() + self.options.build_timeout,
+                               "importing (building) the candidate", CandidateReady)[0]
+            result.warnings.extend(ready.warnings)
+            self._refuse_tampering(ready)
         except _Stop:
             worker.stop()
             raise
 
-    def _talk(self, child: Child, deadline: float, doing: str, raw: bool = False):
+    def _talk(self, child: Child, deadline: float, doing: str, kind: type[R], raw: bool = False):
+        """The candidate worker's next reply, read as `kind`, and the message it came in."""
         try:
             message = child.recv(deadline, raw=raw)
         except ChildTimeout:
             raise _timeout(doing, child.waited, child.log_path) from None
         except ChildDied as exc:
             raise _died(doing, exc.status, child.log_path) from None
-        if message.header.get("error"):
-            raise _child_error(message.header, message.header.get("phase", doing))
-        return message
+        reply = _read(kind, message)
+        if reply.error:
+            raise _child_error(reply, reply.phase or doing)
+        return reply, message
 
-    def _oracle_says(self, deadline: float, raw: bool = False):
+    def _oracle_says(self, deadline: float, kind: type[R]) -> R:
         try:
-            message = self.oracle.recv(deadline, raw=raw)
+            reply = from_dict(kind, self.oracle.recv(deadline).header)
         except (ChildDied, ChildTimeout) as exc:
             self.close()
             raise ProblemError(f"Problem file {self.problem.path}: the reference process failed "
                                f"({exc or 'timed out'}).") from None
-        if message.header.get("error"):
+        if reply.error:
             self.close()
-            raise ProblemError(f"Problem file {self.problem.path}: {message.header.get('exception')}: "
-                               f"{message.header.get('message')}")
-        return message
+            raise ProblemError(f"Problem file {self.problem.path}: {reply.exception}: {reply.message}")
+        return reply
 
     def _check(self, worker: Child, result: EvalResult) -> CheckResult:
         deadline = time.monotonic() + self.options.run_timeout
         total = CheckResult(True)
         for trial in range(self.options.trials):
-            self.oracle.send({"cmd": "make_trial"})
-            made = self._oracle_says(deadline).header
-            worker.send({"cmd": "trial", "seed": made["seed"]})
-            outputs = self._talk(worker, deadline, f"running trial {trial + 1}", raw=True)
-            header = outputs.header
-            self._refuse_tampering(header)
-            if header.get("checksum") != made["checksum"] and self.oracle_info.get("reproducible"):
+            self.oracle.send(to_dict(Request(Command.MAKE_TRIAL)))
+            made = self._oracle_says(deadline, TrialMade)
+            worker.send(to_dict(Request(Command.TRIAL, seed=made.seed)))
+            reply, outputs = self._talk(worker, deadline, f"running trial {trial + 1}", TrialOutputs, raw=True)
+            self._refuse_tampering(reply)
+            if reply.checksum != made.checksum and self.oracle_info.reproducible:
                 raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} Its process drew different inputs "
                             "from the reference's for the same seed, although the problem's inputs are "
                             "reproducible: it changed how inputs are drawn.")
-            if header.get("checksum") != made["checksum"]:
+            if reply.checksum != made.checksum:
                 raise ProblemError(
                     f"Problem file {self.problem.path}: get_inputs() gave different inputs in two processes "
                     "for the same seed. Draw inputs from torch's random functions (torch.randn, torch.rand, "
                     "...) so a seed reproduces them.")
-            self.oracle.forward(outputs, cmd="compare")
-            check = from_dict(CheckResult, self._oracle_says(deadline).header["check"])
+            self.oracle.forward(outputs, cmd=Command.COMPARE.value)
+            check = self._oracle_says(deadline, Checked).check
             check.trials = trial + 1
-            changed = header.get("inputs_changed") or []
+            changed = reply.inputs_changed
             if changed:
                 check.passed = False
                 check.reasons.insert(0, f"the candidate changed its input(s) {changed} in place")
@@ -424,44 +434,42 @@ class Evaluator:
     def _judge_speed(self, result: EvalResult) -> None:
         """Place the time against the hardware's limits; refuse the impossible."""
         cand = result.timings["candidate"]
-        declared = self.oracle_info.get("roofline") or {}
-        peaks = self.oracle_info.get("peaks")
-        line = roofline.assess(declared.get("bytes"), declared.get("flops"),
-                               from_dict(roofline.Peaks, peaks) if peaks else None, cand.median)
+        declared, peaks = self.oracle_info.roofline, self.oracle_info.peaks
+        line = roofline.assess(declared.get("bytes"), declared.get("flops"), peaks, cand.median)
         if declared:
-            result.details["roofline"] = to_dict(line)
+            result.roofline = line
         if roofline.impossible(line, cand.median):
             raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} Its {cand.median:.4g} ms is below the "
                         f"physical floor of {line.floor_ms:.4g} ms: moving the problem's {line.bytes / 1e6:.0f} MB "
                         f"would take {line.achieved_gbs:.0f} GB/s, above the measured peak of "
-                        f"{peaks['bandwidth_gbs']:.0f} GB/s. The clock did not see all of its work.")
+                        f"{peaks.bandwidth_gbs:.0f} GB/s. The clock did not see all of its work.")
         if result.speedup and result.speedup > roofline.SUSPICIOUS_SPEEDUP:
             result.warnings.append(f"a speedup above {roofline.SUSPICIOUS_SPEEDUP:.0f}x is rare: check that the "
                                    "reference is not unusually slow and that the kernel does all the work")
 
-    def _refuse_tampering(self, header: dict) -> None:
-        if header.get("tampered"):
-            names = ", ".join(map(str, header["tampered"]))
+    def _refuse_tampering(self, reply: Guarded) -> None:
+        if reply.tampered:
+            names = ", ".join(map(str, reply.tampered))
             raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} It replaced {names}, "
-                        "which the harness uses to check or time it.", tampered=header["tampered"])
-        if header.get("modes"):
-            names = ", ".join(map(str, header["modes"]))
+                        "which the harness uses to check or time it.", tampered=reply.tampered)
+        if reply.modes:
+            names = ", ".join(map(str, reply.modes))
             raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} It left a torch function or dispatch "
                         f"mode active ({names}), which intercepts every operation, the reference's too.",
-                        modes=header["modes"])
-        if header.get("precision"):
+                        modes=reply.modes)
+        if reply.precision:
             raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} It lowered float32 precision "
-                        f"({'; '.join(header['precision'])}): TF32 rounds every product, and it would apply to "
-                        "the reference too.", precision=header["precision"])
-        if header.get("l2_persistence"):
+                        f"({'; '.join(reply.precision)}): TF32 rounds every product, and it would apply to "
+                        "the reference too.", precision=reply.precision)
+        if reply.l2_persistence:
             raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} It left persisting L2 set "
-                        f"({'; '.join(header['l2_persistence'])}): data kept in L2 that way outlives the "
-                        "cache flush before each timed call.", l2_persistence=header["l2_persistence"])
-        if header.get("threads"):
-            names = ", ".join(map(str, header["threads"]))
+                        f"({'; '.join(reply.l2_persistence)}): data kept in L2 that way outlives the "
+                        "cache flush before each timed call.", l2_persistence=reply.l2_persistence)
+        if reply.threads:
+            names = ", ".join(map(str, reply.threads))
             raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} It left background thread(s) "
                         f"running ({names}): work finished after forward returns escapes the check and "
-                        "the clock.", threads=header["threads"])
+                        "the clock.", threads=reply.threads)
 
     def _time(self, worker: Child, result: EvalResult) -> dict[str, Timing]:
         """Candidate and reference beside each other in the worker, then the reference alone.
@@ -470,33 +478,32 @@ class Evaluator:
         reference down does so every time."""
         timings, alone = self._time_once(worker, result)
         if self._slowed_down(timings["reference"], alone["reference"]):
-            result.details["retimed_for_slowdown"] = {"beside_ms": timings["reference"].median,
-                                                      "alone_ms": alone["reference"].median}
+            result.retimed_for_slowdown = Retimed(timings["reference"].median, alone["reference"].median)
             timings, alone = self._time_once(worker, result)
         self._compare_reference(timings["reference"], alone.pop("reference"), result)
         return {**timings, **alone}
 
     def _time_once(self, worker: Child, result: EvalResult) -> tuple[dict[str, Timing], dict[str, Timing]]:
         o = self.options
-        rule = {"target_rel_se": o.target_rel_se, "time_cap": o.time_cap, "min_samples": o.min_samples}
-        worker.send({"cmd": "time", "rule": rule})
+        rule = Rule(o.target_rel_se, o.time_cap, o.min_samples)
+        worker.send(to_dict(Request(Command.TIME, rule=rule)))
         deadline = time.monotonic() + o.run_timeout
-        message = self._talk(worker, deadline, "being timed", raw=True)
-        self._refuse_tampering(message.header)
-        timings = {name: from_dict(Timing, t) for name, t in message.header["timings"].items()}
-        if len(message.header.get("timed") or []) != timings["candidate"].n or timings["candidate"].median <= 0:
+        reply, message = self._talk(worker, deadline, "being timed", Timed, raw=True)
+        self._refuse_tampering(reply)
+        timings = reply.timings
+        if "candidate" not in timings or len(reply.timed) != timings["candidate"].n or timings["candidate"].median <= 0:
             raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} Its timing reply does not hold the "
                         "outputs of the calls it claims to have timed: the reply was forged.")
-        self.oracle.forward(message, cmd="verify_timed")
-        check = from_dict(CheckResult, self._oracle_says(deadline).header["check"])
-        result.details["timed_calls_checked"] = check.trials
+        self.oracle.forward(message, cmd=Command.VERIFY_TIMED.value)
+        check = self._oracle_says(deadline, Checked).check
+        result.timed_calls_checked = check.trials
         if not check.passed:
             raise _Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} It passed the check trials, but "
                         f"while being timed {'; '.join(check.reasons)}. Its behaviour changes between "
                         "calls (call counting, cached outputs, or skipped work).", timed_check=to_dict(check))
-        self.oracle.send({"cmd": "time_reference", "compile_baseline": o.compile_baseline,
-                          "rule": {**rule, "time_cap": min(o.time_cap, 3.0)}})
-        alone = {name: from_dict(Timing, t) for name, t in self._oracle_says(deadline).header["timings"].items()}
+        self.oracle.send(to_dict(Request(Command.TIME_REFERENCE, compile_baseline=o.compile_baseline,
+                                         rule=Rule(o.target_rel_se, min(o.time_cap, 3.0), o.min_samples))))
+        alone = self._oracle_says(deadline, ReferenceTimed).timings
         return timings, alone
 
     def _slowed_down(self, beside: Timing, alone: Timing) -> bool:
@@ -506,7 +513,7 @@ class Evaluator:
 
     def _compare_reference(self, beside: Timing, alone: Timing, result: EvalResult) -> None:
         """The reference timed beside the candidate must run about as fast as alone."""
-        result.details["reference_alone_ms"] = alone.median
+        result.reference_alone_ms = alone.median
         ratio = _slowdown(beside, alone)
         if self._slowed_down(beside, alone):
             raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} The reference ran {ratio:.1f}x slower "

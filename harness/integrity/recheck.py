@@ -50,13 +50,13 @@ class TimedOutputs:
         self.samples.append({"seed": seed, "key": key, "outputs": meta})
         self.values.append(values)
 
-    def message(self) -> tuple[dict, list]:
-        """One tensor per output position: its samples stacked, as few descriptors as possible."""
+    def message(self) -> tuple[list[dict], list]:
+        """The samples' descriptions, and one tensor per output position: its samples stacked, as few descriptors as possible."""
         tensors = []
         if self.values and all(len(v) == len(self.values[0]) for v in self.values):
             tensors = [torch.cat([v[i].reshape(-1).cpu() for v in self.values])
                        for i in range(len(self.values[0]))]
-        return {"timed": self.samples}, tensors
+        return self.samples, tensors
 
 
 def verify_timed(samples: list[dict], tensors: list[torch.Tensor],

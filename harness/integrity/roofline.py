@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from ..results import Roofline
+
 # Below this share of the floor a time is impossible, not merely good:
 # the measured peak is itself a median, so leave room for its noise.
 IMPOSSIBLE_SHARE = 0.85
@@ -27,17 +29,6 @@ class Peaks:
     device_name: str
     bandwidth_gbs: float  # bytes read + written per second, in GB/s
     tflops_fp32: float
-
-
-@dataclass
-class Roofline:
-    bytes: Optional[int] = None
-    flops: Optional[int] = None
-    floor_ms: Optional[float] = None  # bytes at the measured peak bandwidth
-    achieved_gbs: Optional[float] = None
-    bandwidth_share: Optional[float] = None
-    achieved_tflops: Optional[float] = None
-    flops_share: Optional[float] = None
 
 
 def assess(bytes_: Optional[int], flops: Optional[int], peaks: Optional[Peaks], median_ms: float) -> Roofline:

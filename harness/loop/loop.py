@@ -11,7 +11,8 @@ import time
 from typing import Callable, Optional, Protocol
 
 from ..results import EvalResult, Tokens, Verdict
-from ..runs.store import CANDIDATE_FILE, Best, Round, RoundSummary, Run, RunStore, Sample, utc_now
+from ..runs.store import (CANDIDATE_FILE, Best, Outcome, Round, RoundSummary, Run, RunStore, Sample, Status,
+                          StopReason, utc_now)
 from .extract import extract, strip_reasoning
 from .feedback import Thresholds, feedback_text
 from .observer import Observer
@@ -35,21 +36,21 @@ def pick(samples: list[Sample]) -> int:
     return with_code[0] if with_code else 0
 
 
-def outcome(best: Optional[Best], thresholds: Thresholds) -> str:
+def outcome(best: Optional[Best], thresholds: Thresholds) -> Outcome:
     if best is None:
-        return "no_correct"
+        return Outcome.NO_CORRECT
     if best.speedup >= thresholds.target:
-        return "target"
-    return "accepted" if best.speedup >= thresholds.accept else "below_accept"
+        return Outcome.TARGET
+    return Outcome.ACCEPTED if best.speedup >= thresholds.accept else Outcome.BELOW_ACCEPT
 
 
 def conclusion(run: Run, rounds: list[Round], thresholds: Thresholds) -> str:
     """One sentence a person reads at the end of the run."""
     reasons = {
-        "target": "", "rounds": f"after {len(rounds)} round(s), the round limit",
-        "wall_time": "at the wall-time budget", "tokens": "at the token budget",
-        "files_exhausted": "when the files ran out", "interrupted": "when interrupted",
-        "error": "on an error",
+        StopReason.TARGET: "", StopReason.ROUNDS: f"after {len(rounds)} round(s), the round limit",
+        StopReason.WALL_TIME: "at the wall-time budget", StopReason.TOKENS: "at the token budget",
+        StopReason.FILES_EXHAUSTED: "when the files ran out", StopReason.INTERRUPTED: "when interrupted",
+        StopReason.ERROR: "on an error",
     }
     best = run.best
     if best and best.speedup >= thresholds.target:
@@ -85,23 +86,23 @@ class Loop:
 
     def execute(self) -> Run:
         run = self.run
-        run.status, run.stop_reason, run.message = "running", "", ""
+        run.status, run.stop_reason, run.message = Status.RUNNING, StopReason.NONE, ""
         try:
             while not (reason := self._stop_reason()):
                 rnd = self._round(len(self.rounds) + 1)
                 self.rounds.append(rnd)
                 self._record(rnd)
                 self.observer.round_done(rnd)
-            run.stop_reason, run.status = reason, "finished"
+            run.stop_reason, run.status = reason, Status.FINISHED
         except Exhausted:
-            run.stop_reason, run.status = "files_exhausted", "finished"
+            run.stop_reason, run.status = StopReason.FILES_EXHAUSTED, Status.FINISHED
         except KeyboardInterrupt:
-            run.stop_reason, run.status = "interrupted", "interrupted"
+            run.stop_reason, run.status = StopReason.INTERRUPTED, Status.INTERRUPTED
         except ProposerError as exc:
-            run.stop_reason, run.status = "error", "failed"
+            run.stop_reason, run.status = StopReason.ERROR, Status.FAILED
             run.message = str(exc)
         except BaseException:
-            run.stop_reason, run.status = "error", "failed"
+            run.stop_reason, run.status = StopReason.ERROR, Status.FAILED
             raise
         finally:
             run.outcome = outcome(run.best, self.thresholds)
@@ -112,17 +113,18 @@ class Loop:
             self.store.event("stop", status=run.status, reason=run.stop_reason, outcome=run.outcome)
         return run
 
-    def _stop_reason(self) -> str:
+    def _stop_reason(self) -> StopReason:
+        """The rule that ends the run now; NONE (falsy) while none does."""
         s = self.run.settings
         if self.run.best and self.run.best.speedup >= self.thresholds.target:
-            return "target"
+            return StopReason.TARGET
         if s.rounds is not None and len(self.rounds) >= s.rounds:
-            return "rounds"
+            return StopReason.ROUNDS
         if s.wall_time is not None and self.elapsed() >= s.wall_time:
-            return "wall_time"
+            return StopReason.WALL_TIME
         if s.token_budget is not None and self.run.tokens.total >= s.token_budget:
-            return "tokens"
-        return ""
+            return StopReason.TOKENS
+        return StopReason.NONE
 
     def _prompt(self, n: int) -> str:
         if n == 1:

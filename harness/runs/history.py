@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Optional
 
 from ..errors import HarnessError
 from ..results import EvalResult
-from .store import (ANSWER_FILE, BUILD_LOG, CANDIDATE_FILE, EVAL_FILE, PROMPT_FILE, ROUND_FILE, Round, Run,
-                    RunStore, StoreError)
+from .store import (ANSWER_FILE, BUILD_LOG, CANDIDATE_FILE, EVAL_FILE, PROMPT_FILE, ROUND_FILE, Round, Run, RunStore,
+                    StoreError)
 
 if TYPE_CHECKING:
     from ..engine.evaluate import EvalOptions

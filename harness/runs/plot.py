@@ -7,6 +7,7 @@ from pathlib import Path
 from ..results import Verdict
 from .history import HistoryError, load
 
+
 @dataclass
 class Plot:
     """What `plot` drew, for a caller to check without reading pixels."""

@@ -16,6 +16,7 @@ key, so none reaches this directory.
 from __future__ import annotations
 
 import datetime as dt
+import enum
 import json
 import os
 import secrets
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import HarnessError
-from ..results import EvalResult, Environment, Tokens, Verdict, from_dict, from_json, to_dict, to_json
+from ..results import Environment, EvalResult, Tokens, Verdict, from_dict, from_json, to_dict, to_json
 from .settings import Settings
 
 RUN_FILE = "run.json"
@@ -117,6 +118,32 @@ class Best:
     candidate: str  # path relative to the run directory
 
 
+class Status(enum.StrEnum):
+    RUNNING = "running"
+    FINISHED = "finished"
+    INTERRUPTED = "interrupted"
+    FAILED = "failed"
+
+
+class StopReason(enum.StrEnum):
+    NONE = ""  # still running
+    TARGET = "target"
+    ROUNDS = "rounds"
+    WALL_TIME = "wall_time"
+    TOKENS = "tokens"
+    FILES_EXHAUSTED = "files_exhausted"
+    INTERRUPTED = "interrupted"
+    ERROR = "error"
+
+
+class Outcome(enum.StrEnum):
+    NONE = ""  # not decided yet
+    TARGET = "target"
+    ACCEPTED = "accepted"
+    BELOW_ACCEPT = "below_accept"
+    NO_CORRECT = "no_correct"
+
+
 @dataclass
 class Run:
     id: str
@@ -124,9 +151,9 @@ class Run:
     problem: ProblemRef
     created: str
     updated: str = ""
-    status: str = "running"  # running | finished | interrupted | failed
-    stop_reason: str = ""  # target | rounds | wall_time | tokens | files_exhausted | interrupted | error
-    outcome: str = ""  # target | accepted | below_accept | no_correct
+    status: Status = Status.RUNNING
+    stop_reason: StopReason = StopReason.NONE
+    outcome: Outcome = Outcome.NONE
     message: str = ""
     environment: Optional[Environment] = None
     seconds: float = 0.0  # time spent running, summed over resumes

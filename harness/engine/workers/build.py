@@ -1,16 +1,18 @@
 """The build role: import the candidate once (load_inline compiles at import) and report."""
 from __future__ import annotations
 
+from ...results import from_dict, to_dict
 from .. import channel
+from ..protocol import BuildDone, BuildSpec
 from .common import classify_import_error, error_message, import_candidate
 
 
-def build_role(conn, spec: dict) -> None:
+def build_role(conn, header: dict) -> None:
     try:
-        module = import_candidate(spec)
+        module = import_candidate(from_dict(BuildSpec, header))
     except BaseException as exc:  # noqa: BLE001 - SystemExit from a candidate is a result too
         channel.send(conn, error_message(classify_import_error(exc), exc))
         return
     ok = isinstance(getattr(module, "ModelNew", None), type)
-    channel.send(conn, {"ok": ok} if ok else {"error": "import_error", "exception": "",
-                                               "message": "the file defines no class ModelNew"})
+    channel.send(conn, to_dict(BuildDone(ok=True) if ok else BuildDone(error="import_error",
+                                                             message="the file defines no class ModelNew")))

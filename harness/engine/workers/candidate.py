@@ -13,21 +13,11 @@ import torch
 
 from ...integrity.guards import Guard, L2Watch, ThreadWatch, findings
 from ...integrity.recheck import TimedOutputs
-from ...results import to_dict
+from ...results import from_dict, to_dict
 from .. import channel, check, timing
-from .common import (
-    build_model,
-    checksum,
-    classify_import_error,
-    copy_parameters,
-    error_message,
-    import_candidate,
-    import_file,
-    inputs_from_seed,
-    randomize_parameters,
-    settle,
-    sync,
-)
+from ..protocol import CandidateReady, CandidateSpec, Command, Reply, Request, Timed, TrialOutputs
+from .common import (build_model, checksum, classify_import_error, copy_parameters, error_message, import_candidate,
+                     import_file, inputs_from_seed, randomize_parameters, settle, sync)
 
 # Every callable the harness relies on here, the engine's own modules included, as
 # they were before candidate code ran. The labels are the names a person knows them by.
@@ -42,11 +32,12 @@ for _label, _namespace in (("torch", torch), ("torch.nn.functional", torch.nn.fu
 _send, _time_interleaved = channel.send, timing.time_interleaved
 
 
-def candidate_role(conn, spec: dict) -> None:
-    os.environ.update(spec.get("env", {}))  # this candidate's cache entry; the process may be a spare
-    device = torch.device(spec["device"])
+def candidate_role(conn, header: dict) -> None:
+    spec = from_dict(CandidateSpec, header)
+    os.environ.update(spec.env)  # this candidate's cache entry; the process may be a spare
+    device = torch.device(spec.device)
     settle(device)
-    problem = import_file(spec["problem"], "problem")
+    problem = import_file(spec.problem, "problem")
     GUARD.take("problem", problem)
     GUARD.take("problem.Model", problem.Model)
     for cls in vars(torch.nn).values():
@@ -62,25 +53,24 @@ def candidate_role(conn, spec: dict) -> None:
         return
     model_new = getattr(module, "ModelNew", None)
     if not isinstance(model_new, type) or not issubclass(model_new, torch.nn.Module):
-        channel.send(conn, {"error": "import_error", "exception": "",
-                            "message": "the file defines no ModelNew subclass of torch.nn.Module"})
+        channel.send(conn, to_dict(Reply(error="import_error",
+                                         message="the file defines no ModelNew subclass of torch.nn.Module")))
         return
     init_args = list(problem.get_init_inputs())
     try:
-        reference = build_model(problem.Model, init_args, spec["init_seed"])
-        randomize_parameters(reference, spec["param_seed"])
-        candidate = build_model(model_new, init_args, spec["init_seed"])
+        reference = build_model(problem.Model, init_args, spec.init_seed)
+        randomize_parameters(reference, spec.param_seed)
+        candidate = build_model(model_new, init_args, spec.init_seed)
         warnings = copy_parameters(reference, candidate)
         reference, candidate = reference.to(device).eval(), candidate.to(device).eval()
     except BaseException as exc:  # noqa: BLE001
         channel.send(conn, error_message("runtime_error", exc, phase="constructing ModelNew"))
         return
-    channel.send(conn, {"ready": True, "warnings": warnings, **findings(GUARD, watch, l2)})
+    channel.send(conn, to_dict(CandidateReady(ready=True, warnings=warnings, **findings(GUARD, watch, l2))))
     while True:
-        message = channel.recv(conn)
-        cmd = message.header.get("cmd")
-        if cmd == "trial":
-            inputs = inputs_from_seed(problem, device, int(message.header["seed"]))
+        request = from_dict(Request, channel.recv(conn).header)
+        if request.cmd is Command.TRIAL:
+            inputs = inputs_from_seed(problem, device, request.seed)
             digest = checksum(inputs)  # taken before the candidate sees them
             pristine = [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
             try:
@@ -96,22 +86,21 @@ def candidate_role(conn, spec: dict) -> None:
                 channel.send(conn, error_message("runtime_error", exc, phase="running ModelNew"))
                 return
             _send(
-                conn, {"outputs": tree, "inputs_changed": changed, "checksum": digest, **findings(GUARD, watch, l2)},
+                conn, to_dict(TrialOutputs(outputs=tree, inputs_changed=changed, checksum=digest,
+                                           **findings(GUARD, watch, l2))),
                 tensors)
-        elif cmd == "time":
+        elif request.cmd is Command.TIME:
             make_inputs = lambda seed: inputs_from_seed(problem, device, seed)  # noqa: E731
             observed = TimedOutputs(device)
             entries = {"candidate": timing.Timed(make_inputs, candidate, observed.observe),
                        "reference": timing.Timed(make_inputs, reference)}
             try:
-                rule = timing.StopRule(**message.header.get("rule", {}))
+                rule = timing.StopRule(**to_dict(request.rule))
                 results = _time_interleaved(entries, device, rule)
             except BaseException as exc:  # noqa: BLE001
                 channel.send(conn, error_message("runtime_error", exc, phase="timing"))
                 return
-            header, tensors = observed.message()
-            _send(
-                conn, {"timings": {k: to_dict(v) for k, v in results.items()}, **findings(GUARD, watch, l2), **header},
-                tensors)
+            samples, tensors = observed.message()
+            _send(conn, to_dict(Timed(timings=results, timed=samples, **findings(GUARD, watch, l2))), tensors)
         else:
             return

@@ -16,7 +16,9 @@ from typing import Any
 import torch
 
 from ...integrity.guards import full_precision
+from ...results import to_dict
 from ..build import file_lock
+from ..protocol import BuildSpec, Reply
 
 
 def import_file(path: str, name: str):
@@ -50,17 +52,17 @@ def serialize_pch_builds(lock_path: str | None) -> None:
     cpp_extension.remove_extension_h_precompiler_headers = lambda: None
 
 
-def import_candidate(spec: dict):
+def import_candidate(spec: BuildSpec):
     """Import (and so build) the candidate under the cache entry's lock."""
-    serialize_pch_builds(spec.get("pch_lock"))
-    with file_lock(spec.get("lock")):
+    serialize_pch_builds(spec.pch_lock)
+    with file_lock(spec.lock):
         # A build killed mid-way leaves torch's own lock file behind, and the
         # next load_inline would wait on it forever; we hold the entry's lock.
         ext = os.environ.get("TORCH_EXTENSIONS_DIR")
         if ext:
             for stale in Path(ext).glob("*/lock"):
                 stale.unlink(missing_ok=True)
-        return import_file(spec["candidate"], "candidate")
+        return import_file(spec.candidate, "candidate")
 
 
 def classify_import_error(exc: BaseException) -> str:
@@ -70,11 +72,11 @@ def classify_import_error(exc: BaseException) -> str:
     return "import_error"
 
 
-def error_message(kind: str, exc: BaseException, **extra) -> dict:
+def error_message(kind: str, exc: BaseException, phase: str = "") -> dict:
     tb = "".join(traceback.format_exception(exc))
     print(tb, file=sys.stderr, flush=True)  # into the log, where first_errors looks
-    return {"error": kind, "exception": type(exc).__name__, "message": str(exc)[:8000],
-            "traceback": tb[-8000:], **extra}
+    return to_dict(Reply(error=kind, exception=type(exc).__name__, message=str(exc)[:8000], traceback=tb[-8000:],
+                         phase=phase))
 
 
 def randomize_parameters(model: torch.nn.Module, seed: int) -> None:

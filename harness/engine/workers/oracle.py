@@ -13,19 +13,11 @@ import torch
 from ...files import new_seed
 from ...integrity import lint, roofline
 from ...integrity.recheck import verify_timed
-from ...results import CheckResult, as_list, to_dict
+from ...results import CheckResult, as_list, from_dict, to_dict
 from .. import channel, check, timing
-from .common import (
-    build_model,
-    check_inputs,
-    checksum,
-    error_message,
-    import_file,
-    inputs_from_seed,
-    randomize_parameters,
-    settle,
-    sync,
-)
+from ..protocol import Checked, Command, OracleReady, OracleSpec, ReferenceTimed, Request, TrialMade
+from .common import (build_model, check_inputs, checksum, error_message, import_file, inputs_from_seed,
+                     randomize_parameters, settle, sync)
 
 
 def problem_roofline(problem, device: torch.device, device_name: str, cache_dir: str | None) -> dict:
@@ -39,19 +31,20 @@ def problem_roofline(problem, device: torch.device, device_name: str, cache_dir:
         peaks = roofline.measure_peaks(device, device_name)
         if cache_dir:
             roofline.store_peaks(cache_dir, peaks)
-    return {"roofline": declared, "peaks": to_dict(peaks)}
+    return {"roofline": declared, "peaks": peaks}
 
 
-def oracle_role(conn, spec: dict) -> None:
-    device = torch.device(spec["device"])
-    tolerances = spec["tolerances"]
+def oracle_role(conn, header: dict) -> None:
+    spec = from_dict(OracleSpec, header)
+    device = torch.device(spec.device)
+    tolerances = spec.tolerances
     settle(device)
     try:
-        problem = import_file(spec["problem"], "problem")
+        problem = import_file(spec.problem, "problem")
         init_args = list(problem.get_init_inputs())
         check_inputs(init_args, "get_init_inputs()")
-        reference = build_model(problem.Model, init_args, spec["init_seed"])
-        randomize_parameters(reference, spec["param_seed"])
+        reference = build_model(problem.Model, init_args, spec.init_seed)
+        randomize_parameters(reference, spec.param_seed)
         reference = reference.to(device).eval()
         compiled = None
         probe = new_seed()
@@ -62,22 +55,22 @@ def oracle_role(conn, spec: dict) -> None:
     except BaseException as exc:  # noqa: BLE001
         channel.send(conn, error_message("problem_error", exc))
         return
-    info = {"ready": True, "device_name": platform.processor() or platform.machine(), "capability": "",
-            "reproducible": reproducible}
+    info = OracleReady(ready=True, device_name=platform.processor() or platform.machine(),
+                       reproducible=reproducible)
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
-        info.update(device_name=props.name, capability=f"{props.major}.{props.minor}")
-    info["warnings"] = []
+        info.device_name, info.capability = props.name, f"{props.major}.{props.minor}"
     try:
-        info.update(problem_roofline(problem, device, info["device_name"], spec.get("cache_dir")))
+        for name, value in problem_roofline(problem, device, info.device_name, spec.cache_dir).items():
+            setattr(info, name, value)
     except Exception as exc:  # noqa: BLE001 - a broken declaration is reported, not fatal
-        info["warnings"].append(f"the problem's roofline declaration failed: {type(exc).__name__}: {exc}")
+        info.warnings.append(f"the problem's roofline declaration failed: {type(exc).__name__}: {exc}")
     try:
-        info["warnings"] += lint.lint_reference(reference, lambda: inputs_from_seed(problem, device, new_seed()),
+        info.warnings += lint.lint_reference(reference, lambda: inputs_from_seed(problem, device, new_seed()),
                                                 tolerances=tolerances)
     except Exception as exc:  # noqa: BLE001
-        info["warnings"].append(f"the problem lint could not run: {type(exc).__name__}: {exc}")
-    channel.send(conn, info)
+        info.warnings.append(f"the problem lint could not run: {type(exc).__name__}: {exc}")
+    channel.send(conn, to_dict(info))
     outputs = None
     while True:
         # a candidate's outputs may not be much bigger than the reference's (plus the timed samples)
@@ -86,10 +79,12 @@ def oracle_role(conn, spec: dict) -> None:
             message = channel.recv(conn, max_bytes=limit, pin=device.type == "cuda")
         except channel.ChannelError as exc:
             # what the candidate sent was malformed: that is its failure, not ours
-            channel.send(conn, {"check": to_dict(CheckResult(False, reasons=[f"its outputs are unreadable: {exc}"]))})
+            channel.send(conn, to_dict(Checked(check=CheckResult(False, reasons=[f"its outputs are unreadable: {exc}"]))))
             continue
-        cmd = message.header.get("cmd")
-        if cmd == "make_trial":
+        # The harness sets cmd, on relayed messages too; the rest of a relayed message is the
+        # candidate's and is read field by field, so a forged one cannot break this process.
+        cmd = from_dict(Command, message.header.get("cmd"))
+        if cmd is Command.MAKE_TRIAL:
             # The worker makes the same inputs from the seed: 8 bytes travel, not the tensors.
             seed = new_seed()
             try:
@@ -102,8 +97,8 @@ def oracle_role(conn, spec: dict) -> None:
             except BaseException as exc:  # noqa: BLE001
                 channel.send(conn, error_message("problem_error", exc))
                 return
-            channel.send(conn, {"seed": seed, "checksum": digest})
-        elif cmd == "compare":
+            channel.send(conn, to_dict(TrialMade(seed=seed, checksum=digest)))
+        elif cmd is Command.COMPARE:
             tree, candidate = message.header.get("outputs"), None
             try:
                 candidate = channel.unflatten(tree, message.tensors)
@@ -112,23 +107,24 @@ def oracle_role(conn, spec: dict) -> None:
             except channel.ChannelError as exc:
                 result = CheckResult(False, reasons=[f"its outputs are unreadable: {exc}"])
             del message, candidate
-            channel.send(conn, {"check": to_dict(result)})
-        elif cmd == "time_reference":
+            channel.send(conn, to_dict(Checked(check=result)))
+        elif cmd is Command.TIME_REFERENCE:
+            request = from_dict(Request, message.header)
             # The reference alone, in a process no candidate touched: the yardstick
             # for the reference timed beside the candidate.
             make_inputs = lambda seed: inputs_from_seed(problem, device, seed)  # noqa: E731
             entries = {"reference": timing.Timed(make_inputs, reference)}
             try:
-                if message.header.get("compile_baseline"):
+                if request.compile_baseline:
                     if compiled is None:  # compiled once per oracle
                         compiled = torch.compile(reference)
                     entries["compiled"] = timing.Timed(make_inputs, compiled)
-                results = timing.time_interleaved(entries, device, timing.StopRule(**message.header["rule"]))
+                results = timing.time_interleaved(entries, device, timing.StopRule(**to_dict(request.rule)))
             except BaseException as exc:  # noqa: BLE001
                 channel.send(conn, error_message("problem_error", exc))
                 return
-            channel.send(conn, {"timings": {k: to_dict(v) for k, v in results.items()}})
-        elif cmd == "verify_timed":
+            channel.send(conn, to_dict(ReferenceTimed(timings=results)))
+        elif cmd is Command.VERIFY_TIMED:
             def reference_outputs(seed: int) -> list:
                 with torch.no_grad():
                     return as_list(reference(*inputs_from_seed(problem, device, seed)))
@@ -136,6 +132,6 @@ def oracle_role(conn, spec: dict) -> None:
             result = verify_timed(message.header.get("timed") or [], message.tensors, reference_outputs,
                                   tolerances)
             del message
-            channel.send(conn, {"check": to_dict(result)})
+            channel.send(conn, to_dict(Checked(check=result)))
         else:
             return

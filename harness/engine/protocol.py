@@ -1,0 +1,155 @@
+"""The contract between the harness and its worker processes.
+
+Both sides use these types and nothing else: the harness sends a spec, then
+requests (a Command and its arguments); each worker answers with one of the
+replies below. Everything travels as a JSON header (results.to_dict) plus raw
+tensors over the channel (channel.py); a reply is read back with
+results.from_dict, which ignores keys it does not know.
+
+A reply whose `error` is set is a failure, whatever reply was expected.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from ..integrity.roofline import Peaks
+from ..results import CheckResult, Timing
+
+
+class Command(str, enum.Enum):
+    # to the oracle (the reference process)
+    MAKE_TRIAL = "make_trial"  # draw a trial's inputs from a fresh seed; keep the reference's outputs
+    COMPARE = "compare"  # the candidate's outputs for that trial, relayed: compare them
+    TIME_REFERENCE = "time_reference"  # time the reference alone
+    VERIFY_TIMED = "verify_timed"  # the candidate's timed-output samples, relayed: re-check them
+    # to the candidate worker
+    TRIAL = "trial"  # run on the inputs of a seed and return the outputs
+    TIME = "time"  # time candidate and reference interleaved
+    # to any worker
+    EXIT = "exit"
+
+
+# --- specs: the first message a worker gets ------------------------------------
+
+@dataclass
+class BuildSpec:
+    """The build role's spec: import (and so build) the candidate under the cache entry's lock."""
+
+    candidate: str
+    lock: str
+    pch_lock: str
+
+
+@dataclass
+class CandidateSpec(BuildSpec):
+    problem: str = ""
+    device: str = "cpu"
+    init_seed: int = 0
+    param_seed: int = 0
+    env: dict[str, str] = field(default_factory=dict)  # the candidate's cache entry; the process may be a spare
+
+
+@dataclass
+class OracleSpec:
+    problem: str
+    device: str
+    tolerances: dict[str, list[float]]  # (atol, rtol) by dtype name, and "default"
+    cache_dir: str
+    init_seed: int
+    param_seed: int
+
+
+# --- requests -----------------------------------------------------------------
+
+@dataclass
+class Rule:
+    """When timing stops (timing.StopRule's fields)."""
+
+    target_rel_se: float
+    time_cap: float
+    min_samples: int
+
+
+@dataclass
+class Request:
+    cmd: Command
+    seed: Optional[int] = None  # TRIAL
+    rule: Optional[Rule] = None  # TIME, TIME_REFERENCE
+    compile_baseline: bool = False  # TIME_REFERENCE
+
+
+# --- replies ------------------------------------------------------------------
+
+@dataclass
+class Reply:
+    """What every reply may say instead: that the worker failed."""
+
+    error: str = ""  # compile_error | import_error | runtime_error | problem_error; "" when it worked
+    exception: str = ""
+    message: str = ""
+    traceback: str = ""
+    phase: str = ""  # what the worker was doing, when it knows better than the harness
+
+
+@dataclass
+class Guarded(Reply):
+    """A reply from the process that runs candidate code: what the runtime guards saw."""
+
+    tampered: list[str] = field(default_factory=list)
+    threads: list[str] = field(default_factory=list)
+    modes: list[str] = field(default_factory=list)
+    precision: list[str] = field(default_factory=list)
+    l2_persistence: list[str] = field(default_factory=list)
+
+
+@dataclass
+class BuildDone(Reply):
+    ok: bool = False
+
+
+@dataclass
+class OracleReady(Reply):
+    ready: bool = False
+    device_name: str = ""
+    capability: str = ""
+    reproducible: bool = False  # a seed reproduces the problem's inputs
+    warnings: list[str] = field(default_factory=list)
+    roofline: dict[str, int] = field(default_factory=dict)  # what the problem declares: bytes, flops
+    peaks: Optional[Peaks] = None
+
+
+@dataclass
+class CandidateReady(Guarded):
+    ready: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TrialMade(Reply):
+    seed: int = 0
+    checksum: list = field(default_factory=list)
+
+
+@dataclass
+class TrialOutputs(Guarded):
+    outputs: Any = None  # the tree channel.flatten made; the tensors travel beside the header
+    inputs_changed: list[int] = field(default_factory=list)
+    checksum: list = field(default_factory=list)
+
+
+@dataclass
+class Checked(Reply):
+    check: Optional[CheckResult] = None
+
+
+@dataclass
+class Timed(Guarded):
+    timings: dict[str, Timing] = field(default_factory=dict)
+    timed: list[dict] = field(default_factory=list)  # recheck.TimedOutputs samples, one per timed call
+
+
+@dataclass
+class ReferenceTimed(Reply):
+    timings: dict[str, Timing] = field(default_factory=dict)
