@@ -26,7 +26,7 @@ import tomllib
 from ..device import default_device
 from ..engine.evaluate import EvalOptions
 from ..errors import HarnessError
-from ..runs.settings import Settings
+from ..runs.settings import Evaluation, Settings
 
 PROPOSERS = ("openai", "human", "files")
 
@@ -161,25 +161,45 @@ def add_eval_options(parser: argparse.ArgumentParser) -> None:
     """Flags shared by every command that evaluates candidates."""
     parser.add_argument("--device", choices=["cuda", "cpu"], default=None,
                         help="where to run (default: cuda when a GPU is present)")
-    parser.add_argument("--trials", type=int, default=5, help="correctness trials, each with fresh inputs")
+    parser.add_argument("--trials", type=int, help="correctness trials, each with fresh inputs (default 5)")
     parser.add_argument("--build-timeout", type=float, default=900.0, metavar="S")
     parser.add_argument("--run-timeout", type=float, default=600.0, metavar="S")
-    parser.add_argument("--time-cap", type=float, default=10.0, metavar="S",
-                        help="most seconds spent sampling times")
-    parser.add_argument("--compile-baseline", action="store_true", help="also time torch.compile(Model)")
+    parser.add_argument("--time-cap", type=float, metavar="S", help="most seconds spent sampling times (default 10)")
+    parser.add_argument("--compile-baseline", action="store_true", default=None,
+                        help="also time torch.compile(Model)")
     parser.add_argument("--cache-dir", type=Path, default=None, help="build cache (default ~/.cache/harness)")
-    parser.add_argument("--policy", choices=["warn", "strict"], default="warn",
+    parser.add_argument("--policy", choices=["warn", "strict"],
                         help="strict: refuse candidates that call the reference op, torch.compile, fall back to "
                              "torch, or launch no kernel (default: warn)")
     parser.add_argument("--gpus", default=None, metavar="0,1", help="GPUs to time on, one candidate at a time each")
     parser.add_argument("--jobs", type=int, default=None, metavar="N", help="builds at once (default: half the cores)")
 
 
-def eval_options(args: argparse.Namespace) -> EvalOptions:
-    return EvalOptions(device=args.device or default_device(), trials=args.trials,
+def eval_options(args: argparse.Namespace, evaluation: Optional[Evaluation] = None) -> EvalOptions:
+    """EvalOptions from the flags; `evaluation` (a run's) fills what they leave out, defaults the rest."""
+    evaluation = evaluation or evaluation_options(args)[0]
+    return EvalOptions(device=args.device or default_device(), trials=evaluation.trials,
                        build_timeout=args.build_timeout, run_timeout=args.run_timeout,
-                       time_cap=args.time_cap, compile_baseline=args.compile_baseline,
-                       cache_dir=args.cache_dir, policy=args.policy)
+                       time_cap=evaluation.time_cap, compile_baseline=evaluation.compile_baseline,
+                       cache_dir=args.cache_dir, policy=evaluation.policy)
+
+
+def evaluation_options(args: argparse.Namespace, recorded: Optional[Evaluation] = None
+                       ) -> tuple[Evaluation, list[str], list[str]]:
+    """The evaluation options: flags over `recorded` (a resumed run's) over defaults. Also the
+    names taken from the record, and the names a flag overrode."""
+    base = recorded or Evaluation()
+    given = {"trials": args.trials, "time_cap": args.time_cap, "policy": args.policy,
+             "compile_baseline": args.compile_baseline, "gpus": parse_gpus(args.gpus)}
+    values, kept, overridden = {}, [], []
+    for name, flag in given.items():
+        if flag is None:
+            values[name] = getattr(base, name)
+            kept += [name] if recorded else []
+        else:
+            values[name] = flag
+            overridden += [name] if recorded else []
+    return Evaluation(**values), kept, overridden
 
 
 def parse_gpus(text: str | None) -> list[int] | None:

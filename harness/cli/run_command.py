@@ -25,8 +25,8 @@ from ..loop.proposers.files import FilesProposer, expand
 from ..loop.proposers.human import HumanProposer
 from ..problem import ProblemError, load_problem
 from ..runs.store import Outcome, ProblemRef, Round, Run, RunStore, Status, utc_now
-from .config import (PROPOSERS, ConfigError, Settings, add_eval_options, eval_options, parse_duration, parse_gpus,
-                     resolve)
+from .config import (PROPOSERS, ConfigError, Settings, add_eval_options, eval_options, evaluation_options,
+                     parse_duration, resolve)
 from .display import Display, summary
 
 HUMAN_FILE = "candidate.py"  # in the run directory: the file a person edits
@@ -134,10 +134,21 @@ def _open(args: argparse.Namespace, flags: dict) -> tuple[RunStore, Run, list[Ro
         expand(settings.files)
     store = RunStore.create(settings.runs_dir, problem.name)
     run = Run(id=store.id, settings=settings, created=utc_now(),
-              problem=ProblemRef(problem.path, problem.name, problem.sha256))
+              problem=ProblemRef(problem.path, problem.name, problem.sha256),
+              evaluation=evaluation_options(args)[0])
     store.save_run(run)
     store.event("start", problem=problem.name, proposer=settings.proposer)
     return store, run, []
+
+
+def _resumed_options(run: Run, kept: list[str], overridden: list[str]) -> str:
+    """Which evaluation options a resumed run took from its record, and which a flag overrode."""
+    values = {**vars(run.evaluation), "device": run.settings.device}
+
+    def listed(names: list[str]) -> str:
+        return ", ".join(f"{name} {values[name]}" for name in names) or "none"
+
+    return f"Evaluation options from the run's record: {listed(kept)}; overridden by flags: {listed(overridden)}."
 
 
 def run_main(args: argparse.Namespace, console: Optional[Console] = None) -> int:
@@ -156,8 +167,12 @@ def run_main(args: argparse.Namespace, console: Optional[Console] = None) -> int
         prompts = Prompts(settings.prompts)
         device = describe(settings.device)
         system = system_prompt(prompts)
+        if args.resume:
+            run.evaluation, kept, overridden = evaluation_options(args, run.evaluation)
+            resumed = _resumed_options(run, kept + ([] if flags.get("device") else ["device"]),
+                                       overridden + (["device"] if flags.get("device") else []))
         args.device = settings.device
-        options = eval_options(args)
+        options = eval_options(args, run.evaluation)
         first = first_prompt(prompts, problem, device, accept=settings.accept,
                              target=settings.target, trials=options.trials)
         proposer = _proposer(settings, store, rounds, prompts, problem)
@@ -167,13 +182,15 @@ def run_main(args: argparse.Namespace, console: Optional[Console] = None) -> int
     console.print(f"Run {run.id}: {problem.name} on {device.name}, proposer {settings.proposer}"
                   + (f" ({settings.model})" if settings.model else "")
                   + f", stored in {store.path}", markup=False, highlight=False, soft_wrap=True)
+    if args.resume:
+        console.print(resumed, markup=False, highlight=False, soft_wrap=True)
     seconds_before = run.seconds
 
     def elapsed() -> float:
         return seconds_before + time.monotonic() - clock_start
 
     try:
-        with Pool(problem.path, options, parse_gpus(args.gpus), args.jobs) as evaluator, \
+        with Pool(problem.path, options, run.evaluation.gpus, args.jobs) as evaluator, \
                 Display(console, run, elapsed) as display:
             Loop(run=run, store=store, rounds=rounds, proposer=proposer, evaluator=evaluator,
                  prompts=prompts, system=system, first=first, observer=display,

@@ -1,4 +1,5 @@
-"""The settings a run was started with, as run.json records them.
+"""The settings a run was started with and the evaluation options it used, as run.json
+records them.
 
 Resolved from flags and a TOML file by cli/config.py; kept here so the run
 store can read and write them without reaching up into the command line.
@@ -32,3 +33,15 @@ class Settings:
     runs_dir: str = "runs"
     files: list[str] = field(default_factory=list)
     config: Optional[str] = None
+
+
+@dataclass
+class Evaluation:
+    """The evaluation options a run used: `--resume` takes them again unless a flag overrides one.
+    (The device is one of the Settings.)"""
+
+    trials: int = 5
+    time_cap: float = 10.0
+    policy: str = "warn"
+    compile_baseline: bool = False
+    gpus: Optional[list[int]] = None  # physical indices; None: the first GPU

@@ -27,7 +27,7 @@ from typing import Any, Optional
 
 from ..errors import HarnessError
 from ..results import Environment, EvalResult, Tokens, Verdict, from_dict, from_json, to_dict, to_json
-from .settings import Settings
+from .settings import Evaluation, Settings
 
 RUN_FILE = "run.json"
 EVENTS_FILE = "events.jsonl"
@@ -160,6 +160,7 @@ class Run:
     tokens: Tokens = field(default_factory=Tokens)
     best: Optional[Best] = None
     rounds: list[RoundSummary] = field(default_factory=list)
+    evaluation: Optional[Evaluation] = None  # None in runs recorded before it was kept
 
 
 def utc_now() -> str:
