@@ -17,7 +17,17 @@ if TYPE_CHECKING:
     from ..device import DeviceInfo
     from ..problem import Problem
 
-BUILTIN_DIR = Path(__file__).resolve().parents[2] / "prompts"
+
+
+def _builtin_dir() -> Path:
+    """The templates installed with the package (pyproject maps prompts/ to harness/prompts_data);
+    in a source checkout, and so in an editable install, prompts/ at the top of the repository."""
+    package = Path(__file__).resolve().parents[1]
+    installed = package / "prompts_data"
+    return installed if installed.is_dir() else package.parent / "prompts"
+
+
+BUILTIN_DIR = _builtin_dir()
 SYSTEM = "system.j2"
 FIRST = "first.j2"
 FEEDBACK = "feedback.j2"
