@@ -38,10 +38,9 @@ from rich.table import Table  # noqa: E402
 from generate import candidate_source, write_idioms, write_quick_variants  # noqa: E402
 from harness.engine import build as builds  # noqa: E402
 from harness.engine.doctor import diagnose  # noqa: E402
-from harness.engine.evaluate import Built, EvalOptions, Evaluator  # noqa: E402
-from harness.engine.pool import default_build_jobs, evaluate_many  # noqa: E402
-from harness.problem import ProblemError  # noqa: E402
-from harness.results import EvalResult, to_dict  # noqa: E402
+from harness import EvalOptions, EvalResult, Evaluator, ProblemError, evaluate_many, to_dict  # noqa: E402
+from harness.engine.evaluate import Built  # noqa: E402
+from harness.engine.pool import default_build_jobs  # noqa: E402
 
 PROBLEM = ROOT / "problems" / "layernorm_4d.py"
 IDIOM_THREADS = 256

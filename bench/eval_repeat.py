@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from harness.engine.evaluate import EvalOptions, evaluate  # noqa: E402
+from harness import EvalOptions, evaluate  # noqa: E402
 
 
 def main() -> None:

@@ -19,11 +19,7 @@ sys.path.insert(0, str(REPO))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from harness.engine.evaluate import EvalOptions, Evaluator  # noqa: E402
-from harness.engine.pool import evaluate_many  # noqa: E402
-from harness.results import Roofline  # noqa: E402
-from harness.problem import ProblemError  # noqa: E402
-from harness.results import to_dict  # noqa: E402
+from harness import EvalOptions, Evaluator, ProblemError, Roofline, evaluate_many, to_dict  # noqa: E402
 
 
 def kernel_for(problem: Path) -> Optional[Path]:

@@ -11,9 +11,7 @@ from dataclasses import dataclass
 import pytest
 
 from conftest import HERE, PROBLEMS, REPO
-from harness.engine.evaluate import EvalOptions, evaluate
-from harness.engine.pool import evaluate_many
-from harness.results import Verdict
+from harness import EvalOptions, Verdict, evaluate, evaluate_many
 
 ADVERSARIAL = HERE / "adversarial"
 SMALL = PROBLEMS / "small_layernorm.py"

@@ -2,7 +2,7 @@
 import pytest
 
 from harness.cli.config import ConfigError, load_config, parse_duration, resolve
-from harness.runs.settings import Settings
+from harness import Settings
 
 
 def flags(**given):

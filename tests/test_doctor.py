@@ -11,7 +11,7 @@ from harness.device import nvidia_smi
 from harness.engine import build
 from harness.cli.main import main
 from harness.engine.doctor import Diagnosis, diagnose
-from harness.results import from_dict, to_dict
+from harness import from_dict, to_dict
 
 
 def by_name(diagnosis: Diagnosis) -> dict:

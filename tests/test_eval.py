@@ -7,9 +7,7 @@ import sys
 import pytest
 
 from conftest import CANDIDATES, PROBLEMS, REPO
-from harness.engine.evaluate import Evaluator, evaluate
-from harness.problem import ProblemError
-from harness.results import EvalResult, Verdict, from_json, to_json
+from harness import EvalResult, Evaluator, ProblemError, Verdict, evaluate, from_json, to_json
 
 SMALL = PROBLEMS / "small_layernorm.py"
 

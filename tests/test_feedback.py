@@ -1,8 +1,7 @@
 """Feedback text: verdict, errors cut to what matters, times, thresholds, history."""
 from harness.loop.feedback import (Thresholds, advice, compiler_errors, feedback_context, feedback_text,
                               headline, history_table)
-from harness.loop.prompts import Prompts
-from harness.results import BuildResult, CheckResult, EvalResult, Timing, Verdict
+from harness import BuildResult, CheckResult, EvalResult, Prompts, Timing, Verdict
 
 T = Thresholds(accept=1.5, target=2.0)
 

@@ -5,8 +5,7 @@ import dataclasses
 import pytest
 
 from conftest import CANDIDATES, PROBLEMS
-from harness.engine.evaluate import EvalOptions, Evaluator
-from harness.results import Verdict
+from harness import EvalOptions, Evaluator, Verdict
 
 pytestmark = pytest.mark.gpu
 

@@ -9,9 +9,8 @@ import os
 import pytest
 
 from conftest import REPO, SEEDS
-from harness.engine.evaluate import EvalOptions, Evaluator
+from harness import EvalOptions, Evaluator, Verdict, to_dict
 from harness.loop.extract import Extraction, extract
-from harness.results import Verdict, to_dict
 
 LAYERNORM = REPO / "problems" / "layernorm_4d.py"
 

@@ -12,10 +12,10 @@ from rich.console import Console
 
 from harness.cli.main import main as harness
 from harness.cli.history import print_replay
-from harness.runs.history import HistoryError, Replay, list_runs, load, load_rounds, promote, resolve, summarize
-from harness.runs.plot import plot, use_log_scale
+from harness import HistoryError, RunStore, plot, promote
+from harness.runs.history import Replay, list_runs, load, load_rounds, resolve, summarize
+from harness.runs.plot import use_log_scale
 from harness.cli.run_command import main as run
-from harness.runs.store import RunStore
 
 from conftest import PROBLEMS
 from test_loop import FAST, SLOW, eval_flags

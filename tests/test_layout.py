@@ -129,3 +129,8 @@ def test_import_harness_stays_cheap():
             "print(sorted(m for m in ('torch', 'rich', 'openai', 'jinja2') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_every_public_name_resolves():
+    for name in harness.__all__:
+        assert getattr(harness, name) is not None, name

@@ -17,14 +17,11 @@ import pytest
 from rich.console import Console
 
 from fake_openai_server import KEY, MODEL, Reply, fake_openai  # noqa: F401  (fixture)
-from harness.runs.settings import Settings
+from harness import EvalResult, Loop, Prompts, Run, RunStore, Settings, Tokens, Verdict
 from harness.cli.display import Display
-from harness.loop.loop import Loop
-from harness.loop.prompts import Prompts
 from harness.loop.proposers.base import Exhausted, Proposal, ProposerError
-from harness.results import EvalResult, Tokens, Verdict
 from harness.cli.run_command import main
-from harness.runs.store import ProblemRef, Run, RunStore, utc_now
+from harness.runs.store import ProblemRef, utc_now
 
 from conftest import PROBLEMS, REPO, SEEDS
 

@@ -2,9 +2,7 @@
 import shutil
 
 from conftest import CANDIDATES, PROBLEMS
-from harness.engine.evaluate import Evaluator
-from harness.engine.pool import evaluate_many
-from harness.results import Verdict
+from harness import Evaluator, Verdict, evaluate_many
 
 SMALL = PROBLEMS / "small_layernorm.py"
 

@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from harness.device import DeviceInfo, peak_bandwidth
-from harness.problem import load_problem
+from harness import DeviceInfo, load_problem
+from harness.device import peak_bandwidth
 from harness.loop.prompts import (Prompts, PromptError, candidate_template, first_prompt,
                              system_prompt)
 

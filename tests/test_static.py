@@ -2,7 +2,7 @@
 import pytest
 
 from conftest import CANDIDATES, HERE, PROBLEMS, REPO
-from harness.results import from_json, to_json
+from harness import from_json, to_json
 from harness.integrity.static import STRICT_CODES, StaticReport, analyse, reference_families, static_verdict, warnings
 
 ADVERSARIAL = HERE / "adversarial"

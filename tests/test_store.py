@@ -4,8 +4,7 @@ import re
 
 import pytest
 
-from harness.results import BuildResult, EvalResult, Tokens, Verdict, from_json, to_json
-from harness.runs.settings import Settings
+from harness import BuildResult, EvalResult, Settings, Tokens, Verdict, from_json, to_json
 from harness.runs.store import (Best, ProblemRef, Round, Run, RunStore, Sample, StoreError, new_run_id,
                            utc_now)
 

@@ -118,7 +118,7 @@ def load_rounds(store: RunStore) -> tuple[list[Round], Optional[str]]:
     n = 1
     while (store.round_dir(n) / ROUND_FILE).is_file():
         try:
-            rounds.append(store._load_round(n))
+            rounds.append(store.load_round(n))
         except StoreError as exc:
             return rounds, f"round {n} cannot be read: {exc}"
         n += 1
@@ -247,7 +247,7 @@ def replay(run: str, runs_dir: Path, options: EvalOptions, problem: Optional[Pat
     if record.best is None:
         raise HistoryError(f"Run {store.id} has no correct candidate to replay.")
     try:
-        recorded = store._load_round(record.best.round).samples[record.best.sample].eval
+        recorded = store.load_round(record.best.round).samples[record.best.sample].eval
     except (StoreError, IndexError) as exc:
         raise HistoryError(f"The best round of {store.id} cannot be read: {exc}") from None
     candidate = store.path / record.best.candidate

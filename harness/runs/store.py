@@ -271,7 +271,7 @@ class RunStore:
         rounds = []
         n = 1
         while (self.round_dir(n) / ROUND_FILE).is_file():
-            rounds.append(self._load_round(n))
+            rounds.append(self.load_round(n))
             n += 1
         return rounds
 
@@ -287,7 +287,7 @@ class RunStore:
         os.replace(self.round_dir(n), target)
         return target
 
-    def _load_round(self, n: int) -> Round:
+    def load_round(self, n: int) -> Round:
         directory = self.round_dir(n)
         meta = self._load_json(directory / ROUND_FILE, None)
         meta["prompt"] = self._read(directory / PROMPT_FILE)
