@@ -1,8 +1,21 @@
-"""Two small helpers every layer needs: unpredictable seeds, and files that are
-never seen half-written."""
+"""Two small helpers every layer needs: files that are never seen half-written, and
+seeds nobody can predict."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write to a temporary name beside `path`, then rename: a reader (or a run killed
+    mid-write) sees the old file or the new one, never half of one."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb" if isinstance(data, bytes) else "w") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
 def new_seed() -> int:

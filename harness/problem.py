@@ -43,6 +43,18 @@ class Problem:
         return (self.atol if self.atol is not None else atol,
                 self.rtol if self.rtol is not None else rtol)
 
+    def tolerance_table(self) -> dict[str, list[float]]:
+        """(atol, rtol) by dtype name, and "default" for any other: what the reference process gets."""
+        table = {dtype: list(self.tolerances(dtype)) for dtype in DEFAULT_TOLERANCES}
+        table["default"] = list(self.tolerances("float32"))
+        return table
+
+
+def tolerance(table: dict, dtype: str) -> tuple[float, float]:
+    """(atol, rtol) for a dtype ("float16" or torch's "torch.float16") from a tolerance_table()."""
+    atol, rtol = table.get(dtype.removeprefix("torch."), table["default"])
+    return float(atol), float(rtol)
+
 
 def _constant(tree: ast.Module, name: str, path: Path) -> Optional[float]:
     for node in tree.body:

@@ -173,6 +173,11 @@ class EvalResult:
         return self.verdict is Verdict.CORRECT
 
 
+def speedup_text(speedup: Optional[float]) -> str:
+    """A speedup as every view prints it: 1.87x, or - where there is none."""
+    return f"{speedup:.2f}x" if speedup is not None else "-"
+
+
 def as_list(value: Any) -> list:
     """A model's outputs as a list: one output, or a tuple or list of them."""
     return list(value) if isinstance(value, (list, tuple)) else [value]

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..loop.feedback import headline
-from ..results import Verdict
+from ..results import Verdict, speedup_text
 from ..runs.store import Round, Run
 
 
@@ -22,10 +22,6 @@ def clock(seconds: float) -> str:
     seconds = int(seconds)
     hours, rest = divmod(seconds, 3600)
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60:02d}:{rest % 60:02d}"
-
-
-def speedup_text(speedup: Optional[float]) -> str:
-    return f"{speedup:.2f}x" if speedup is not None else "-"
 
 
 class Display:

@@ -9,11 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 from ..runs.history import ROUND_FILES, HistoryError, Replay, RunEntry, list_runs, load, load_rounds, summarize
+from ..results import speedup_text
 from ..runs.store import RunStore
-
-
-def _speedup(value: Optional[float]) -> str:
-    return f"{value:.2f}x" if value is not None else "-"
 
 
 def _date(iso: str) -> str:
@@ -36,7 +33,7 @@ def runs_table(entries: list[RunEntry]) -> Table:
         status = f"[red]{e.status}[/red]" if e.status.startswith("damaged") else \
             r.status + (f": {r.outcome}" if r.outcome else "")
         table.add_row(e.id, e.problem, proposer, str(len(r.rounds)),
-                      _speedup(r.best.speedup if r.best else None), status, _date(r.created))
+                      speedup_text(r.best.speedup if r.best else None), status, _date(r.created))
     return table
 
 
@@ -70,11 +67,11 @@ def print_show(console: Console, run: str, runs_dir: Path, round_n: Optional[int
         cells = [f"{timings[k].median:.3f}" if k in timings else "-" for k in ("candidate", "reference")]
         is_best = record.best is not None and record.best.round == rnd.n
         table.add_row(str(rnd.n) + (" *" if is_best else ""), rnd.eval.verdict.value, *cells,
-                      _speedup(rnd.eval.speedup), str(rnd.tokens.total), f"{rnd.seconds:.1f}")
+                      speedup_text(rnd.eval.speedup), str(rnd.tokens.total), f"{rnd.seconds:.1f}")
     console.print(table)
     if record.best:
         best = record.best
-        console.print(f"* best: round {best.round}, {_speedup(best.speedup)}, {best.candidate}")
+        console.print(f"* best: round {best.round}, {speedup_text(best.speedup)}, {best.candidate}")
     if damage:
         console.print(f"[yellow]The run directory is damaged: {damage}[/yellow]")
     return 0
@@ -102,7 +99,7 @@ def print_compare(console: Console, run_a: str, run_b: str, runs_dir: Path) -> i
     table.add_column(b.id, justify="right")
     rows = [("rounds", a.rounds, b.rounds),
             ("rounds to target", a.rounds_to_target or "not reached", b.rounds_to_target or "not reached"),
-            ("best speedup", _speedup(a.best_speedup), _speedup(b.best_speedup)),
+            ("best speedup", speedup_text(a.best_speedup), speedup_text(b.best_speedup)),
             ("tokens", a.tokens, b.tokens),
             ("time", f"{a.seconds:.1f} s", f"{b.seconds:.1f} s")]
     for name, x, y in rows:
@@ -123,11 +120,11 @@ def print_replay(console: Console, result: Replay) -> int:
     else:
         rows = [("now", result.now)]
         if result.recorded_speedup:
-            table.add_row("recorded (header)", "correct", "-", "-", _speedup(result.recorded_speedup))
+            table.add_row("recorded (header)", "correct", "-", "-", speedup_text(result.recorded_speedup))
     for name, ev in rows:
         cells = [f"{ev.timings[k].median:.3f} ± {ev.timings[k].iqr:.3f}" if k in ev.timings else "-"
                  for k in ("candidate", "reference")]
-        table.add_row(name, ev.verdict.value, *cells, _speedup(ev.speedup))
+        table.add_row(name, ev.verdict.value, *cells, speedup_text(ev.speedup))
     console.print(table)
     if result.now.speedup is None:
         console.print(f"[red]The replay is not correct: {result.now.explanation}[/red]")

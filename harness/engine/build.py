@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from ..files import write_atomic
 from ..results import BuildResult
 
 # Bump when the way candidates are built changes, so old cache entries are not reused.
@@ -79,9 +80,7 @@ class BuildEntry:
         from ..results import to_json
 
         self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.dir / f".{BUILD_RECORD}.{os.getpid()}"
-        tmp.write_text(to_json(result))
-        os.replace(tmp, self.dir / BUILD_RECORD)
+        write_atomic(self.dir / BUILD_RECORD, to_json(result))
 
 
 # gcc/clang "file:12:5: error: ...", nvcc "file(12): error: ...", and the linker

@@ -17,7 +17,8 @@ from typing import Callable, Optional, TypeVar
 
 from ..device import gpu_arch
 from ..integrity import roofline, static
-from ..problem import DEFAULT_TOLERANCES, Problem, ProblemError, load_problem
+from ..files import new_seed
+from ..problem import Problem, ProblemError, load_problem
 from ..results import BuildResult, CheckResult, EvalResult, Retimed, Timing, Verdict, from_dict, to_dict
 from . import build as builds
 from .environment import collect_environment
@@ -127,7 +128,7 @@ class Evaluator:
         self.cache = self.options.resolved_cache()
         self.logs = Path(self.options.logs_dir) if self.options.logs_dir else self.cache / "logs"
         self.arch = gpu_arch(self.options.device, self.options.gpu)
-        self.seeds = {"init_seed": _seed(), "param_seed": _seed()}
+        self.seeds = {"init_seed": new_seed(), "param_seed": new_seed()}
         self.oracle: Optional[Child] = None
         self.oracle_info = OracleReady()
         self.problem_warnings: list[str] = []
@@ -156,29 +157,15 @@ class Evaluator:
 
     # -- the reference process -------------------------------------------------
 
-    def _tolerances(self) -> dict:
-        table = {dtype: list(self.problem.tolerances(dtype)) for dtype in DEFAULT_TOLERANCES}
-        table["default"] = list(self.problem.tolerances("float32"))
-        return table
-
     def start_oracle(self) -> None:
         """Start the reference process; a broken problem raises ProblemError."""
         if self.oracle and self.oracle.alive():
             return
         log = self.logs / f"oracle-{self.problem.name}-{os.getpid()}-{self.options.gpu or 0}.log"
         self.oracle = Child("oracle", log, env=self._env())
-        self.oracle.send(to_dict(OracleSpec(self.problem.path, self.options.device, self._tolerances(),
+        self.oracle.send(to_dict(OracleSpec(self.problem.path, self.options.device, self.problem.tolerance_table(),
                                             str(self.cache), **self.seeds)))
-        try:
-            ready = from_dict(OracleReady, self.oracle.recv(time.monotonic() + self.options.run_timeout).header)
-        except (ChildDied, ChildTimeout) as exc:
-            self.close()
-            raise ProblemError(f"Problem file {self.problem.path}: the reference process failed "
-                               f"({exc or 'timed out'}); see {log}.") from None
-        if ready.error:
-            self.close()
-            raise ProblemError(f"Problem file {self.problem.path} could not be used: "
-                               f"{ready.exception}: {ready.message}".strip())
+        ready = self._oracle_says(time.monotonic() + self.options.run_timeout, OracleReady)
         self.oracle_info = ready
         self.problem_warnings = list(ready.warnings)
         self.environment = collect_environment(self.options.device, ready.device_name, ready.capability)
@@ -384,15 +371,18 @@ class Evaluator:
         return reply, message
 
     def _oracle_says(self, deadline: float, kind: type[R]) -> R:
+        """The reference process's next reply. Its failure is the problem's, and ends the process."""
+        log = self.oracle.log_path
         try:
             reply = from_dict(kind, self.oracle.recv(deadline).header)
         except (ChildDied, ChildTimeout) as exc:
             self.close()
             raise ProblemError(f"Problem file {self.problem.path}: the reference process failed "
-                               f"({exc or 'timed out'}).") from None
+                               f"({exc or 'timed out'}); see {log}.") from None
         if reply.error:
             self.close()
-            raise ProblemError(f"Problem file {self.problem.path}: {reply.exception}: {reply.message}")
+            raise ProblemError(f"Problem file {self.problem.path} could not be used: "
+                               f"{reply.exception}: {reply.message}".strip())
         return reply
 
     def _check(self, worker: Child, result: EvalResult) -> CheckResult:
@@ -527,10 +517,6 @@ class Evaluator:
 def _slowdown(beside: Timing, alone: Timing) -> float:
     """How many times slower the reference ran beside the candidate than alone."""
     return beside.median / alone.median if alone.median > 0 else 1.0
-
-
-def _seed() -> int:
-    return int.from_bytes(os.urandom(8), "little") >> 1
 
 
 def evaluate(problem: str | Path, candidate: str | Path, options: Optional[EvalOptions] = None,

@@ -12,6 +12,8 @@ from typing import Callable, Optional
 
 import torch
 
+from ..problem import tolerance
+
 # std below this share of |mean| counts as barely varying, whatever the tolerances
 RELATIVE_SPREAD = 1e-3
 
@@ -32,7 +34,7 @@ def lint_reference(model: Callable, make_inputs: Callable[[], list], runs: int =
         inputs = list(make_inputs())
         outputs = _outputs(model, inputs)
         same_inputs = same_inputs and _equal_inputs(first_inputs, inputs)
-        same_outputs = [same and _close(a, b, _tolerance(tolerances, a))
+        same_outputs = [same and _close(a, b, tolerance(tolerances, str(a.dtype)))
                         for same, a, b in zip(same_outputs, first, outputs)]
     warnings = []
     if same_inputs:
@@ -40,7 +42,7 @@ def lint_reference(model: Callable, make_inputs: Callable[[], list], runs: int =
                         "checks the same case.")
     for i, out in enumerate(first):
         label = "The output" if len(first) == 1 else f"Output {i}"
-        atol, rtol = _tolerance(tolerances, out)
+        atol, rtol = tolerance(tolerances, str(out.dtype))
         said = _value_warnings(label, out, (atol, rtol))
         warnings.extend(said)
         if not said and same_outputs[i] and not same_inputs:
@@ -55,10 +57,6 @@ def _outputs(model: Callable, inputs: list) -> list[torch.Tensor]:
     values = list(output) if isinstance(output, (list, tuple)) else [output]
     return [v.detach() for v in values if isinstance(v, torch.Tensor)]
 
-
-def _tolerance(tolerances: dict, tensor: torch.Tensor) -> tuple[float, float]:
-    atol, rtol = tolerances.get(str(tensor.dtype).removeprefix("torch."), tolerances["default"])
-    return float(atol), float(rtol)
 
 
 def _equal_inputs(a: list, b: list) -> bool:

@@ -13,6 +13,7 @@ from typing import Any, Callable
 import torch
 
 from ..files import new_seed
+from ..problem import tolerance
 from ..results import CheckResult, as_list
 
 SAMPLED_ELEMENTS = 2048
@@ -87,7 +88,7 @@ def verify_timed(samples: list[dict], tensors: list[torch.Tensor],
             positions = sample_positions(flat.numel(), int(sample["key"]) + i, flat.device)
             got = tensors[i][offsets[i]:offsets[i] + positions.numel()].to(flat.device)
             offsets[i] += positions.numel()
-            atol, rtol = tolerances.get(str(ref.dtype).removeprefix("torch."), tolerances["default"])
+            atol, rtol = tolerance(tolerances, str(ref.dtype))
             want = flat[positions].to(torch.float64)
             if got.numel() != want.numel() or not torch.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True):
                 reasons.append(f"output {i} differs from the reference")

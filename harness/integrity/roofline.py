@@ -9,13 +9,13 @@ measuring what it claims.
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from ..files import write_atomic
 from ..results import Roofline
 
 # Below this share of the floor a time is impossible, not merely good:
@@ -68,9 +68,7 @@ def store_peaks(cache_dir: Path, peaks: Peaks) -> None:
         data = {}
     data[peaks.device_name] = peaks.__dict__
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data, indent=2))
 
 
 # --- measuring (in the reference process, which never runs candidate code) ----

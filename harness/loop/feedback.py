@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ..results import CheckResult, EvalResult, Verdict
+from ..results import CheckResult, EvalResult, Verdict, speedup_text
 from .prompts import FEEDBACK, Prompts
 
 # Names of the two timings every correct result has.
@@ -125,7 +125,7 @@ def history_table(history: list[tuple[int, EvalResult]]) -> str:
     if len(history) > len(shown):
         rows.append(f"| 1-{shown[0][0] - 1} | ({len(history) - len(shown)} earlier rounds) | | | |")
     for n, r in shown:
-        speedup = f"{r.speedup:.2f}x" if r.ok and r.speedup is not None else "-"
+        speedup = speedup_text(r.speedup if r.ok else None)
         rows.append(f"| {n} | {r.verdict.value} | {speedup} | {_ms(r, CANDIDATE)} | {_ms(r, REFERENCE)} |")
     return "\n".join(rows)
 

@@ -21,7 +21,7 @@ from .proposers.base import Conversation, Exhausted, Proposer, ProposerError, Tu
 
 
 class Evaluates(Protocol):
-    """A batch of candidates in, their results out in order (harness.pool.Pool)."""
+    """A batch of candidates in, their results out in order (harness.engine.pool.Pool)."""
 
     def evaluate(self, candidates: list[str], on_event: Optional[Callable[[int, str], None]] = None
                  ) -> list[EvalResult]: ...

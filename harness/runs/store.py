@@ -20,12 +20,12 @@ import enum
 import json
 import os
 import secrets
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import HarnessError
+from ..files import write_atomic
 from ..results import Environment, EvalResult, Tokens, Verdict, from_dict, from_json, to_dict, to_json
 from .settings import Evaluation, Settings
 
@@ -167,15 +167,6 @@ def utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
-def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def new_run_id(problem_name: str, now: Optional[dt.datetime] = None) -> str:
     now = now or dt.datetime.now(dt.timezone.utc)
     return f"{now:%Y%m%dT%H%MZ}-{problem_name}-{secrets.token_hex(3)}"
@@ -252,9 +243,7 @@ class RunStore:
         directory = self.round_dir(n, sample)
         log = Path(result.build.log_path) if result.build and result.build.log_path else None
         if log and log.is_file():
-            tmp = directory / f".{BUILD_LOG}.{os.getpid()}.tmp"
-            shutil.copyfile(log, tmp)
-            os.replace(tmp, directory / BUILD_LOG)
+            write_atomic(directory / BUILD_LOG, log.read_bytes())
         write_atomic(directory / EVAL_FILE, to_json(result))
 
     def save_round(self, rnd: Round) -> None:

@@ -20,7 +20,8 @@ from .common import (build_model, checksum, classify_import_error, copy_paramete
                      import_file, inputs_from_seed, randomize_parameters, settle, sync)
 
 # Every callable the harness relies on here, the engine's own modules included, as
-# they were before candidate code ran. The labels are the names a person knows them by.
+# they were before candidate code ran. The labels keep the short names verdicts have
+# always used: "harness.timing" is harness/engine/timing.py, and so on.
 GUARD = Guard()
 for _label, _namespace in (("torch", torch), ("torch.nn.functional", torch.nn.functional),
                            ("torch.Tensor", torch.Tensor), ("torch.cuda", torch.cuda),

@@ -13,6 +13,7 @@ import torch
 from ...files import new_seed
 from ...integrity import lint, roofline
 from ...integrity.recheck import verify_timed
+from ...problem import tolerance
 from ...results import CheckResult, as_list, from_dict, to_dict
 from .. import channel, check, timing
 from ..protocol import Checked, Command, OracleReady, OracleSpec, ReferenceTimed, Request, TrialMade
@@ -103,7 +104,7 @@ def oracle_role(conn, header: dict) -> None:
             try:
                 candidate = channel.unflatten(tree, message.tensors)
                 result = check.compare(outputs, candidate, channel.devices(tree),
-                                       lambda dtype: tuple(tolerances.get(dtype, tolerances["default"])))
+                                       lambda dtype: tolerance(tolerances, dtype))
             except channel.ChannelError as exc:
                 result = CheckResult(False, reasons=[f"its outputs are unreadable: {exc}"])
             del message, candidate
