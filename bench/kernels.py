@@ -19,7 +19,8 @@ sys.path.insert(0, str(REPO))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from harness import EvalOptions, Evaluator, ProblemError, Roofline, evaluate_many, to_dict  # noqa: E402
+from harness import (EvalOptions, Evaluator, ProblemError, Roofline, evaluate_many, speedup_text,  # noqa: E402
+                     to_dict)
 
 
 def kernel_for(problem: Path) -> Optional[Path]:
@@ -48,9 +49,8 @@ def main() -> None:
                           time_cap=args.time_cap)
     console = Console()
     table = Table(title=f"kernels/ against eager and torch.compile ({args.device})")
-    for column in ("problem", "candidate", "verdict", "eager ms", "compile ms", "kernel ms",
-                   "vs eager", "vs compile", "share of peak"):
-        table.add_column(column, justify="right" if column.endswith(("ms", "eager", "compile")) else "left")
+    for column in COLUMNS:
+        table.add_column(column, justify="right" if column.endswith(("ms", "eager", "compile", "IEEE")) else "left")
     everything = {}
     problems = [p for p in sorted((REPO / "problems").glob("*.py")) if not args.only or p.stem in args.only]
     with console.status("building every kernel at once"):
@@ -58,14 +58,14 @@ def main() -> None:
     for problem in problems:
         kernel = kernel_for(problem)
         if kernel is None:
-            table.add_row(problem.stem, "(no kernel)", *["-"] * 7)
+            table.add_row(problem.stem, "(no kernel)", *["-"] * (len(COLUMNS) - 2))
             continue
         try:
             with console.status(f"{problem.stem}: checking and timing"):
                 [result] = evaluate_many(problem, [kernel], options)
         except ProblemError as exc:  # one broken problem leaves the others' rows standing
             console.print(f"[red]{exc}[/red]")
-            table.add_row(problem.stem, "-", "problem error", *["-"] * 5, str(exc)[:160])
+            table.add_row(problem.stem, "-", "problem error", *["-"] * (len(COLUMNS) - 4), str(exc)[:160])
             continue
         everything[f"{problem.stem}/{kernel.name}"] = to_dict(result)
         row = table_row(problem, kernel, result)
@@ -90,14 +90,26 @@ def prebuild(problems: list[Path], options: EvalOptions) -> None:
         list(builders.map(build, problems))
 
 
+# Baselines under PyTorch's default settings (what users run) and, where those change the
+# reference's numerics (TF32 convolutions), under IEEE float32 as well.
+COLUMNS = ("problem", "candidate", "verdict", "eager ms", "compile ms", "kernel ms", "vs eager", "vs compile",
+           "vs eager IEEE", "vs compile IEEE", "share of peak")
+
+
 def table_row(problem: Path, kernel: Path, result) -> list[str]:
-    t = result.timings
-    eager, compiled, ours = (t[k].median if k in t else None for k in ("reference", "compiled", "candidate"))
-    fmt = lambda v: f"{v:.3f}" if v else "-"  # noqa: E731
-    ratio = lambda a, b: f"{a / b:.2f}x" if a and b else "-"  # noqa: E731
-    return [problem.stem, kernel.name, result.verdict.value, fmt(eager), fmt(compiled), fmt(ours),
-            ratio(eager, ours), ratio(compiled, ours),
-            share(result.roofline) if result.ok else result.explanation[:160]]
+    ours = result.timings["candidate"].median if "candidate" in result.timings else None
+    found = {(b.name, b.numerics if b.numerics != "same" else "default"): b for b in result.baselines}
+
+    def figure(name: str, numerics: str, time: bool = False) -> str:
+        b = found.get((name, numerics))
+        if b is None:
+            return "-"
+        return f"{b.median_ms:.3f}" if time else speedup_text(b.speedup, b.interval)
+
+    return [problem.stem, kernel.name, result.verdict.value, figure("eager", "default", True),
+            figure("torch.compile", "default", True), f"{ours:.3f}" if ours else "-",
+            figure("eager", "default"), figure("torch.compile", "default"), figure("eager", "ieee"),
+            figure("torch.compile", "ieee"), share(result.roofline) if result.ok else result.explanation[:160]]
 
 
 if __name__ == "__main__":

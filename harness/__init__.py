@@ -15,7 +15,7 @@ _API = {
     "HarnessError": "harness.errors",
     "Verdict": "harness.results", "BuildResult": "harness.results", "CheckResult": "harness.results",
     "Timing": "harness.results", "EvalResult": "harness.results", "Environment": "harness.results",
-    "Roofline": "harness.results",
+    "Roofline": "harness.results", "Baseline": "harness.results", "speedup_text": "harness.results",
     "Tokens": "harness.results", "to_json": "harness.results", "from_json": "harness.results",
     "to_dict": "harness.results", "from_dict": "harness.results",
     "Problem": "harness.problem", "ProblemError": "harness.problem", "load_problem": "harness.problem",
@@ -56,8 +56,8 @@ if TYPE_CHECKING:
     from .loop.loop import Loop
     from .loop.prompts import Prompts
     from .problem import Problem, ProblemError, load_problem
-    from .results import (BuildResult, CheckResult, Environment, EvalResult, Roofline, Timing, Tokens, Verdict,
-                          from_dict, from_json, to_dict, to_json)
+    from .results import (Baseline, BuildResult, CheckResult, Environment, EvalResult, Roofline, Timing, Tokens,
+                          Verdict, from_dict, from_json, speedup_text, to_dict, to_json)
     from .runs.history import HistoryError, promote, replay
     from .runs.plot import plot
     from .runs.settings import Settings

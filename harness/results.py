@@ -77,12 +77,16 @@ class Timing:
     min: float
     n: int
     rel_se: float
-    method: str  # "cuda_events" or "perf_counter"
-    wall_median: float = 0.0  # host-clock cross-check of the same samples
+    method: str  # "cuda_events" (queued between events) or "perf_counter"
     overhead: float = 0.0  # what the protocol itself adds to a call: the median of an empty call
-    # host time until the call returned; on GPU the device idles through whatever part of it
-    # comes before the first launch, and that part is inside the timed window
+    # host time until the call returned; with queued calls the device runs earlier work
+    # meanwhile, so it is outside the window unless the host falls behind the device
     submit_median: float = 0.0
+    # GPU: the median of a few synchronous samples (device-wide synchronize before the end
+    # event), which count work on every stream; far above `median`, work was hidden
+    sync_median: float = 0.0
+    samples: list[float] = field(default_factory=list)  # in round order: index i of each entry shares a round
+    sync_samples: list[float] = field(default_factory=list)
 
     @property
     def on_gpu(self) -> bool:
@@ -113,6 +117,23 @@ class Retimed:
 
     beside_ms: float
     alone_ms: float
+
+
+@dataclass
+class Baseline:
+    """The candidate's speedup over one baseline (engine/speedups.py works these out)."""
+
+    name: str  # "eager" or "torch.compile"
+    numerics: str  # "default" (PyTorch's float32 settings), "ieee" (IEEE float32), or "same" (no difference)
+    key: str  # which of the timings it is
+    median_ms: float
+    speedup: float
+    interval: list[float]  # 95%, by a bootstrap over the samples
+    paired: bool  # timed in the same rounds as the candidate (else in the reference's own process)
+
+    @property
+    def label(self) -> str:
+        return self.name + {"default": " (PyTorch defaults)", "ieee": " (IEEE float32)"}.get(self.numerics, "")
 
 
 @dataclass
@@ -153,7 +174,10 @@ class EvalResult:
     build: Optional[BuildResult] = None
     check: Optional[CheckResult] = None
     timings: dict[str, Timing] = field(default_factory=dict)
-    speedup: Optional[float] = None
+    speedup: Optional[float] = None  # over eager PyTorch under its default settings
+    speedup_interval: Optional[list[float]] = None  # 95%
+    baselines: list[Baseline] = field(default_factory=list)  # every speedup, the headline first
+    hidden_work_ms: Optional[float] = None  # GPU: time only a device-wide synchronize saw; then timed that way
     warnings: list[str] = field(default_factory=list)
     environment: Optional[Environment] = None
     seconds: float = 0.0
@@ -173,9 +197,15 @@ class EvalResult:
         return self.verdict is Verdict.CORRECT
 
 
-def speedup_text(speedup: Optional[float]) -> str:
-    """A speedup as every view prints it: 1.87x, or - where there is none."""
-    return f"{speedup:.2f}x" if speedup is not None else "-"
+def speedup_text(speedup: Optional[float], interval: Optional[list[float]] = None) -> str:
+    """A speedup as every view prints it: 1.87x, with its interval where there is one
+    (1.87x [1.85-1.89]), or - where there is none."""
+    if speedup is None:
+        return "-"
+    if interval and all(v == v for v in interval):  # NaN-free
+        digits = 3 if max(interval) < 10 else 2 if max(interval) < 100 else 1  # enough to tell 1% apart
+        return f"{speedup:.2f}x [{interval[0]:.{digits}f}-{interval[1]:.{digits}f}]"
+    return f"{speedup:.2f}x"
 
 
 def as_list(value: Any) -> list:

@@ -1,6 +1,6 @@
 """The layers import only downward, and no modules import each other in a circle.
 
-    cli -> loop -> runs -> engine -> integrity -> leaves (results, problem, device, errors, files, version)
+    cli -> loop -> runs -> engine -> integrity -> leaves (results, stats, problem, device, errors, files, version)
 
 Every import counts: module-level, inside functions, and under TYPE_CHECKING.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 import harness
 
 PACKAGE = Path(harness.__file__).parent
-LEAVES = ("results", "problem", "device", "errors", "files", "version")
+LEAVES = ("results", "stats", "problem", "device", "errors", "files", "version")
 LAYERS = ("integrity", "engine", "runs", "loop", "cli")  # lowest first
 
 

@@ -124,7 +124,7 @@ def print_replay(console: Console, result: Replay) -> int:
     for name, ev in rows:
         cells = [f"{ev.timings[k].median:.3f} ± {ev.timings[k].iqr:.3f}" if k in ev.timings else "-"
                  for k in ("candidate", "reference")]
-        table.add_row(name, ev.verdict.value, *cells, speedup_text(ev.speedup))
+        table.add_row(name, ev.verdict.value, *cells, speedup_text(ev.speedup, ev.speedup_interval))
     console.print(table)
     if result.now.speedup is None:
         console.print(f"[red]The replay is not correct: {result.now.explanation}[/red]")
@@ -132,7 +132,12 @@ def print_replay(console: Console, result: Replay) -> int:
     if result.change is None:
         console.print("Nothing was recorded of this file to compare with (no promoted header).")
         return 0
-    verdict = "within" if result.within_noise else "outside"
-    console.print(f"Speedup changed by {result.change:+.1%}, {verdict} the noise of the two measurements "
-                  f"(±{result.noise:.1%}, from their timing IQRs).")
+    if result.intervals:
+        verdict = ("within the noise: no measurable change (the two 95% intervals overlap)" if result.within_noise
+                   else "outside the noise (the two 95% intervals do not overlap)")
+        console.print(f"Speedup changed by {result.change:+.1%}, {verdict}.")
+    else:
+        verdict = "within" if result.within_noise else "outside"
+        console.print(f"Speedup changed by {result.change:+.1%}, {verdict} the noise of the two measurements "
+                      f"(±{result.noise:.1%}, from their timing IQRs; the record has no interval).")
     return 0

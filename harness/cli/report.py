@@ -7,12 +7,15 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ..results import EvalResult, Roofline, Verdict
+from ..engine.speedups import shown
+from ..results import EvalResult, Roofline, Verdict, speedup_text
 
 VERDICT_STYLE = {Verdict.CORRECT: "bold green", Verdict.INCORRECT: "bold red",
                  Verdict.REJECTED: "bold magenta", Verdict.TIMEOUT: "bold yellow"}
 
-TIMING_LABELS = {"candidate": "candidate", "reference": "reference", "compiled": "torch.compile"}
+TIMING_LABELS = {"candidate": "candidate", "reference": "reference", "compiled": "torch.compile",
+                 "reference_defaults": "reference, PyTorch defaults",
+                 "compiled_defaults": "torch.compile, PyTorch defaults"}
 
 
 def verdict_text(verdict: Verdict) -> Text:
@@ -50,6 +53,22 @@ def roofline_text(line: Roofline) -> str:
     return "; ".join(parts)
 
 
+def basis_text(result: EvalResult) -> str:
+    """How the headline was measured, in one line: protocol, baseline, confidence."""
+    cand = result.timings.get("candidate")
+    if cand is None or not result.baselines:
+        return ""
+    head = result.baselines[0]
+    if not cand.on_gpu:
+        protocol = "perf_counter around each call, caches flushed"
+    elif result.hidden_work_ms:
+        protocol = "CUDA events with a device-wide synchronize (work was seen off the current stream)"
+    else:
+        protocol = "CUDA events, calls queued as do_bench does, L2 flushed before each"
+    return (f"{protocol}; over {head.label}, interleaved; median of {cand.n} samples, "
+            "95% bootstrap interval")
+
+
 def eval_panel(result: EvalResult) -> Panel:
     summary = Table.grid(padding=(0, 2))
     summary.add_column(style="dim")
@@ -57,7 +76,11 @@ def eval_panel(result: EvalResult) -> Panel:
     summary.add_row("verdict", verdict_text(result.verdict))
     if result.speedup is not None:
         style = "bold green" if result.speedup >= 1.5 else ("yellow" if result.speedup >= 1 else "red")
-        summary.add_row("speedup", Text(f"{result.speedup:.2f}x", style=style))
+        summary.add_row("speedup", Text(speedup_text(result.speedup, result.speedup_interval), style=style))
+    for baseline in shown(result.baselines)[1:] if result.baselines else []:
+        summary.add_row("", f"{speedup_text(baseline.speedup, baseline.interval)} over {baseline.label}")
+    if result.baselines:
+        summary.add_row("basis", basis_text(result))
     if result.build:
         b = result.build
         summary.add_row("build", "cached" if b.cached else f"{b.seconds:.1f} s" + ("" if b.ok else " (failed)"))
@@ -77,13 +100,8 @@ def eval_panel(result: EvalResult) -> Panel:
         parts += [Text(""), timing_table(result)]
         overhead = next(iter(result.timings.values())).overhead
         if overhead:
-            parts.append(Text(f"Each time includes ~{overhead:.3g} ms that the protocol adds to any call "
-                              "(flush wait, events, device-wide synchronize), measured on an empty call.",
-                              style="dim"))
-        if any(t.on_gpu for t in result.timings.values()):
-            parts.append(Text("Each call starts on an idle GPU, so the host's time until its first launch "
-                              "(at most its host submit time) is inside the window: a sub-millisecond "
-                              "kernel reads slower here than queued back to back.", style="dim"))
+            parts.append(Text(f"Each time includes ~{overhead:.3g} ms that the protocol adds to any call, "
+                              "measured on an empty call.", style="dim"))
     for warning in result.warnings:
         parts.append(Text(f"warning: {warning}", style="yellow"))
     title = f"{result.candidate}  →  {result.problem.rsplit('/', 1)[-1]}"

@@ -78,6 +78,8 @@ class Request:
     seed: Optional[int] = None  # TRIAL
     rule: Optional[Rule] = None  # TIME, TIME_REFERENCE
     compile_baseline: bool = False  # TIME_REFERENCE
+    # TIME, TIME_REFERENCE: also time the reference under PyTorch's default float32 settings
+    default_numerics: bool = False
 
 
 # --- replies ------------------------------------------------------------------
@@ -115,6 +117,9 @@ class OracleReady(Reply):
     device_name: str = ""
     capability: str = ""
     reproducible: bool = False  # a seed reproduces the problem's inputs
+    # PyTorch's default float32 settings (TF32 in cuDNN convolutions) change the reference's
+    # outputs: eager as users run it is then a baseline of its own
+    numerics_differ: bool = False
     warnings: list[str] = field(default_factory=list)
     roofline: dict[str, int] = field(default_factory=dict)  # what the problem declares: bytes, flops
     peaks: Optional[Peaks] = None

@@ -1,18 +1,26 @@
 """The timing loop and its stopping rule.
 
-Several callables (candidate, reference, optionally the compiled reference)
-are timed interleaved in random order, so clock and thermal drift hit all of
-them alike. Each sample gets fresh inputs (from a seed the caller may use to check the
-output), a cache flush and, on GPU, CUDA
-events on the current stream with a device-wide synchronize before the end
-event (work left on other streams is counted). Each sample also keeps the host's
-time until the call returned: the GPU is idle when the clock starts, so the part of it
-before the first launch is inside the window. Sampling stops when the
-relative standard error of every median is under the target, or at a cap.
+Several callables (candidate, reference, optionally the compiled reference) are
+timed interleaved in random order, so clock and thermal drift hit all of them
+alike. Each sample gets fresh inputs (from a seed the caller may use to check the
+output) and a cache flush.
+
+On a GPU the samples are queued, as `triton.testing.do_bench` queues them: per
+sample a flush, a start event, the call, an end event, and one synchronize per
+batch. The GPU never idles while the host launches, so neither the host's launch
+time nor a clock that drops on an idle GPU lands in the window. Queued events see
+only the current stream, so a few synchronous samples follow (device-wide
+synchronize before the end event): work a candidate hides on another stream or
+thread shows up as a synchronous time well above the queued one, and the caller
+then takes the synchronous figures (`Timing.hidden_work`).
+
+On a CPU each sample is timed with perf_counter around the call.
+
+Sampling stops when the relative standard error of every median is under the
+target, or at a cap.
 """
 from __future__ import annotations
 
-import math
 import os
 import random
 import statistics
@@ -22,12 +30,13 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from ..results import Timing
+from ..stats import rel_se_of_median, summarize
 
 # Taken at import, before any candidate code runs in this process.
 _perf_counter = time.perf_counter
 _synchronize = torch.cuda.synchronize
 _Event = torch.cuda.Event
+_sleep = getattr(torch.cuda, "_sleep", None)
 
 
 def _cudart():
@@ -81,34 +90,12 @@ class Timed:
 
 @dataclass
 class StopRule:
-    target_rel_se: float = 0.01
+    target_rel_se: float = 0.002
     min_samples: int = 10
     max_samples: int = 2000
     time_cap: float = 10.0  # seconds for the whole sampling stage
     warmup_calls: int = 3
-
-
-def rel_se_of_median(samples: list[float]) -> float:
-    """Relative standard error of the median, from a robust (IQR) spread."""
-    n = len(samples)
-    if n < 4:
-        return math.inf
-    q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
-    median = statistics.median(samples)
-    sigma = (q3 - q1) / 1.349
-    return 1.2533 * sigma / math.sqrt(n) / median if median > 0 else math.inf
-
-
-def summarize(samples: list[float], method: str, wall: list[float], overhead: float = 0.0,
-              submit: Optional[list[float]] = None) -> Timing:
-    if len(samples) >= 2:
-        q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
-    else:
-        q1 = q3 = samples[0]
-    return Timing(median=statistics.median(samples), iqr=q3 - q1, mean=statistics.fmean(samples),
-                  min=min(samples), n=len(samples), rel_se=rel_se_of_median(samples), method=method,
-                  wall_median=statistics.median(wall), overhead=overhead,
-                  submit_median=statistics.median(submit) if submit else 0.0)
+    sync_samples: int = 10  # GPU: synchronous samples that look for work off the current stream
 
 
 def _cpu_cache_bytes() -> int:
@@ -120,7 +107,7 @@ def _cpu_cache_bytes() -> int:
 
 
 class Clock:
-    """Measures one call: cache flush, then events (GPU) or perf_counter (CPU)."""
+    """Times calls: queued between CUDA events (GPU), or by perf_counter (CPU)."""
 
     def __init__(self, device: torch.device):
         self.cuda = device.type == "cuda"
@@ -128,41 +115,73 @@ class Clock:
         if self.cuda:
             l2 = torch.cuda.get_device_properties(device).L2_cache_size
             self.flush_buffer = torch.empty(max(2 * l2, 64 << 20), dtype=torch.uint8, device=device)
-            self.synchronize = _synchronize
-            self.start, self.end = _Event(enable_timing=True), _Event(enable_timing=True)
             self.reset_persistence = _l2_persistence_reset()
             self.method = "cuda_events"
         else:
             self.flush_buffer = torch.empty(2 * _cpu_cache_bytes(), dtype=torch.uint8)
-            self.synchronize = lambda: None
             self.method = "perf_counter"
 
-    def measure(self, timed: Timed, seed: int) -> tuple[float, float, float]:
-        """(milliseconds by the device clock, by the host clock, and by the host clock until
-        the call returned: on GPU, the device may wait on that part of it inside the window)."""
+    def _prepare(self, timed: Timed, seed: int) -> list:
         args = timed.make_args(seed)
         if self.reset_persistence:
             self.reset_persistence()
         self.flush_buffer.zero_()
-        self.synchronize()
-        # On a CPU the flush also evicts the interpreter's own path into the call; entering
-        # no_grad once warms it, or ~30 us of those misses land on every sample.
-        with torch.no_grad():
-            pass
-        if self.cuda:
-            self.start.record()
+        return args
+
+    def queue(self, timed: Timed, seed: int) -> tuple[Any, float]:
+        """Queue one sample; returns what `elapsed` reads once the device is synchronized,
+        and the host's milliseconds until the call returned."""
+        args = self._prepare(timed, seed)
+        if not self.cuda:
+            # On a CPU the flush also evicts the interpreter's own path into the call; entering
+            # no_grad once warms it, or ~30 us of those misses land on every sample.
+            with torch.no_grad():
+                pass
+        start = _Event(enable_timing=True) if self.cuda else None
+        if start:
+            start.record()
         t0 = _perf_counter()
         with torch.no_grad():
             output = timed.fn(*args)
         returned = _perf_counter()
-        self.synchronize()
+        end = None
         if self.cuda:
-            self.end.record()
-            self.end.synchronize()
-        wall = (_perf_counter() - t0) * 1e3
+            end = _Event(enable_timing=True)
+            end.record()
         if timed.observe:
             timed.observe(seed, output)
-        return (self.start.elapsed_time(self.end) if self.cuda else wall), wall, (returned - t0) * 1e3
+        submit = (returned - t0) * 1e3
+        return ((start, end) if self.cuda else submit), submit
+
+    def synchronous(self, timed: Timed, seed: int) -> float:
+        """One GPU sample that waits for the whole device before its end: every stream counts."""
+        args = self._prepare(timed, seed)
+        _synchronize()
+        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+        start.record()
+        with torch.no_grad():
+            output = timed.fn(*args)
+        _synchronize()
+        end.record()
+        end.synchronize()
+        if timed.observe:
+            timed.observe(seed, output)
+        return start.elapsed_time(end)
+
+    def settle(self) -> None:
+        """Before a batch: the device finishes what is queued, then gets a short spin to
+        run while the host queues the batch, so the first sample does not start on an idle GPU."""
+        if self.cuda:
+            _synchronize()
+            if _sleep:
+                _sleep(200_000)  # ~0.1 ms at Hopper clocks
+
+    @staticmethod
+    def elapsed(token: Any) -> float:
+        if isinstance(token, tuple):
+            start, end = token
+            return start.elapsed_time(end)
+        return token
 
 
 def time_interleaved(entries: dict[str, Timed], device: torch.device, rule: StopRule) -> dict[str, Timing]:
@@ -171,24 +190,46 @@ def time_interleaved(entries: dict[str, Timed], device: torch.device, rule: Stop
     for timed in entries.values():
         warm = Timed(timed.make_args, timed.fn)  # warm-up calls are neither timed nor observed
         for _ in range(rule.warmup_calls):
-            clock.measure(warm, rng.getrandbits(63))
+            clock.queue(warm, rng.getrandbits(63))
     empty = Timed(lambda seed: [], lambda: None)
-    overhead = statistics.median(clock.measure(empty, 0)[0] for _ in range(10))
-    samples = {name: [] for name in entries}
-    wall = {name: [] for name in entries}
-    submit = {name: [] for name in entries}
+    clock.settle()
+    tokens = [clock.queue(empty, 0)[0] for _ in range(10)]
+    if clock.cuda:
+        _synchronize()
+    overhead = statistics.median(clock.elapsed(t) for t in tokens)
+    samples: dict[str, list[float]] = {name: [] for name in entries}
+    submit: dict[str, list[float]] = {name: [] for name in entries}
     order = list(entries)
     started = _perf_counter()
+    rounds = 5
     while True:
-        rng.shuffle(order)
-        for name in order:
-            ms, host_ms, submit_ms = clock.measure(entries[name], rng.getrandbits(63))
-            samples[name].append(ms)
-            wall[name].append(host_ms)
-            submit[name].append(submit_ms)
+        clock.settle()
+        batch_started = _perf_counter()
+        queued = {name: [] for name in entries}
+        for _ in range(rounds):
+            rng.shuffle(order)
+            for name in order:
+                token, submit_ms = clock.queue(entries[name], rng.getrandbits(63))
+                queued[name].append(token)
+                submit[name].append(submit_ms)
+        if clock.cuda:
+            _synchronize()
+        for name, tokens in queued.items():
+            samples[name].extend(clock.elapsed(t) for t in tokens)
         n = len(samples[order[0]])
         converged = n >= rule.min_samples and all(
             rel_se_of_median(s) <= rule.target_rel_se for s in samples.values())
-        if converged or n >= rule.max_samples or _perf_counter() - started >= rule.time_cap:
+        elapsed = _perf_counter() - started
+        if converged or n >= rule.max_samples or elapsed >= rule.time_cap:
             break
-    return {name: summarize(samples[name], clock.method, wall[name], overhead, submit[name]) for name in entries}
+        # batches of about 0.2 s, so the device runs long stretches without waiting on the host
+        per_round = (_perf_counter() - batch_started) / rounds
+        rounds = max(1, min(rule.max_samples - n, int(0.2 / max(per_round, 1e-6)), 200))
+    synchronous: dict[str, list[float]] = {name: [] for name in entries}
+    if clock.cuda:
+        for _ in range(rule.sync_samples):
+            rng.shuffle(order)
+            for name in order:
+                synchronous[name].append(clock.synchronous(entries[name], rng.getrandbits(63)))
+    return {name: summarize(samples[name], clock.method, submit[name], overhead, synchronous[name])
+            for name in entries}

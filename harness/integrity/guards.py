@@ -8,10 +8,11 @@ reports what changed with every reply.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
@@ -75,6 +76,34 @@ def _idle(frame) -> bool:
 _FP32_SETTINGS = (("torch.backends.cuda.matmul", torch.backends.cuda.matmul),
                   ("torch.backends.cudnn.conv", torch.backends.cudnn.conv),
                   ("torch.backends.cudnn.rnn", torch.backends.cudnn.rnn))
+
+
+# PyTorch's own float32 settings, read when this module is imported (before anything sets them):
+# what "eager" means to a user, TF32 in cuDNN convolutions included.
+PYTORCH_DEFAULTS = {name: backend.fp32_precision for name, backend in _FP32_SETTINGS}
+
+
+@contextlib.contextmanager
+def pytorch_default_numerics() -> Iterator[None]:
+    """PyTorch's default float32 settings for the duration, IEEE float32 again after.
+
+    Only the reference runs so: it is the baseline users know. Correctness is still
+    judged against the reference under IEEE float32."""
+    for name, backend in _FP32_SETTINGS:
+        backend.fp32_precision = PYTORCH_DEFAULTS[name]
+    try:
+        yield
+    finally:
+        full_precision()
+
+
+def at_default_numerics(fn: Callable) -> Callable:
+    """`fn`, called under PyTorch's default float32 settings."""
+    def call(*args):
+        with pytorch_default_numerics():
+            return fn(*args)
+
+    return call
 
 
 def full_precision() -> None:

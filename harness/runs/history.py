@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from ..errors import HarnessError
+from ..stats import overlap
 from ..results import EvalResult
 from .store import (ANSWER_FILE, BUILD_LOG, CANDIDATE_FILE, EVAL_FILE, PROMPT_FILE, ROUND_FILE, Round, Run, RunStore,
                     StoreError)
@@ -216,8 +217,20 @@ class Replay:
         return self.now.speedup / self.recorded_speedup - 1.0
 
     @property
+    def intervals(self) -> Optional[tuple[list[float], list[float]]]:
+        """The recorded and the new speedup's 95% intervals, where both have one."""
+        before = self.recorded.speedup_interval if self.recorded else None
+        return (before, self.now.speedup_interval) if before and self.now.speedup_interval else None
+
+    @property
     def within_noise(self) -> bool:
-        return self.change is not None and abs(self.change) <= self.noise
+        """No measurable change: the two intervals overlap; for records without one, the
+        change is within the spread of the two timings."""
+        if self.change is None:
+            return False
+        if self.intervals:
+            return overlap(*self.intervals)
+        return abs(self.change) <= self.noise
 
     @property
     def same_device(self) -> bool:

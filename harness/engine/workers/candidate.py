@@ -11,6 +11,7 @@ import os
 
 import torch
 
+from ...integrity import guards
 from ...integrity.guards import Guard, L2Watch, ThreadWatch, findings
 from ...integrity.recheck import TimedOutputs
 from ...results import from_dict, to_dict
@@ -27,10 +28,11 @@ for _label, _namespace in (("torch", torch), ("torch.nn.functional", torch.nn.fu
                            ("torch.Tensor", torch.Tensor), ("torch.cuda", torch.cuda),
                            ("torch.cuda.Event", torch.cuda.Event), ("time", timing.time),
                            ("harness.timing", timing), ("harness.timing.Clock", timing.Clock),
-                           ("harness.channel", channel), ("harness.check", check)):
+                           ("harness.channel", channel), ("harness.check", check),
+                           ("harness.guards", guards)):
     GUARD.take(_label, _namespace)
 # the functions this module calls after candidate code has run, kept unswappable
-_send, _time_interleaved = channel.send, timing.time_interleaved
+_send, _time_interleaved, _at_default_numerics = channel.send, timing.time_interleaved, guards.at_default_numerics
 
 
 def candidate_role(conn, header: dict) -> None:
@@ -95,6 +97,8 @@ def candidate_role(conn, header: dict) -> None:
             observed = TimedOutputs(device)
             entries = {"candidate": timing.Timed(make_inputs, candidate, observed.observe),
                        "reference": timing.Timed(make_inputs, reference)}
+            if request.default_numerics:  # eager as users run it, beside the candidate too
+                entries["reference_defaults"] = timing.Timed(make_inputs, _at_default_numerics(reference))
             try:
                 rule = timing.StopRule(**to_dict(request.rule))
                 results = _time_interleaved(entries, device, rule)

@@ -12,6 +12,7 @@ import torch
 
 from ...files import new_seed
 from ...integrity import lint, roofline
+from ...integrity.guards import at_default_numerics, pytorch_default_numerics
 from ...integrity.recheck import verify_timed
 from ...problem import tolerance
 from ...results import CheckResult, as_list, from_dict, to_dict
@@ -35,6 +36,25 @@ def problem_roofline(problem, device: torch.device, device_name: str, cache_dir:
     return {"roofline": declared, "peaks": peaks}
 
 
+def changed_by_default_numerics(reference, inputs: list) -> bool:
+    """Whether PyTorch's default float32 settings change the reference's outputs on these
+    inputs (they do where cuDNN convolutions may use TF32); where they do not, one timing
+    of the reference serves as both baselines."""
+    with torch.no_grad():
+        exact = as_list(reference(*inputs))
+        with pytorch_default_numerics():
+            usual = as_list(reference(*inputs))
+    return len(exact) != len(usual) or not all(_identical(a, b) for a, b in zip(exact, usual))
+
+
+def _identical(a, b) -> bool:
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        # torch.equal holds no temporary; NaN (unequal to itself) needs the slower look
+        return a.shape == b.shape and a.dtype == b.dtype and (torch.equal(a, b) or bool(
+            torch.isclose(a, b, rtol=0, atol=0, equal_nan=True).all()))
+    return a == b
+
+
 def oracle_role(conn, header: dict) -> None:
     spec = from_dict(OracleSpec, header)
     device = torch.device(spec.device)
@@ -53,11 +73,12 @@ def oracle_role(conn, header: dict) -> None:
         # Trials hand the worker a seed; that only works if a seed reproduces the inputs.
         reproducible = checksum(inputs_from_seed(problem, device, probe)) == checksum(
             inputs_from_seed(problem, device, probe))
+        numerics_differ = changed_by_default_numerics(reference, inputs_from_seed(problem, device, probe))
     except BaseException as exc:  # noqa: BLE001
         channel.send(conn, error_message("problem_error", exc))
         return
     info = OracleReady(ready=True, device_name=platform.processor() or platform.machine(),
-                       reproducible=reproducible)
+                       reproducible=reproducible, numerics_differ=numerics_differ)
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         info.device_name, info.capability = props.name, f"{props.major}.{props.minor}"
@@ -115,11 +136,15 @@ def oracle_role(conn, header: dict) -> None:
             # for the reference timed beside the candidate.
             make_inputs = lambda seed: inputs_from_seed(problem, device, seed)  # noqa: E731
             entries = {"reference": timing.Timed(make_inputs, reference)}
+            if request.default_numerics:
+                entries["reference_defaults"] = timing.Timed(make_inputs, at_default_numerics(reference))
             try:
                 if request.compile_baseline:
                     if compiled is None:  # compiled once per oracle
                         compiled = torch.compile(reference)
                     entries["compiled"] = timing.Timed(make_inputs, compiled)
+                    if request.default_numerics:
+                        entries["compiled_defaults"] = timing.Timed(make_inputs, at_default_numerics(compiled))
                 results = timing.time_interleaved(entries, device, timing.StopRule(**to_dict(request.rule)))
             except BaseException as exc:  # noqa: BLE001
                 channel.send(conn, error_message("problem_error", exc))

@@ -1,0 +1,87 @@
+"""From timings to the figures a user reads: the speedup over each baseline, with its interval.
+
+The timings of one evaluation are keyed by what was timed:
+  candidate, reference                  beside each other in the candidate's process (IEEE float32)
+  reference_defaults                    beside them, under PyTorch's default float32 settings
+                                        (timed only where those change the reference's outputs)
+  compiled, compiled_defaults           torch.compile of the reference, alone in the reference's process
+
+The headline is against eager PyTorch as users run it: under its default settings.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..results import Baseline, Timing
+from ..stats import overlap, ratio_interval, summarize
+
+# (baseline name, numerics, timings key), the headline first
+_BASELINES = (("eager", "default", "reference_defaults"), ("eager", "ieee", "reference"),
+              ("torch.compile", "default", "compiled_defaults"), ("torch.compile", "ieee", "compiled"))
+# beside the candidate, so sample i of each shares a round with the candidate's sample i
+_PAIRED = {"reference", "reference_defaults"}
+
+# Work seen only by the synchronous samples, beyond what the reference shows there too:
+# past this share of the queued time (plus a floor for clock ramp-up on short calls),
+# it ran where the queued events could not see it.
+HIDDEN_SHARE = 0.2
+HIDDEN_FLOOR_MS = 0.05
+
+
+def hidden_work_ms(timings: dict[str, Timing]) -> float:
+    """The candidate's time that only a device-wide synchronize saw, in ms (0 on CPU).
+
+    The synchronous protocol costs every call some extra time (an idle GPU clocks down,
+    the host's launch is inside the window); the reference beside it shows how much."""
+    cand, ref = timings["candidate"], timings["reference"]
+    if not (cand.on_gpu and cand.sync_samples and ref.sync_samples):
+        return 0.0
+    protocol_excess = max(ref.sync_median - ref.median, 0.0)
+    return max(cand.sync_median - cand.median - protocol_excess, 0.0)
+
+
+def hides_work(timings: dict[str, Timing]) -> bool:
+    cand = timings["candidate"]
+    return hidden_work_ms(timings) > HIDDEN_SHARE * cand.median + HIDDEN_FLOOR_MS
+
+
+def synchronous(timing: Timing) -> Timing:
+    """The same timing read from its synchronous samples alone."""
+    return summarize(timing.sync_samples, timing.method, [timing.submit_median], timing.overhead,
+                     timing.sync_samples)
+
+
+def baselines(timings: dict[str, Timing]) -> list[Baseline]:
+    """Every baseline timed, the headline (eager under PyTorch's defaults) first."""
+    cand = timings["candidate"]
+    found = []
+    keys = {key for _, _, key in _BASELINES if key in timings}
+    for name, numerics, key in _BASELINES:
+        if key not in timings:
+            continue
+        if numerics == "ieee" and f"{key}_defaults" not in keys:
+            numerics = "same"  # the defaults did not change this reference: one baseline serves both
+        base = timings[key]
+        paired = key in _PAIRED
+        low, high = ratio_interval(base.samples, cand.samples, paired=paired) if base.samples and cand.samples \
+            else (base.median / cand.median,) * 2
+        found.append(Baseline(name=name, numerics=numerics, key=key, median_ms=base.median,
+                              speedup=base.median / cand.median, interval=[low, high], paired=paired))
+    return found
+
+
+def headline(found: list[Baseline]) -> Optional[Baseline]:
+    return found[0] if found else None
+
+
+def shown(found: list[Baseline]) -> list[Baseline]:
+    """The baselines worth a line: the IEEE one only where its interval stands apart from
+    the default one's (otherwise the two are one figure, within the noise)."""
+    by = {(b.name, b.numerics): b for b in found}
+    kept = []
+    for b in found:
+        default = by.get((b.name, "default"))
+        if b.numerics == "ieee" and default and overlap(b.interval, default.interval):
+            continue
+        kept.append(b)
+    return kept

@@ -1,0 +1,106 @@
+"""Speedups with their intervals, and the baselines they are taken against."""
+import random
+import statistics
+
+from rich.console import Console
+
+from conftest import CANDIDATES, PROBLEMS
+from harness import EvalResult, Timing, Verdict, evaluate, from_json, to_json
+from harness.cli.report import eval_panel
+from harness.engine import speedups
+from harness.runs.history import Replay
+from harness.stats import overlap, ratio_interval
+
+
+def timing(samples, sync=(), method="cuda_events") -> Timing:
+    median = statistics.median(samples)
+    return Timing(median=median, iqr=0.0, mean=median, min=min(samples), n=len(samples), rel_se=0.0,
+                  method=method, samples=list(samples), sync_samples=list(sync),
+                  sync_median=statistics.median(sync) if sync else 0.0)
+
+
+def test_the_interval_holds_the_ratio_of_medians():
+    rng = random.Random(1)
+    reference = [rng.gauss(2.0, 0.05) for _ in range(200)]
+    candidate = [rng.gauss(1.0, 0.02) for _ in range(200)]
+    low, high = ratio_interval(reference, candidate)
+    assert low < statistics.median(reference) / statistics.median(candidate) < high
+    assert 1.9 < low and high < 2.1
+
+
+def test_pairing_cancels_what_a_round_shared():
+    """Drift common to both entries of a round (clock, load) leaves the paired interval narrow."""
+    rng = random.Random(2)
+    drift = [1.0 + 0.3 * rng.random() for _ in range(100)]
+    reference = [2.0 * d * rng.gauss(1, 0.002) for d in drift]
+    candidate = [1.0 * d * rng.gauss(1, 0.002) for d in drift]
+    paired, unpaired = ratio_interval(reference, candidate), ratio_interval(reference, candidate, paired=False)
+    assert paired[1] - paired[0] < (unpaired[1] - unpaired[0]) / 5
+
+
+def test_an_identical_copy_reads_one():
+    rng = random.Random(3)
+    times = [rng.gauss(1.0, 0.03) for _ in range(300)]
+    low, high = ratio_interval(times, list(reversed(times)))
+    assert low <= 1.0 <= high
+
+
+def test_overlap():
+    assert overlap([1.0, 1.2], [1.1, 1.3]) and not overlap([1.0, 1.05], [1.1, 1.3])
+
+
+def test_work_seen_only_by_a_device_wide_synchronize_is_hidden_work():
+    honest = {"candidate": timing([1.0] * 20, [1.08] * 10), "reference": timing([2.0] * 20, [2.1] * 10)}
+    assert not speedups.hides_work(honest)
+    side_stream = {"candidate": timing([0.003] * 20, [8.4] * 10), "reference": timing([8.0] * 20, [8.3] * 10)}
+    assert speedups.hides_work(side_stream) and speedups.hidden_work_ms(side_stream) > 8.0
+    # a quarter of the work on another stream is caught too
+    partial = {"candidate": timing([0.75] * 20, [1.05] * 10), "reference": timing([2.0] * 20, [2.02] * 10)}
+    assert speedups.hides_work(partial)
+    # read from the synchronous samples, the side-stream candidate is as slow as it is
+    assert speedups.synchronous(side_stream["candidate"]).median == 8.4
+    on_cpu = {"candidate": timing([1.0] * 20, method="perf_counter"), "reference": timing([2.0] * 20)}
+    assert not speedups.hides_work(on_cpu)
+
+
+def test_the_headline_is_eager_under_pytorch_defaults_and_the_ieee_one_shows_where_it_differs():
+    timings = {"candidate": timing([1.0] * 30), "reference": timing([3.0] * 30),
+               "reference_defaults": timing([1.0] * 30)}
+    found = speedups.baselines(timings)
+    assert [(b.name, b.numerics) for b in found] == [("eager", "default"), ("eager", "ieee")]
+    assert found[0].speedup == 1.0 and found[1].speedup == 3.0
+    assert len(speedups.shown(found)) == 2
+    same = speedups.baselines({"candidate": timing([1.0] * 30), "reference": timing([3.0] * 30)})
+    assert [(b.name, b.numerics) for b in same] == [("eager", "same")]
+    # the two numerics within the noise of each other: one line
+    close = speedups.baselines({"candidate": timing([1.0] * 30), "reference": timing([3.0] * 30),
+                                "reference_defaults": timing([3.0] * 30)})
+    assert len(speedups.shown(close)) == 1
+
+
+def test_both_baselines_are_timed_and_shown_where_the_defaults_change_the_reference(cpu_options):
+    result = evaluate(PROBLEMS / "numerics_sensitive.py", CANDIDATES / "py_double.py", cpu_options)
+    assert result.verdict is Verdict.CORRECT, result.explanation
+    names = [(b.name, b.numerics) for b in result.baselines]
+    assert names == [("eager", "default"), ("eager", "ieee")]
+    default, ieee = result.baselines
+    assert result.speedup == default.speedup and result.speedup_interval == default.interval
+    assert ieee.speedup > 3 * default.speedup  # the IEEE path sleeps 2 ms; the default path does not
+    for baseline in result.baselines:
+        assert baseline.interval[0] <= baseline.speedup <= baseline.interval[1]
+    console = Console(record=True, width=160)
+    console.print(eval_panel(result))
+    text = console.export_text()
+    assert "eager (PyTorch defaults)" in text and "eager (IEEE float32)" in text and "95%" in text
+    again = from_json(EvalResult, to_json(result))
+    assert again.baselines == result.baselines and again.speedup_interval == result.speedup_interval
+
+
+def test_replay_judges_a_change_by_the_intervals():
+    def result(speedup, interval):
+        return EvalResult(Verdict.CORRECT, "", speedup=speedup, speedup_interval=interval)
+
+    same = Replay("r", result(1.50, [1.48, 1.52]), 1.50, result(1.53, [1.51, 1.55]), 0.0, "gpu", "gpu")
+    assert same.within_noise  # 2% apart, but the intervals overlap
+    moved = Replay("r", result(1.50, [1.49, 1.51]), 1.50, result(1.60, [1.59, 1.61]), 0.5, "gpu", "gpu")
+    assert not moved.within_noise  # the IQR-based noise (50%) would have called this noise
