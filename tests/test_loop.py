@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from fake_openai_server import KEY, MODEL, Reply, fake_openai  # noqa: F401  (fixture)
+from fake_openai_server import HANG, KEY, MODEL, Reply, fake_openai  # noqa: F401  (fixture)
 from harness import EvalResult, Loop, Prompts, Run, RunStore, Settings, Tokens, Verdict
 from harness.cli.display import Display
 from harness.loop.proposers.base import Exhausted, Proposal, ProposerError
@@ -77,7 +77,7 @@ class ScriptedProposer:
         self.tokens = tokens
         self.seen = []
 
-    def propose(self, conversation, say):
+    def propose(self, conversation, say, time_left=None):
         self.seen.append(conversation)
         if not self.answers:
             raise Exhausted("no more")
@@ -209,6 +209,25 @@ def test_openai_run_that_never_builds_ends_after_its_rounds(tmp_path, cache_dir,
     assert fake_openai.attempts == 3  # the 429 was retried; the fast answer never asked for
     for file in path.rglob("*"):  # the key never reaches the run directory
         assert not file.is_file() or KEY not in file.read_text(errors="replace")
+
+
+def test_wall_time_ends_a_run_waiting_on_a_hanging_endpoint(tmp_path, cache_dir, fake_openai):
+    fake_openai.fallback = HANG
+    runs = tmp_path / "runs"
+    # The request timeout (600 s by default) would hold the run for ten minutes; the wall time ends it.
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "run", str(PROBLEM), "--model", MODEL, "--base-url", fake_openai.url,
+         "--wall-time", "5s", "--runs-dir", str(runs), *eval_flags(cache_dir)],
+        cwd=REPO, env={**os.environ, "OPENAI_API_KEY": KEY}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    path = only_run(runs)
+    record = run_json(path)
+    assert (record["status"], record["stop_reason"], record["rounds"]) == ("finished", "wall_time", [])
+    assert "Stopped at the wall-time budget" in done.stdout
+    assert fake_openai.attempts == 1
+    # The round in flight is left unfinished, to be set aside by --resume; nothing recorded is lost.
+    assert (path / "rounds" / "001" / "prompt.md").is_file()
+    assert not (path / "rounds" / "001" / "round.json").exists()
 
 
 def test_resume_after_the_process_is_killed(tmp_path, cache_dir, capsys):

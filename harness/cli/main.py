@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.console import Console
 
 from ..errors import HarnessError
-from .config import add_eval_options, eval_options, parse_gpus
+from .config import COUNT, add_eval_options, eval_options, parse_gpus
 from .run_command import DESCRIPTION, EPILOG, add_run_arguments, run_main
 
 USAGE_ERROR = 2
@@ -111,7 +111,7 @@ def add_history_commands(commands) -> None:
     p.set_defaults(handler=cmd_runs)
     p = commands.add_parser("show", help="a run's rounds with verdicts, times and speedups, or one round's file")
     p.add_argument("run", help=run_help)
-    p.add_argument("--round", type=int, default=None, metavar="N", help="the round whose file to print")
+    p.add_argument("--round", type=COUNT, default=None, metavar="N", help="the round whose file to print")
     files = p.add_mutually_exclusive_group()
     for name, help_text in (("source", "the candidate"), ("prompt", "the prompt"), ("answer", "the answer"),
                             ("log", "the build log")):

@@ -25,8 +25,8 @@ from ..loop.proposers.files import FilesProposer, expand
 from ..loop.proposers.human import HumanProposer
 from ..problem import ProblemError, load_problem
 from ..runs.store import Outcome, ProblemRef, Round, Run, RunStore, Status, utc_now
-from .config import (PROPOSERS, ConfigError, Settings, add_eval_options, eval_options, evaluation_options,
-                     parse_duration, resolve)
+from .config import (COUNT, POSITIVE, PROPOSERS, SECONDS, ConfigError, Settings, add_eval_options,
+                     eval_options, evaluation_options, number, resolve)
 from .display import Display, summary
 
 HUMAN_FILE = "candidate.py"  # in the run directory: the file a person edits
@@ -35,13 +35,6 @@ DESCRIPTION = ("Optimize a problem: propose a ModelNew, evaluate it, feed the ve
                "until the target speedup or a budget is reached. Runs are stored under runs/.")
 EPILOG = ("exit status: 0 acceptable candidate found, 1 none found, 2 unusable input, "
           "130 interrupted")
-
-
-def _duration(text: str) -> float:
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,24 +49,28 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-url", dest="base_url",
                         help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or OpenAI); "
                              "the key comes from $OPENAI_API_KEY")
-    parser.add_argument("--rounds", type=int,
+    parser.add_argument("--rounds", type=COUNT,
                         help="round budget (default 10; none for the human proposer)")
-    parser.add_argument("--accept", type=float, help="acceptable speedup (default 1.5)")
-    parser.add_argument("--target", type=float, help="speedup that ends the run (default 2.0)")
-    parser.add_argument("--samples", type=int, help="answers asked for per round (default 1)")
+    parser.add_argument("--accept", type=POSITIVE, help="acceptable speedup (default 1.5)")
+    parser.add_argument("--target", type=POSITIVE, help="speedup that ends the run (default 2.0)")
+    parser.add_argument("--samples", type=COUNT, help="answers asked for per round (default 1)")
     parser.add_argument("--config", help="TOML file with [endpoint], [limits] and [run] tables")
     parser.add_argument("--prompts", help="directory of prompt templates overriding prompts/")
     parser.add_argument("--files", nargs="+", metavar="F",
                         help="candidate .py files or recorded answers (.txt/.md), or a "
                              "directory of them, one per round")
     parser.add_argument("--resume", metavar="RUN_DIR", help="carry on a stopped or killed run")
-    parser.add_argument("--max-tokens", dest="max_tokens", type=int, help="per answer")
-    parser.add_argument("--temperature", type=float)
-    parser.add_argument("--wall-time", dest="wall_time", type=_duration,
-                        help="time budget: seconds, or 30m, 2h")
-    parser.add_argument("--token-budget", dest="token_budget", type=int,
+    parser.add_argument("--max-tokens", dest="max_tokens", type=COUNT, help="per answer")
+    parser.add_argument("--temperature", type=number(float, 0))
+    parser.add_argument("--request-timeout", dest="request_timeout", type=SECONDS, metavar="S",
+                        help="seconds one request may take, per attempt (default 600)")
+    parser.add_argument("--max-retries", dest="max_retries", type=number(int, 0), metavar="N",
+                        help="retries of a failed or timed-out request, with backoff (default 2)")
+    parser.add_argument("--wall-time", dest="wall_time", type=SECONDS,
+                        help="time budget, also while waiting on the model: seconds, or 30m, 2h")
+    parser.add_argument("--token-budget", dest="token_budget", type=COUNT,
                         help="total tokens over the run")
-    parser.add_argument("--window", type=int,
+    parser.add_argument("--window", type=number(int, 0),
                         help="past rounds kept in the conversation; 0 keeps all (default 4)")
     parser.add_argument("--runs-dir", dest="runs_dir", help="where runs are stored (default runs/)")
     # --device, --trials, timeouts, --cache-dir: the same flags as `harness eval`.
