@@ -269,6 +269,53 @@ def test_resume_after_the_process_is_killed(tmp_path, cache_dir, capsys):
         assert aside.name.startswith("002-")  # the round in flight was set aside, then redone
 
 
+def start_waiting(argv, runs: Path, log: Path, asks: int) -> subprocess.Popen:
+    """`harness run` in a subprocess, once its human proposer waits for the `asks`-th time."""
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "run", *argv], cwd=REPO,
+                            stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while "".join(p.read_text() for p in runs.glob("*/events.jsonl")).count('"asking"') < asks:
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+        time.sleep(0.05)
+    return proc
+
+
+def test_a_second_writer_is_refused_and_a_killed_run_reads_as_interrupted(tmp_path, cache_dir, capsys):
+    from harness.cli.main import main as harness
+
+    runs = tmp_path / "runs"
+    first = start_waiting([str(PROBLEM), "--proposer", "human", "--runs-dir", str(runs), *eval_flags(cache_dir)],
+                          runs, tmp_path / "first.log", asks=1)
+    path = only_run(runs)
+    assert harness(["runs", "--runs-dir", str(runs)]) == 0
+    assert "running" in capsys.readouterr().out
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    assert run_json(path)["status"] == "running"  # killed: nobody marked it otherwise
+    assert harness(["runs", "--runs-dir", str(runs)]) == 0
+    listed = capsys.readouterr().out
+    assert "interrupted" in listed and "running" not in listed
+    assert harness(["show", str(path)]) == 0
+    assert "status interrupted" in capsys.readouterr().out
+
+    # Two resumes of one run: the first carries it on, the second is refused and touches nothing.
+    resumed = start_waiting(["--resume", str(path)], runs, tmp_path / "resumed.log", asks=2)
+    try:
+        before = sorted(str(p.relative_to(path)) for p in path.rglob("*") if "run.json" not in p.name)
+        prompt = (path / "rounds" / "001" / "prompt.md").read_text()
+        assert main(["--resume", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert f"is in use by another harness process (pid {resumed.pid})" in err and "Traceback" not in err
+        after = sorted(str(p.relative_to(path)) for p in path.rglob("*") if "run.json" not in p.name)
+        assert after == before and (path / "rounds" / "001" / "prompt.md").read_text() == prompt
+        assert len(list((path / "partial").iterdir())) == 1  # the first run's round, set aside once
+        assert harness(["runs", "--runs-dir", str(runs)]) == 0
+        assert "running" in capsys.readouterr().out
+    finally:
+        resumed.send_signal(signal.SIGKILL)
+        resumed.wait()
+
+
 def test_resume_takes_the_recorded_evaluation_options_unless_a_flag_overrides_one(tmp_path, cache_dir, capsys):
     cands = tmp_path / "cands"
     cands.mkdir()

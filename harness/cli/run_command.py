@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Optional
 
@@ -104,12 +105,15 @@ def _proposer(settings: Settings, store: RunStore, rounds: list[Round], prompts:
                           api_key_env=settings.api_key_env)
 
 
-def _open(args: argparse.Namespace, flags: dict) -> tuple[RunStore, Run, list[Round]]:
+def _open(args: argparse.Namespace, flags: dict, held: ExitStack) -> tuple[RunStore, Run, list[Round]]:
+    """The run to carry on or start, locked for this process until `held` closes."""
     if args.resume:
         if args.problem:
             raise ConfigError("Give either PROBLEM or --resume RUN_DIR, not both: a resumed run "
                               "keeps its problem.")
         store = RunStore.open(args.resume)
+        store.lock()  # before anything is read or set aside: another process may be writing it
+        held.callback(store.release)
         run = store.load_run()
         run.settings = resolve(flags, base=run.settings)
         rounds = store.load_rounds()
@@ -130,6 +134,8 @@ def _open(args: argparse.Namespace, flags: dict) -> tuple[RunStore, Run, list[Ro
     if settings.proposer == "files":
         expand(settings.files)
     store = RunStore.create(settings.runs_dir, problem.name)
+    store.lock()
+    held.callback(store.release)
     run = Run(id=store.id, settings=settings, created=utc_now(),
               problem=ProblemRef(problem.path, problem.name, problem.sha256),
               evaluation=evaluation_options(args)[0])
@@ -149,12 +155,16 @@ def _resumed_options(run: Run, kept: list[str], overridden: list[str]) -> str:
 
 
 def run_main(args: argparse.Namespace, console: Optional[Console] = None) -> int:
-    console = console or Console()
+    with ExitStack() as held:  # the run's lock, released however the run ends
+        return _run(args, console or Console(), held)
+
+
+def _run(args: argparse.Namespace, console: Console, held: ExitStack) -> int:
     errors = Console(stderr=True)
     flags = {k: v for k, v in vars(args).items() if k not in ("problem", "resume")}
     clock_start = time.monotonic()
     try:
-        store, run, rounds = _open(args, flags)
+        store, run, rounds = _open(args, flags, held)
         settings = run.settings
         problem = load_problem(settings.problem)
         if problem.sha256 != run.problem.sha256:
