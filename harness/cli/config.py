@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional
 
 import tomllib
 
-from ..device import default_device
+from ..device import default_device, require_cuda
 from ..engine.evaluate import EvalOptions
 from ..errors import HarnessError
 from ..runs.settings import Evaluation, Settings
@@ -126,6 +126,7 @@ def resolve(flags: dict[str, Any], base: Optional[Settings] = None) -> Settings:
         if "device" not in given and "device" not in from_file:
             settings.device = default_device()
     check(settings)
+    require_cuda(settings.device)
     return settings
 
 

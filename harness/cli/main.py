@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from ..device import refuse_cuda_only
 from ..errors import HarnessError
 from .config import COUNT, add_eval_options, eval_options, parse_gpus
 from .run_command import DESCRIPTION, EPILOG, add_run_arguments, run_main
@@ -25,6 +26,8 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
         if not Path(candidate).is_file():
             console.print(f"[red]Candidate file {candidate} does not exist or is not a file.[/red]")
             return USAGE_ERROR
+        if args.device is None:  # the device defaulted to cpu: say so before a doomed CUDA build
+            refuse_cuda_only(candidate, Path(candidate).read_text(errors="replace"))
     phases = ["waiting"] * len(args.candidates)
     with Live(phase_table(args.candidates, phases), console=console, transient=True) as live:
         def on_event(index: int, phase: str) -> None:
@@ -180,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.handler(args, console)
     except HarnessError as exc:
-        console.print(f"[red]{exc}[/red]")
+        # Plain text, unwrapped: a path or a command in the message stays whole to be copied.
+        console.print(str(exc), style="red", markup=False, highlight=False, soft_wrap=True)
         return USAGE_ERROR
     except KeyboardInterrupt:
         console.print("[yellow]Interrupted.[/yellow]")

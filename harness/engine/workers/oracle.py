@@ -35,6 +35,18 @@ def problem_roofline(problem, device: torch.device, device_name: str, cache_dir:
     return {"roofline": declared, "peaks": peaks}
 
 
+def check_outputs(outputs) -> None:
+    """The reference must return tensors: a plain value (a float, None) is the problem's fault,
+    said here at load, not a candidate's failure later."""
+    for i, out in enumerate(as_list(outputs)):
+        if type(out) is not torch.Tensor:
+            where = f"output {i} of Model.forward is" if isinstance(outputs, (list, tuple)) else \
+                "Model.forward returns"
+            kind = "None" if out is None else f"a {type(out).__qualname__}"
+            raise TypeError(f"{where} {kind}, not a torch.Tensor; the harness compares tensors, so return "
+                            "one (wrap a number in torch.tensor(...)) or a tuple of them")
+
+
 def oracle_role(conn, header: dict) -> None:
     spec = from_dict(OracleSpec, header)
     device = torch.device(spec.device)
@@ -53,6 +65,8 @@ def oracle_role(conn, header: dict) -> None:
         # Trials hand the worker a seed; that only works if a seed reproduces the inputs.
         reproducible = checksum(inputs_from_seed(problem, device, probe)) == checksum(
             inputs_from_seed(problem, device, probe))
+        with torch.no_grad():
+            check_outputs(reference(*inputs_from_seed(problem, device, probe)))
     except BaseException as exc:  # noqa: BLE001
         channel.send(conn, error_message("problem_error", exc))
         return
