@@ -138,7 +138,8 @@ def add_history_commands(commands) -> None:
     p = commands.add_parser("plot", help="speedup per round of one or more runs of one problem, as a PNG")
     p.add_argument("runs", nargs="+", metavar="run", help=run_help)
     p.add_argument("-o", "--output", type=Path, default=None, metavar="FILE.png",
-                   help="where to write the plot (default <first run>.png)")
+                   help="where to write the plot: a file, or a directory to write <first run>.png into "
+                        "(default <first run>.png here)")
     runs_dir(p)
     p.set_defaults(handler=cmd_plot)
     p = commands.add_parser("compare", help="two runs side by side: rounds to target, best speedup, tokens, time")
