@@ -125,6 +125,18 @@ def test_wall_time_budget(tmp_path):
     assert run.stop_reason == "wall_time" and 1 <= len(run.rounds) < 5
 
 
+def test_the_status_line_shows_the_time_spent_waiting_on_the_model(tmp_path):
+    run = Run(id="r", settings=Settings(problem="stub.py", proposer="openai", model="m"),
+              problem=ProblemRef("stub.py", "stub", "0" * 64), created=utc_now())
+    display = Display(Console(file=io.StringIO()), run, lambda: 0.0)
+    display.phase(1, 0, "asking")
+    display.phase_since -= 65  # a minute of waiting, without waiting a minute
+    assert "model wait 01:05" in display.__rich__().plain
+    display.phase(1, 0, "building")
+    display.phase_since -= 30  # building is not waiting on the model
+    assert "model wait 01:05" in display.__rich__().plain
+
+
 def test_token_budget(tmp_path):
     run = stub_loop(tmp_path, ScriptedProposer(*["# correct 1.0"] * 5), token_budget=100)[0].execute()
     assert (run.stop_reason, len(run.rounds), run.tokens.total) == ("tokens", 2, 120)
