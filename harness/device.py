@@ -9,9 +9,22 @@ from __future__ import annotations
 import functools
 import os
 import platform
+import re
 import subprocess
 from dataclasses import dataclass
 from typing import Optional
+
+from .errors import HarnessError
+
+# What to run instead on a machine without a GPU (README names it too).
+CPU_EXAMPLE = "harness eval tests/problems/small_layernorm.py tests/candidates/cpp_layernorm.py --device cpu"
+# Marks of a candidate that can run only on a CUDA GPU: cheap to find, before any build.
+_CUDA_ONLY = ((re.compile(r"\bcuda_sources\s*="), "it passes cuda_sources to load_inline"),
+              (re.compile(r"^\s*(?:import|from)\s+triton\b", re.M), "it imports triton"))
+
+
+class NoGPUError(HarnessError):
+    """CUDA work asked of a machine without a CUDA GPU."""
 
 
 @functools.lru_cache(maxsize=None)
@@ -39,10 +52,44 @@ def gpu_arch(device: str, gpu: Optional[int] = None) -> str:
     return caps[gpu] if gpu < len(caps) else (caps[0] if caps else "unknown")
 
 
-def default_device() -> str:
+def cuda_present() -> bool:
     import torch
 
-    return "cuda" if torch.backends.cuda.is_built() and nvidia_smi("name") else "cpu"
+    return torch.backends.cuda.is_built() and bool(nvidia_smi("name"))
+
+
+def default_device() -> str:
+    return "cuda" if cuda_present() else "cpu"
+
+
+def _no_gpu() -> str:
+    import torch
+
+    if not torch.backends.cuda.is_built():
+        return f"this torch {torch.__version__} is built without CUDA"
+    return "nvidia-smi finds no NVIDIA GPU"
+
+
+def require_cuda(device: str) -> None:
+    """NoGPUError where `device` is CUDA and this machine has no CUDA GPU."""
+    if device.startswith("cuda") and not cuda_present():
+        raise NoGPUError(f"--device {device} needs a CUDA GPU, and this machine has none ({_no_gpu()}). "
+                         "Run on a machine with an NVIDIA GPU, or evaluate a CPU candidate with --device "
+                         f"cpu, such as `{CPU_EXAMPLE}`.")
+
+
+def cuda_only(source: str) -> Optional[str]:
+    """Why a candidate's source can run only on a CUDA GPU, or None where nothing says so."""
+    return next((why for pattern, why in _CUDA_ONLY if pattern.search(source)), None)
+
+
+def refuse_cuda_only(candidate: str, source: str) -> None:
+    """NoGPUError for a CUDA-only candidate on a machine without a GPU: it could only fail to build."""
+    why = cuda_only(source)
+    if why and not cuda_present():
+        raise NoGPUError(f"Candidate {candidate} is CUDA ({why}) and needs a CUDA GPU, and this machine "
+                         f"has none ({_no_gpu()}): it could only fail to build. Run it on a machine with an "
+                         f"NVIDIA GPU; here, try a CPU candidate: `{CPU_EXAMPLE}`.")
 
 # Peak memory bandwidth in TB/s by a distinctive part of the device name; the
 # first match wins, so more specific names come first.

@@ -244,6 +244,8 @@ def from_dict(cls: Any, data: Any) -> Any:
     if isinstance(cls, type) and issubclass(cls, enum.Enum):
         return cls(data)
     if dataclasses.is_dataclass(cls):
+        if not isinstance(data, dict):  # valid JSON of the wrong shape: a list, a number
+            raise TypeError(f"a {cls.__name__} must be a JSON object, not {type(data).__name__} {str(data)[:40]}")
         hints = typing.get_type_hints(cls)
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: from_dict(hints[k], v) for k, v in data.items() if k in names})

@@ -2,7 +2,7 @@
 
 Real HTTP on 127.0.0.1, so the real `openai` client is exercised end to end:
 authentication (401), unknown models (404), scripted failures such as a 429
-with Retry-After, and recorded answers. Every request body is kept for asserts.
+with Retry-After, an endpoint that never answers, and recorded answers. Every request body is kept for asserts.
 """
 from __future__ import annotations
 
@@ -29,6 +29,10 @@ class Reply:
     headers: dict = field(default_factory=dict)
     finish_reason: str = "stop"
     reasoning: Optional[str] = None  # sent apart, as vLLM's `reasoning_content`
+    hang: bool = False  # never answer: hold the connection until the server stops
+
+
+HANG = Reply(hang=True)
 
 
 class FakeOpenAI:
@@ -39,6 +43,7 @@ class FakeOpenAI:
         self.fallback: Optional[Reply] = None  # served when the script is empty
         self.requests: list[dict] = []  # bodies of chat requests that passed auth and model checks
         self.attempts = 0  # every chat request, failed ones included
+        self.stopping = threading.Event()  # releases hanging requests
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
 
@@ -54,6 +59,7 @@ class FakeOpenAI:
         return self
 
     def stop(self) -> None:
+        self.stopping.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -114,6 +120,9 @@ class FakeOpenAI:
                         404, f"The model `{body.get('model')}` does not exist or you do not have "
                         "access to it.", "model_not_found")
                 reply = fake._next()
+                if reply.hang:
+                    fake.stopping.wait()
+                    return
                 if reply.status != 200:
                     return self._error(reply.status, reply.content or "scripted failure",
                                        "scripted", reply.headers)

@@ -3,6 +3,7 @@ import pytest
 
 from harness.cli.config import ConfigError, load_config, parse_duration, resolve
 from harness import Settings
+from harness.cli.main import build_parser
 
 
 def flags(**given):
@@ -22,6 +23,10 @@ def test_flags_override_the_file_which_overrides_defaults(tmp_path):
                       'temperature = 0.6\n[limits]\nrounds = 7\nwall_time = "30m"\ntarget = 3\n')
     s = resolve(flags(config=str(config), rounds=3))
     assert (s.model, s.rounds, s.wall_time, s.target, s.temperature) == ("m1", 3, 1800.0, 3.0, 0.6)
+    assert (s.request_timeout, s.max_retries) == (600.0, 2)  # minutes, not hours, by default
+    config.write_text('[endpoint]\nmodel = "m1"\nrequest_timeout = "5m"\nmax_retries = 0\n')
+    s = resolve(flags(config=str(config), request_timeout=30.0))
+    assert (s.request_timeout, s.max_retries) == (30.0, 0)
     assert s.proposer == "openai" and s.accept == 1.5
 
 
@@ -59,11 +64,35 @@ def test_bad_files_are_clear_errors(tmp_path, text, message):
 
 def test_inconsistent_settings_are_reported_together():
     with pytest.raises(ConfigError) as caught:
-        resolve(flags(proposer="files", accept=3.0, target=2.0, rounds=0))
+        resolve(flags(proposer="files", accept=3.0, target=2.0, rounds=0, max_retries=-1))
     message = str(caught.value)
     assert "--files" in message and "--accept" in message and "--rounds" in message
+    assert "--max-retries" in message
 
 
 def test_a_person_at_an_editor_has_no_round_limit_unless_asked():
     assert resolve(flags(proposer="human")).rounds is None
     assert resolve(flags(proposer="human", rounds=4)).rounds == 4
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["eval", "p.py", "c.py", "--trials", "0"], "argument --trials: must be at least 1, not 0"),
+    (["eval", "p.py", "c.py", "--time-cap", "-1"], "argument --time-cap: must be above 0, not -1"),
+    (["eval", "p.py", "c.py", "--run-timeout", "0"], "argument --run-timeout: must be above 0, not 0"),
+    (["eval", "p.py", "c.py", "--build-timeout", "soon"], "argument --build-timeout: must be a duration such as 600, 30m or 2h, not `soon`"),
+    (["eval", "p.py", "c.py", "--jobs", "0"], "argument --jobs: must be at least 1, not 0"),
+    (["run", "p.py", "--samples", "0"], "argument --samples: must be at least 1, not 0"),
+    (["run", "p.py", "--rounds", "-2"], "argument --rounds: must be at least 1, not -2"),
+    (["run", "p.py", "--window", "-1"], "argument --window: must be at least 0, not -1"),
+    (["run", "p.py", "--wall-time", "0s"], "argument --wall-time: must be above 0, not 0s"),
+    (["run", "p.py", "--request-timeout", "0"], "argument --request-timeout: must be above 0, not 0"),
+    (["run", "p.py", "--max-retries", "-1"], "argument --max-retries: must be at least 0, not -1"),
+    (["run", "p.py", "--accept", "0"], "argument --accept: must be above 0, not 0"),
+    (["run", "p.py", "--token-budget", "1.5"], "argument --token-budget: must be a whole number, not `1.5`"),
+    (["show", "r", "--round", "0"], "argument --round: must be at least 1, not 0"),
+])
+def test_impossible_numbers_are_refused_with_a_one_line_reason(argv, message, capsys):
+    with pytest.raises(SystemExit) as caught:
+        build_parser().parse_args(argv)
+    assert caught.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(message)

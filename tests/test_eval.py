@@ -1,6 +1,7 @@
 """The evaluation engine on CPU: every verdict from a real candidate file."""
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 
@@ -8,6 +9,7 @@ import pytest
 
 from conftest import CANDIDATES, PROBLEMS, REPO
 from harness import EvalResult, Evaluator, ProblemError, Verdict, evaluate, from_json, to_json
+from harness import device as harness_device
 
 SMALL = PROBLEMS / "small_layernorm.py"
 
@@ -118,6 +120,44 @@ def test_problem_whose_inputs_are_not_tensors(tmp_path, cpu_options):
     with pytest.raises(ProblemError) as info:
         evaluate(path, CANDIDATES / "py_correct.py", cpu_options)
     assert "odd_inputs.py" in str(info.value) and "inputs must be tensors or plain values" in str(info.value)
+
+
+@pytest.mark.parametrize("returns, says", [
+    ("float(self.ln(x).sum())", "Model.forward returns a float, not a torch.Tensor"),
+    ("None", "Model.forward returns None, not a torch.Tensor"),
+    ("(self.ln(x), 1.5)", "output 1 of Model.forward is a float, not a torch.Tensor"),
+])
+def test_a_reference_returning_plain_values_is_the_problems_fault(tmp_path, cpu_options, returns, says):
+    path = tmp_path / "plain_output.py"
+    path.write_text(SMALL.read_text().replace("return self.ln(x)", f"return {returns}"))
+    candidate = tmp_path / "same.py"  # the reference itself: correct by construction
+    candidate.write_text(path.read_text().replace("class Model(", "class ModelNew("))
+    with pytest.raises(ProblemError) as info:
+        evaluate(path, candidate, cpu_options)
+    assert "plain_output.py" in str(info.value) and says in str(info.value)
+
+
+def test_device_cuda_without_a_gpu_says_so(cpu_options):
+    if harness_device.cuda_present():
+        pytest.skip("this machine has a CUDA GPU")
+    with pytest.raises(harness_device.NoGPUError) as info:
+        evaluate(SMALL, CANDIDATES / "py_correct.py", dataclasses.replace(cpu_options, device="cuda"))
+    message = str(info.value)
+    assert "needs a CUDA GPU, and this machine has none" in message and "--device cpu" in message
+    assert "Problem file" not in message  # the problem file is not to blame
+
+
+def test_readme_first_command_without_a_gpu_says_at_once_what_to_run(cache_dir):
+    if harness_device.cuda_present():
+        pytest.skip("this machine has a CUDA GPU")
+    # README's first command, as typed: no --device, so the default (cpu here) applies.
+    result = subprocess.run([sys.executable, "-m", "harness", "eval", "problems/layernorm_4d.py",
+                             "kernels/layernorm_4d.py", "--cache-dir", str(cache_dir)],
+                            capture_output=True, text=True, cwd=REPO, env={**os.environ, "COLUMNS": "300"})
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "is CUDA (it passes cuda_sources to load_inline) and needs a CUDA GPU" in result.stdout
+    assert harness_device.CPU_EXAMPLE in result.stdout
+    assert not list(cache_dir.rglob("*layernorm_4d*"))  # nothing was built
 
 
 def run_cli(*args, cache_dir):

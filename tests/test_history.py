@@ -86,19 +86,22 @@ def test_ambiguous_and_unknown_run_names(runs):
 def test_corrupt_runs_are_listed_and_never_crash(runs, tmp_path):
     runs_dir, fast, _ = runs
     damaged = tmp_path / "runs"
-    for name in ("cut", "gone", "noeval"):
+    for name in ("cut", "gone", "noeval", "zlist"):
         shutil.copytree(fast, damaged / fast.name.replace("row_loop", f"row_loop_{name}"))
-    cut, gone, noeval = sorted(damaged.iterdir())
+    cut, gone, noeval, listed = sorted(damaged.iterdir())
     (cut / "run.json").write_text('{"id": "x", "sett')
     (gone / "run.json").unlink()
     (noeval / "rounds" / "002" / "eval.json").unlink()
+    (listed / "run.json").write_text('[1, 2]')  # valid JSON, not an object
     entries = {e.path: e.status for e in list_runs(damaged)}
     assert entries[cut].startswith("corrupt: run.json unreadable")
+    assert entries[listed].startswith("corrupt: run.json unreadable") and "must be a JSON object" in entries[listed]
     assert entries[gone].startswith("corrupt: no run.json")
     assert entries[noeval] == "damaged: round 2 has no eval.json"
     rc, out = cli("runs", "--runs-dir", str(damaged))
     assert rc == 0 and "corrupt" in out
-    for path in (cut, gone):
+    assert fast.name.split("-")[-1] in out  # the intact runs are still listed
+    for path in (cut, gone, listed):
         rc, out = cli("show", str(path))
         assert rc == 2 and "Traceback" not in out and str(path) in out
     rc, out = cli("show", str(noeval))
@@ -172,6 +175,18 @@ def test_plot_writes_a_png_of_both_runs(runs, tmp_path):
     assert drawn.runs == [fast.name, slow.name] and drawn.xlabel == "round" and "speedup" in drawn.ylabel
     height, width, _ = matplotlib.image.imread(out).shape
     assert (width, height) == drawn.size == (1000, 500)
+
+
+def test_plot_into_a_directory_says_the_path_it_wrote(runs, tmp_path):
+    runs_dir, fast, _ = runs
+    into = tmp_path / "plots"
+    into.mkdir()
+    rc, text = cli("plot", fast.name, "--runs-dir", str(runs_dir), "-o", str(into))
+    written = into / f"{fast.name}.png"
+    assert rc == 0 and written.stat().st_size > 10_000 and f"Wrote {written}:" in text
+    assert not (tmp_path / "plots.png").exists()
+    rc, text = cli("plot", fast.name, "--runs-dir", str(runs_dir), "-o", str(tmp_path / "bare"))
+    assert rc == 0 and (tmp_path / "bare.png").is_file() and f"Wrote {tmp_path / 'bare.png'}:" in text
 
 
 def test_plot_turns_to_a_log_axis_when_speedups_span_10x(runs, tmp_path):

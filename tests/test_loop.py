@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from fake_openai_server import KEY, MODEL, Reply, fake_openai  # noqa: F401  (fixture)
+from fake_openai_server import HANG, KEY, MODEL, Reply, fake_openai  # noqa: F401  (fixture)
 from harness import EvalResult, Loop, Prompts, Run, RunStore, Settings, Tokens, Verdict
 from harness.cli.display import Display
 from harness.loop.proposers.base import Exhausted, Proposal, ProposerError
@@ -77,7 +77,7 @@ class ScriptedProposer:
         self.tokens = tokens
         self.seen = []
 
-    def propose(self, conversation, say):
+    def propose(self, conversation, say, time_left=None):
         self.seen.append(conversation)
         if not self.answers:
             raise Exhausted("no more")
@@ -123,6 +123,18 @@ def test_wall_time_budget(tmp_path):
     run = stub_loop(tmp_path, ScriptedProposer(*["# correct 1.0"] * 5), clock=lambda: next(ticks),
                     wall_time=60)[0].execute()
     assert run.stop_reason == "wall_time" and 1 <= len(run.rounds) < 5
+
+
+def test_the_status_line_shows_the_time_spent_waiting_on_the_model(tmp_path):
+    run = Run(id="r", settings=Settings(problem="stub.py", proposer="openai", model="m"),
+              problem=ProblemRef("stub.py", "stub", "0" * 64), created=utc_now())
+    display = Display(Console(file=io.StringIO()), run, lambda: 0.0)
+    display.phase(1, 0, "asking")
+    display.phase_since -= 65  # a minute of waiting, without waiting a minute
+    assert "model wait 01:05" in display.__rich__().plain
+    display.phase(1, 0, "building")
+    display.phase_since -= 30  # building is not waiting on the model
+    assert "model wait 01:05" in display.__rich__().plain
 
 
 def test_token_budget(tmp_path):
@@ -211,6 +223,25 @@ def test_openai_run_that_never_builds_ends_after_its_rounds(tmp_path, cache_dir,
         assert not file.is_file() or KEY not in file.read_text(errors="replace")
 
 
+def test_wall_time_ends_a_run_waiting_on_a_hanging_endpoint(tmp_path, cache_dir, fake_openai):
+    fake_openai.fallback = HANG
+    runs = tmp_path / "runs"
+    # The request timeout (600 s by default) would hold the run for ten minutes; the wall time ends it.
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "run", str(PROBLEM), "--model", MODEL, "--base-url", fake_openai.url,
+         "--wall-time", "5s", "--runs-dir", str(runs), *eval_flags(cache_dir)],
+        cwd=REPO, env={**os.environ, "OPENAI_API_KEY": KEY}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    path = only_run(runs)
+    record = run_json(path)
+    assert (record["status"], record["stop_reason"], record["rounds"]) == ("finished", "wall_time", [])
+    assert "Stopped at the wall-time budget" in done.stdout
+    assert fake_openai.attempts == 1
+    # The round in flight is left unfinished, to be set aside by --resume; nothing recorded is lost.
+    assert (path / "rounds" / "001" / "prompt.md").is_file()
+    assert not (path / "rounds" / "001" / "round.json").exists()
+
+
 def test_resume_after_the_process_is_killed(tmp_path, cache_dir, capsys):
     cands = tmp_path / "cands"
     cands.mkdir()
@@ -248,6 +279,53 @@ def test_resume_after_the_process_is_killed(tmp_path, cache_dir, capsys):
     assert "resume" in events and events[-1] == "stop"
     for aside in (path / "partial").glob("*") if (path / "partial").exists() else []:
         assert aside.name.startswith("002-")  # the round in flight was set aside, then redone
+
+
+def start_waiting(argv, runs: Path, log: Path, asks: int) -> subprocess.Popen:
+    """`harness run` in a subprocess, once its human proposer waits for the `asks`-th time."""
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "run", *argv], cwd=REPO,
+                            stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while "".join(p.read_text() for p in runs.glob("*/events.jsonl")).count('"asking"') < asks:
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+        time.sleep(0.05)
+    return proc
+
+
+def test_a_second_writer_is_refused_and_a_killed_run_reads_as_interrupted(tmp_path, cache_dir, capsys):
+    from harness.cli.main import main as harness
+
+    runs = tmp_path / "runs"
+    first = start_waiting([str(PROBLEM), "--proposer", "human", "--runs-dir", str(runs), *eval_flags(cache_dir)],
+                          runs, tmp_path / "first.log", asks=1)
+    path = only_run(runs)
+    assert harness(["runs", "--runs-dir", str(runs)]) == 0
+    assert "running" in capsys.readouterr().out
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    assert run_json(path)["status"] == "running"  # killed: nobody marked it otherwise
+    assert harness(["runs", "--runs-dir", str(runs)]) == 0
+    listed = capsys.readouterr().out
+    assert "interrupted" in listed and "running" not in listed
+    assert harness(["show", str(path)]) == 0
+    assert "status interrupted" in capsys.readouterr().out
+
+    # Two resumes of one run: the first carries it on, the second is refused and touches nothing.
+    resumed = start_waiting(["--resume", str(path)], runs, tmp_path / "resumed.log", asks=2)
+    try:
+        before = sorted(str(p.relative_to(path)) for p in path.rglob("*") if "run.json" not in p.name)
+        prompt = (path / "rounds" / "001" / "prompt.md").read_text()
+        assert main(["--resume", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert f"is in use by another harness process (pid {resumed.pid})" in err and "Traceback" not in err
+        after = sorted(str(p.relative_to(path)) for p in path.rglob("*") if "run.json" not in p.name)
+        assert after == before and (path / "rounds" / "001" / "prompt.md").read_text() == prompt
+        assert len(list((path / "partial").iterdir())) == 1  # the first run's round, set aside once
+        assert harness(["runs", "--runs-dir", str(runs)]) == 0
+        assert "running" in capsys.readouterr().out
+    finally:
+        resumed.send_signal(signal.SIGKILL)
+        resumed.wait()
 
 
 def test_resume_takes_the_recorded_evaluation_options_unless_a_flag_overrides_one(tmp_path, cache_dir, capsys):

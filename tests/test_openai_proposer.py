@@ -6,8 +6,8 @@ import pytest
 
 pytest.importorskip("openai")  # a dependency of the harness, absent on some GPU hosts that run only -m gpu
 
-from fake_openai_server import KEY, MODEL, Reply, fake_openai  # noqa: F401  (fixture)
-from harness.loop.proposers.base import Conversation, ProposerError, Turn
+from fake_openai_server import HANG, KEY, MODEL, Reply, fake_openai  # noqa: F401  (fixture)
+from harness.loop.proposers.base import Conversation, OutOfTime, ProposerError, Turn
 from harness.loop.proposers.openai import OpenAIProposer
 
 from conftest import SEEDS
@@ -120,3 +120,18 @@ def test_unreachable_endpoint_is_a_clear_error():
 def test_answer_cut_at_the_token_limit_is_flagged(fake_openai):
     fake_openai.answer(Reply("<think>still going", finish_reason="length"))
     assert ask(make(fake_openai)).cut_off
+
+
+def test_hanging_endpoint_fails_after_its_timeout_and_retries(fake_openai):
+    fake_openai.fallback = HANG
+    with pytest.raises(ProposerError, match=r"did not answer within the request timeout \(0.5 s\) in 2 attempt"):
+        ask(make(fake_openai, timeout=0.5, max_retries=1))
+    assert fake_openai.attempts == 2
+
+
+def test_the_wall_time_cuts_a_request_in_flight(fake_openai):
+    fake_openai.fallback = HANG
+    proposer = make(fake_openai, timeout=600, max_retries=2)
+    with pytest.raises(OutOfTime):
+        proposer.propose(Conversation("system text", [], "first prompt"), lambda line: None, time_left=0.5)
+    assert fake_openai.attempts == 1

@@ -19,11 +19,11 @@ import os
 import re
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import tomllib
 
-from ..device import default_device
+from ..device import default_device, require_cuda
 from ..engine.evaluate import EvalOptions
 from ..errors import HarnessError
 from ..runs.settings import Evaluation, Settings
@@ -42,7 +42,7 @@ _TABLES = {
     "run": ("proposer", "device", "prompts", "runs_dir"),
 }
 _TYPES = {f.name: f.type for f in fields(Settings)}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)?\s*$")
+_DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(s|m|min|h)?\s*$")
 
 
 def parse_duration(value: Any) -> float:
@@ -58,7 +58,7 @@ def parse_duration(value: Any) -> float:
 
 def _coerce(name: str, value: Any) -> Any:
     kind = _TYPES[name]
-    if name == "wall_time":
+    if name in ("wall_time", "request_timeout"):
         return parse_duration(value)
     if "int" in kind and "float" not in kind:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -126,6 +126,7 @@ def resolve(flags: dict[str, Any], base: Optional[Settings] = None) -> Settings:
         if "device" not in given and "device" not in from_file:
             settings.device = default_device()
     check(settings)
+    require_cuda(settings.device)
     return settings
 
 
@@ -149,22 +150,46 @@ def check(s: Settings) -> None:
         problems.append(f"--window must be 0 (keep all) or more, not {s.window}")
     if s.device != "cpu" and not s.device.startswith("cuda"):
         problems.append(f"--device must be cpu or cuda (cuda:N), not `{s.device}`")
-    for name in ("wall_time", "token_budget", "max_tokens"):
+    for name in ("wall_time", "token_budget", "max_tokens", "request_timeout"):
         value = getattr(s, name)
         if value is not None and value <= 0:
             problems.append(f"--{name.replace('_', '-')} must be positive, not {value}")
+    if s.max_retries < 0:
+        problems.append(f"--max-retries must be 0 or more, not {s.max_retries}")
     if problems:
         raise ConfigError("Cannot start the run: " + "; ".join(problems) + ".")
+
+
+def number(kind: type, low: float, *, above: bool = False, duration: bool = False) -> Callable[[str], Any]:
+    """An argparse type: a `kind` at least `low` (above it, with `above`), else a one-line reason.
+    `duration` also takes 30m or 2h."""
+    bound = f"above {low:g}" if above else f"at least {low:g}"
+    noun = "a duration such as 600, 30m or 2h" if duration else \
+        "a whole number" if kind is int else "a number"
+
+    def parse(text: str) -> Any:
+        try:
+            value = parse_duration(text) if duration else kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {noun}, not `{text}`") from None
+        if value < low or (above and value == low):
+            raise argparse.ArgumentTypeError(f"must be {bound}, not {text}")
+        return value
+
+    return parse
+
+
+POSITIVE, COUNT, SECONDS = number(float, 0, above=True), number(int, 1), number(float, 0, above=True, duration=True)
 
 
 def add_eval_options(parser: argparse.ArgumentParser) -> None:
     """Flags shared by every command that evaluates candidates."""
     parser.add_argument("--device", choices=["cuda", "cpu"], default=None,
                         help="where to run (default: cuda when a GPU is present)")
-    parser.add_argument("--trials", type=int, help="correctness trials, each with fresh inputs (default 5)")
-    parser.add_argument("--build-timeout", type=float, default=900.0, metavar="S")
-    parser.add_argument("--run-timeout", type=float, default=600.0, metavar="S")
-    parser.add_argument("--time-cap", type=float, metavar="S", help="most seconds spent sampling times (default 10)")
+    parser.add_argument("--trials", type=COUNT, help="correctness trials, each with fresh inputs (default 5)")
+    parser.add_argument("--build-timeout", type=SECONDS, default=900.0, metavar="S")
+    parser.add_argument("--run-timeout", type=SECONDS, default=600.0, metavar="S")
+    parser.add_argument("--time-cap", type=SECONDS, metavar="S", help="most seconds spent sampling times (default 10)")
     parser.add_argument("--compile-baseline", action="store_true", default=None,
                         help="also time torch.compile(Model)")
     parser.add_argument("--cache-dir", type=Path, default=None, help="build cache (default ~/.cache/harness)")
@@ -172,7 +197,7 @@ def add_eval_options(parser: argparse.ArgumentParser) -> None:
                         help="strict: refuse candidates that call the reference op, torch.compile, fall back to "
                              "torch, or launch no kernel (default: warn)")
     parser.add_argument("--gpus", default=None, metavar="0,1", help="GPUs to time on, one candidate at a time each")
-    parser.add_argument("--jobs", type=int, default=None, metavar="N", help="builds at once (default: half the cores)")
+    parser.add_argument("--jobs", type=COUNT, default=None, metavar="N", help="builds at once (default: half the cores)")
 
 
 def eval_options(args: argparse.Namespace, evaluation: Optional[Evaluation] = None) -> EvalOptions:

@@ -1,7 +1,8 @@
 """What a person sees while a run goes: a live status line, and a table at the end.
 
-On a terminal the status (round, phase, elapsed, best) redraws in place; in a
-log (CI, a pipe) each phase change and each round's result is one plain line.
+On a terminal the status (round, phase, elapsed, best, and the time spent waiting
+on the model) redraws in place; in a log (CI, a pipe) each phase change and each
+round's result is one plain line.
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ class Display:
         self.sample = 0
         self.phase_name = "starting"
         self.phase_since = time.monotonic()
+        self.asked = 0.0  # seconds spent waiting on the model in this session, past phases
         self.live: Optional[Live] = None
 
     def __enter__(self) -> "Display":
@@ -57,9 +59,19 @@ class Display:
             f" {clock(time.monotonic() - self.phase_since)}",
             ("  elapsed ", "dim"), clock(self.elapsed()),
             ("  best ", "dim"), (speedup_text(best.speedup) if best else "-", "bold green"),
-            ("  tokens ", "dim"), str(self.run.tokens.total))
+            ("  tokens ", "dim"), str(self.run.tokens.total),
+            *((("  model wait ", "dim"), clock(self.model_wait())) if self._model() else ()))
+
+    def _model(self) -> bool:
+        return self.run.settings.proposer == "openai"
+
+    def model_wait(self) -> float:
+        """Seconds spent waiting on the model, the request in flight included."""
+        asking = time.monotonic() - self.phase_since if self.phase_name == "asking" else 0.0
+        return self.asked + asking
 
     def phase(self, n: int, sample: int, phase: str) -> None:
+        self.asked = self.model_wait()
         self.round, self.sample, self.phase_name = n, sample, phase
         self.phase_since = time.monotonic()
         if not self.live:
@@ -74,7 +86,8 @@ class Display:
         result = rnd.eval
         best = self.run.best
         line = f"round {rnd.n}: {result.verdict.value} {headline(result)}".rstrip()
-        line += f"  (best {speedup_text(best.speedup) if best else '-'}, {rnd.seconds:.1f} s)"
+        asked = f", model {sum(s.ask_seconds for s in rnd.samples):.1f} s" if self._model() else ""
+        line += f"  (best {speedup_text(best.speedup) if best else '-'}, {rnd.seconds:.1f} s{asked})"
         self.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 

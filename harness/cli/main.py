@@ -7,8 +7,9 @@ from pathlib import Path
 
 from rich.console import Console
 
+from ..device import refuse_cuda_only
 from ..errors import HarnessError
-from .config import add_eval_options, eval_options, parse_gpus
+from .config import COUNT, add_eval_options, eval_options, parse_gpus
 from .run_command import DESCRIPTION, EPILOG, add_run_arguments, run_main
 
 USAGE_ERROR = 2
@@ -25,6 +26,8 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
         if not Path(candidate).is_file():
             console.print(f"[red]Candidate file {candidate} does not exist or is not a file.[/red]")
             return USAGE_ERROR
+        if args.device is None:  # the device defaulted to cpu: say so before a doomed CUDA build
+            refuse_cuda_only(candidate, Path(candidate).read_text(errors="replace"))
     phases = ["waiting"] * len(args.candidates)
     with Live(phase_table(args.candidates, phases), console=console, transient=True) as live:
         def on_event(index: int, phase: str) -> None:
@@ -111,7 +114,7 @@ def add_history_commands(commands) -> None:
     p.set_defaults(handler=cmd_runs)
     p = commands.add_parser("show", help="a run's rounds with verdicts, times and speedups, or one round's file")
     p.add_argument("run", help=run_help)
-    p.add_argument("--round", type=int, default=None, metavar="N", help="the round whose file to print")
+    p.add_argument("--round", type=COUNT, default=None, metavar="N", help="the round whose file to print")
     files = p.add_mutually_exclusive_group()
     for name, help_text in (("source", "the candidate"), ("prompt", "the prompt"), ("answer", "the answer"),
                             ("log", "the build log")):
@@ -135,7 +138,8 @@ def add_history_commands(commands) -> None:
     p = commands.add_parser("plot", help="speedup per round of one or more runs of one problem, as a PNG")
     p.add_argument("runs", nargs="+", metavar="run", help=run_help)
     p.add_argument("-o", "--output", type=Path, default=None, metavar="FILE.png",
-                   help="where to write the plot (default <first run>.png)")
+                   help="where to write the plot: a file, or a directory to write <first run>.png into "
+                        "(default <first run>.png here)")
     runs_dir(p)
     p.set_defaults(handler=cmd_plot)
     p = commands.add_parser("compare", help="two runs side by side: rounds to target, best speedup, tokens, time")
@@ -180,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.handler(args, console)
     except HarnessError as exc:
-        console.print(f"[red]{exc}[/red]")
+        # Plain text, unwrapped: a path or a command in the message stays whole to be copied.
+        console.print(str(exc), style="red", markup=False, highlight=False, soft_wrap=True)
         return USAGE_ERROR
     except KeyboardInterrupt:
         console.print("[yellow]Interrupted.[/yellow]")

@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Optional
 
@@ -25,8 +26,8 @@ from ..loop.proposers.files import FilesProposer, expand
 from ..loop.proposers.human import HumanProposer
 from ..problem import ProblemError, load_problem
 from ..runs.store import Outcome, ProblemRef, Round, Run, RunStore, Status, utc_now
-from .config import (PROPOSERS, ConfigError, Settings, add_eval_options, eval_options, evaluation_options,
-                     parse_duration, resolve)
+from .config import (COUNT, POSITIVE, PROPOSERS, SECONDS, ConfigError, Settings, add_eval_options,
+                     eval_options, evaluation_options, number, resolve)
 from .display import Display, summary
 
 HUMAN_FILE = "candidate.py"  # in the run directory: the file a person edits
@@ -35,13 +36,6 @@ DESCRIPTION = ("Optimize a problem: propose a ModelNew, evaluate it, feed the ve
                "until the target speedup or a budget is reached. Runs are stored under runs/.")
 EPILOG = ("exit status: 0 acceptable candidate found, 1 none found, 2 unusable input, "
           "130 interrupted")
-
-
-def _duration(text: str) -> float:
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,24 +50,28 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-url", dest="base_url",
                         help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or OpenAI); "
                              "the key comes from $OPENAI_API_KEY")
-    parser.add_argument("--rounds", type=int,
+    parser.add_argument("--rounds", type=COUNT,
                         help="round budget (default 10; none for the human proposer)")
-    parser.add_argument("--accept", type=float, help="acceptable speedup (default 1.5)")
-    parser.add_argument("--target", type=float, help="speedup that ends the run (default 2.0)")
-    parser.add_argument("--samples", type=int, help="answers asked for per round (default 1)")
+    parser.add_argument("--accept", type=POSITIVE, help="acceptable speedup (default 1.5)")
+    parser.add_argument("--target", type=POSITIVE, help="speedup that ends the run (default 2.0)")
+    parser.add_argument("--samples", type=COUNT, help="answers asked for per round (default 1)")
     parser.add_argument("--config", help="TOML file with [endpoint], [limits] and [run] tables")
     parser.add_argument("--prompts", help="directory of prompt templates overriding prompts/")
     parser.add_argument("--files", nargs="+", metavar="F",
                         help="candidate .py files or recorded answers (.txt/.md), or a "
                              "directory of them, one per round")
     parser.add_argument("--resume", metavar="RUN_DIR", help="carry on a stopped or killed run")
-    parser.add_argument("--max-tokens", dest="max_tokens", type=int, help="per answer")
-    parser.add_argument("--temperature", type=float)
-    parser.add_argument("--wall-time", dest="wall_time", type=_duration,
-                        help="time budget: seconds, or 30m, 2h")
-    parser.add_argument("--token-budget", dest="token_budget", type=int,
+    parser.add_argument("--max-tokens", dest="max_tokens", type=COUNT, help="per answer")
+    parser.add_argument("--temperature", type=number(float, 0))
+    parser.add_argument("--request-timeout", dest="request_timeout", type=SECONDS, metavar="S",
+                        help="seconds one request may take, per attempt (default 600)")
+    parser.add_argument("--max-retries", dest="max_retries", type=number(int, 0), metavar="N",
+                        help="retries of a failed or timed-out request, with backoff (default 2)")
+    parser.add_argument("--wall-time", dest="wall_time", type=SECONDS,
+                        help="time budget, also while waiting on the model: seconds, or 30m, 2h")
+    parser.add_argument("--token-budget", dest="token_budget", type=COUNT,
                         help="total tokens over the run")
-    parser.add_argument("--window", type=int,
+    parser.add_argument("--window", type=number(int, 0),
                         help="past rounds kept in the conversation; 0 keeps all (default 4)")
     parser.add_argument("--runs-dir", dest="runs_dir", help="where runs are stored (default runs/)")
     # --device, --trials, timeouts, --cache-dir: the same flags as `harness eval`.
@@ -107,12 +105,15 @@ def _proposer(settings: Settings, store: RunStore, rounds: list[Round], prompts:
                           api_key_env=settings.api_key_env)
 
 
-def _open(args: argparse.Namespace, flags: dict) -> tuple[RunStore, Run, list[Round]]:
+def _open(args: argparse.Namespace, flags: dict, held: ExitStack) -> tuple[RunStore, Run, list[Round]]:
+    """The run to carry on or start, locked for this process until `held` closes."""
     if args.resume:
         if args.problem:
             raise ConfigError("Give either PROBLEM or --resume RUN_DIR, not both: a resumed run "
                               "keeps its problem.")
         store = RunStore.open(args.resume)
+        store.lock()  # before anything is read or set aside: another process may be writing it
+        held.callback(store.release)
         run = store.load_run()
         run.settings = resolve(flags, base=run.settings)
         rounds = store.load_rounds()
@@ -133,6 +134,8 @@ def _open(args: argparse.Namespace, flags: dict) -> tuple[RunStore, Run, list[Ro
     if settings.proposer == "files":
         expand(settings.files)
     store = RunStore.create(settings.runs_dir, problem.name)
+    store.lock()
+    held.callback(store.release)
     run = Run(id=store.id, settings=settings, created=utc_now(),
               problem=ProblemRef(problem.path, problem.name, problem.sha256),
               evaluation=evaluation_options(args)[0])
@@ -152,12 +155,16 @@ def _resumed_options(run: Run, kept: list[str], overridden: list[str]) -> str:
 
 
 def run_main(args: argparse.Namespace, console: Optional[Console] = None) -> int:
-    console = console or Console()
+    with ExitStack() as held:  # the run's lock, released however the run ends
+        return _run(args, console or Console(), held)
+
+
+def _run(args: argparse.Namespace, console: Console, held: ExitStack) -> int:
     errors = Console(stderr=True)
     flags = {k: v for k, v in vars(args).items() if k not in ("problem", "resume")}
     clock_start = time.monotonic()
     try:
-        store, run, rounds = _open(args, flags)
+        store, run, rounds = _open(args, flags, held)
         settings = run.settings
         problem = load_problem(settings.problem)
         if problem.sha256 != run.problem.sha256:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, TypeVar
 
-from ..device import gpu_arch
+from ..device import gpu_arch, require_cuda
 from ..integrity import roofline, static
 from ..files import new_seed
 from ..problem import Problem, ProblemError, load_problem
@@ -134,8 +134,9 @@ class Evaluator:
 
     def __init__(self, problem: str | Path | Problem, options: Optional[EvalOptions] = None,
                  keep_spare: bool = True):
-        self.problem = problem if isinstance(problem, Problem) else load_problem(problem)
         self.options = options or EvalOptions()
+        require_cuda(self.options.device)  # before the problem is blamed for a missing GPU
+        self.problem = problem if isinstance(problem, Problem) else load_problem(problem)
         self.cache = self.options.resolved_cache()
         self.logs = Path(self.options.logs_dir) if self.options.logs_dir else self.cache / "logs"
         self.arch = gpu_arch(self.options.device, self.options.gpu)

@@ -1,7 +1,7 @@
 """The optimization loop: propose, extract, evaluate, feed back, until a stop rule holds.
 
 Stop rules, checked before each round: the round budget, the wall-time budget,
-the token budget; after each round: a correct candidate at or above the target.
+the token budget; the wall time also while waiting for an answer; after each round: a correct candidate at or above the target.
 The run's result is its best correct candidate. Everything a round produces is
 stored as it happens, so a killed run can resume from its last finished round.
 """
@@ -17,7 +17,7 @@ from .extract import extract, strip_reasoning
 from .feedback import Thresholds, feedback_text
 from .observer import Observer
 from .prompts import Prompts
-from .proposers.base import Conversation, Exhausted, Proposer, ProposerError, Turn
+from .proposers.base import Conversation, Exhausted, OutOfTime, Proposer, ProposerError, Turn
 
 
 class Evaluates(Protocol):
@@ -96,6 +96,10 @@ class Loop:
             run.stop_reason, run.status = reason, Status.FINISHED
         except Exhausted:
             run.stop_reason, run.status = StopReason.FILES_EXHAUSTED, Status.FINISHED
+        except OutOfTime as exc:
+            # The round in flight stays unfinished on disk; --resume sets it aside.
+            run.stop_reason, run.status = StopReason.WALL_TIME, Status.FINISHED
+            run.message = f"Round {len(self.rounds) + 1} was left unfinished: {exc}."
         except KeyboardInterrupt:
             run.stop_reason, run.status = StopReason.INTERRUPTED, Status.INTERRUPTED
         except ProposerError as exc:
@@ -151,7 +155,11 @@ class Loop:
     def _ask(self, n: int, i: int, conversation: Conversation) -> Sample:
         """One answer, recorded and extracted; its evaluation comes with the round's batch."""
         self._phase(n, i, "asking")
-        proposal = self.proposer.propose(conversation, self.observer.say)
+        wall_time = self.run.settings.wall_time
+        time_left = None if wall_time is None else wall_time - self.elapsed()
+        if time_left is not None and time_left <= 0:
+            raise OutOfTime("the wall time ran out before this sample was asked for")
+        proposal = self.proposer.propose(conversation, self.observer.say, time_left)
         # Tokens count as soon as they are spent, even if this round never finishes.
         self.run.tokens = self.run.tokens + proposal.tokens
         self.store.write_answer(n, i, proposal.answer)

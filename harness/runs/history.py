@@ -58,6 +58,7 @@ def read_entry(path: Path) -> RunEntry:
         parts = path.name.split("-")
         problem = "-".join(parts[1:-1]) if len(parts) >= 3 else "?"
         return RunEntry(path, None, problem, parts[0] if parts else "", f"{status} ({exc})")
+    run.status = store.status(run)
     return RunEntry(path, run, run.problem.name, run.created, _damage(store, run) or run.status)
 
 
@@ -104,9 +105,11 @@ def resolve(run: str, runs_dir: Path) -> Path:
 def load(run: str, runs_dir: Path) -> tuple[RunStore, Run]:
     store = RunStore.open(resolve(run, runs_dir))
     try:
-        return store, store.load_run()
+        record = store.load_run()
     except StoreError as exc:
         raise HistoryError(str(exc)) from None
+    record.status = store.status(record)
+    return store, record
 
 
 def load_rounds(store: RunStore) -> tuple[list[Round], Optional[str]]:

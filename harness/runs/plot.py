@@ -101,6 +101,10 @@ def plot(runs: list[str], runs_dir: Path, out: Path) -> Plot:
     problem = problems.pop()
     ax.set_title(f"{problem}: speedup per round")
     out = Path(out)
+    if out.is_dir():  # a directory: the plot goes into it, named after the first run
+        out = out / f"{loaded[0][0].id}.png"
+    elif not out.suffix:  # matplotlib would add .png: the path returned is the one written
+        out = out.with_suffix(".png")
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out)
     plt.close(fig)

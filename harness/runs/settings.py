@@ -19,8 +19,11 @@ class Settings:
     api_key_env: str = "OPENAI_API_KEY"
     temperature: Optional[float] = None
     max_tokens: Optional[int] = None
-    request_timeout: float = 900.0  # seconds per request: reasoning answers are slow
-    max_retries: int = 6  # on rate limits, timeouts and 5xx, with backoff
+    # A reasoning model may think for several minutes before its first byte, so one attempt
+    # gets 10 minutes; two retries ride out a restart or a rate limit, while a dead or hanging
+    # endpoint still fails in about half an hour (3 x 10 min), not hours.
+    request_timeout: float = 600.0  # seconds per attempt
+    max_retries: int = 2  # on rate limits, timeouts and 5xx, with backoff
     rounds: Optional[int] = 10  # None: no limit (a person at an editor stops with Ctrl-C)
     accept: float = 1.5
     target: float = 2.0

@@ -7,6 +7,11 @@
       events.jsonl          append-only, one line per phase change
       candidate.py          the file a person edits (human proposer)
 
+One process writes a run at a time: it holds an flock on run.lock for as long
+as it lives, and refreshes `heartbeat` in run.json every HEARTBEAT_SECONDS. A
+run recorded as running whose lock is free, or whose heartbeat is stale, lost
+its process: it reads as interrupted, and --resume carries it on.
+
 Every file is written to a temporary name and renamed into place, so a killed
 run never leaves half a JSON file. A round's `round.json` is written last: a
 round directory without it is the round that was in flight, and `--resume`
@@ -17,9 +22,11 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import fcntl
 import json
 import os
 import secrets
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -30,6 +37,9 @@ from ..results import Environment, EvalResult, Tokens, Verdict, from_dict, from_
 from .settings import Evaluation, Settings
 
 RUN_FILE = "run.json"
+LOCK_FILE = "run.lock"
+HEARTBEAT_SECONDS = 10.0
+STALE_SECONDS = 90.0  # several missed heartbeats: the process is gone or frozen
 EVENTS_FILE = "events.jsonl"
 ROUND_FILE = "round.json"
 PROMPT_FILE = "prompt.md"
@@ -161,6 +171,7 @@ class Run:
     best: Optional[Best] = None
     rounds: list[RoundSummary] = field(default_factory=list)
     evaluation: Optional[Evaluation] = None  # None in runs recorded before it was kept
+    heartbeat: str = ""  # refreshed while a process runs it; "" in runs recorded before it was kept
 
 
 def utc_now() -> str:
@@ -175,6 +186,9 @@ def new_run_id(problem_name: str, now: Optional[dt.datetime] = None) -> str:
 class RunStore:
     def __init__(self, path: Path):
         self.path = Path(path)
+        self._writing = threading.Lock()  # run.json: the loop's saves and the heartbeat's
+        self._lock_fd: Optional[int] = None
+        self._stop_beating = threading.Event()  # one per lock(), set by release()
 
     @classmethod
     def create(cls, runs_dir: str | Path, problem_name: str) -> "RunStore":
@@ -205,8 +219,74 @@ class RunStore:
     # --- the run ---------------------------------------------------------
 
     def save_run(self, run: Run) -> None:
-        run.updated = utc_now()
-        write_atomic(self.path / RUN_FILE, to_json(run))
+        with self._writing:
+            run.updated = run.heartbeat = utc_now()
+            write_atomic(self.path / RUN_FILE, to_json(run))
+
+    # --- one writer, and whether it lives ----------------------------------
+
+    def lock(self) -> None:
+        """Take the run for this process, and keep its heartbeat going until release().
+        A run another process holds is a StoreError: two writers would overwrite each other's rounds."""
+        fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip()
+            os.close(fd)
+            raise StoreError(
+                f"Run {self.path} is in use by another harness process"
+                f"{f' (pid {holder})' if holder else ''}: it is still running, and two processes writing "
+                "one run would overwrite each other's rounds. Wait for that run to end, or stop it "
+                "(Ctrl-C), then --resume it.") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+        self._stop_beating = threading.Event()
+        threading.Thread(target=self._beat, args=(self._stop_beating,), name="run-heartbeat",
+                         daemon=True).start()
+
+    def release(self) -> None:
+        if self._lock_fd is not None:
+            self._stop_beating.set()
+            with self._writing:  # not while a heartbeat writes
+                os.close(self._lock_fd)
+                self._lock_fd = None
+
+    def _beat(self, stop: threading.Event) -> None:
+        path = self.path / RUN_FILE
+        while not stop.wait(HEARTBEAT_SECONDS):
+            with self._writing:
+                # Read back rather than serialise the Run the loop is changing in another thread.
+                try:
+                    record = json.loads(path.read_text())
+                    record["heartbeat"] = utc_now()
+                    write_atomic(path, json.dumps(record, indent=2))
+                except (OSError, ValueError, TypeError):
+                    pass  # run.json not written yet, or edited by hand: the next save_run beats
+
+    def status(self, run: Run) -> Status:
+        """The run's status as it stands: a run recorded as running whose process is gone
+        (its lock free, or its heartbeat stale) was interrupted."""
+        if run.status is not Status.RUNNING:
+            return run.status
+        try:
+            fd = os.open(self.path / LOCK_FILE, os.O_RDONLY)
+        except OSError:
+            return Status.INTERRUPTED  # never locked: recorded before locks, or killed at its start
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return Status.INTERRUPTED  # nobody holds it
+        except BlockingIOError:
+            pass
+        finally:
+            os.close(fd)
+        try:
+            beat = dt.datetime.fromisoformat(run.heartbeat or run.updated)
+        except ValueError:
+            return Status.INTERRUPTED
+        stale = (dt.datetime.now(dt.timezone.utc) - beat).total_seconds() > STALE_SECONDS
+        return Status.INTERRUPTED if stale else Status.RUNNING
 
     def load_run(self) -> Run:
         return self._load_json(self.path / RUN_FILE, Run)

@@ -36,14 +36,12 @@ def problem_roofline(problem, device: torch.device, device_name: str, cache_dir:
     return {"roofline": declared, "peaks": peaks}
 
 
-def changed_by_default_numerics(reference, inputs: list) -> bool:
-    """Whether PyTorch's default float32 settings change the reference's outputs on these
-    inputs (they do where cuDNN convolutions may use TF32); where they do not, one timing
-    of the reference serves as both baselines."""
-    with torch.no_grad():
-        exact = as_list(reference(*inputs))
-        with pytorch_default_numerics():
-            usual = as_list(reference(*inputs))
+def changed_by_default_numerics(reference, inputs: list, exact: list) -> bool:
+    """Whether PyTorch's default float32 settings change the reference's outputs (`exact`,
+    under IEEE float32) on these inputs (they do where cuDNN convolutions may use TF32);
+    where they do not, one timing of the reference serves as both baselines."""
+    with torch.no_grad(), pytorch_default_numerics():
+        usual = as_list(reference(*inputs))
     return len(exact) != len(usual) or not all(_identical(a, b) for a, b in zip(exact, usual))
 
 
@@ -53,6 +51,18 @@ def _identical(a, b) -> bool:
         return a.shape == b.shape and a.dtype == b.dtype and (torch.equal(a, b) or bool(
             torch.isclose(a, b, rtol=0, atol=0, equal_nan=True).all()))
     return a == b
+
+
+def check_outputs(outputs) -> None:
+    """The reference must return tensors: a plain value (a float, None) is the problem's fault,
+    said here at load, not a candidate's failure later."""
+    for i, out in enumerate(as_list(outputs)):
+        if type(out) is not torch.Tensor:
+            where = f"output {i} of Model.forward is" if isinstance(outputs, (list, tuple)) else \
+                "Model.forward returns"
+            kind = "None" if out is None else f"a {type(out).__qualname__}"
+            raise TypeError(f"{where} {kind}, not a torch.Tensor; the harness compares tensors, so return "
+                            "one (wrap a number in torch.tensor(...)) or a tuple of them")
 
 
 def oracle_role(conn, header: dict) -> None:
@@ -73,7 +83,12 @@ def oracle_role(conn, header: dict) -> None:
         # Trials hand the worker a seed; that only works if a seed reproduces the inputs.
         reproducible = checksum(inputs_from_seed(problem, device, probe)) == checksum(
             inputs_from_seed(problem, device, probe))
-        numerics_differ = changed_by_default_numerics(reference, inputs_from_seed(problem, device, probe))
+        inputs = inputs_from_seed(problem, device, probe)
+        with torch.no_grad():
+            exact = reference(*inputs)
+        check_outputs(exact)
+        numerics_differ = changed_by_default_numerics(reference, inputs, as_list(exact))
+        del inputs, exact
     except BaseException as exc:  # noqa: BLE001
         channel.send(conn, error_message("problem_error", exc))
         return

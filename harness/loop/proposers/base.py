@@ -17,6 +17,10 @@ class Exhausted(Exception):
     """The proposer has nothing more to offer (a files list has run out)."""
 
 
+class OutOfTime(Exception):
+    """The run's wall time ran out while the proposer waited; the round is left unfinished."""
+
+
 @dataclass
 class Turn:
     prompt: str
@@ -61,8 +65,10 @@ class Proposal:
 class Proposer(Protocol):
     name: str
 
-    def propose(self, conversation: Conversation, say: Callable[[str], None]) -> Proposal:
-        """One candidate for this round; `say` prints a line for the person watching."""
+    def propose(self, conversation: Conversation, say: Callable[[str], None],
+                time_left: Optional[float] = None) -> Proposal:
+        """One candidate for this round; `say` prints a line for the person watching.
+        Raises OutOfTime where waiting would run past `time_left` seconds (None: no limit)."""
         ...
 
     def close(self) -> None:

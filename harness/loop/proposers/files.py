@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 from .base import Conversation, Exhausted, Proposal, ProposerError
 
@@ -37,7 +37,9 @@ class FilesProposer:
         self.paths = expand(paths)
         self.next = start  # files already used, on a resumed run
 
-    def propose(self, conversation: Conversation, say: Callable[[str], None]) -> Proposal:
+    def propose(self, conversation: Conversation, say: Callable[[str], None],
+                time_left: Optional[float] = None) -> Proposal:
+        # Reading a file takes no time worth limiting: `time_left` is not checked.
         if self.next >= len(self.paths):
             raise Exhausted(f"all {len(self.paths)} files were proposed")
         path = self.paths[self.next]

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from .base import Conversation, Proposal
+from .base import Conversation, OutOfTime, Proposal
 
 POLL_SECONDS = 0.25
 SETTLE_SECONDS = 0.3  # editors may write a file in several steps
@@ -27,7 +27,8 @@ class HumanProposer:
         # The untouched template, or the version evaluated last, is not a new candidate.
         self.seen = _digest(last if last is not None else self.path.read_text())
 
-    def propose(self, conversation: Conversation, say: Callable[[str], None]) -> Proposal:
+    def propose(self, conversation: Conversation, say: Callable[[str], None],
+                time_left: Optional[float] = None) -> Proposal:
         say(conversation.prompt)
         say(f"Edit and save {self.path} to evaluate it (Ctrl-C ends the run).")
         started = time.monotonic()
@@ -40,6 +41,8 @@ class HumanProposer:
                     return Proposal(answer=text, origin=f"human:{self.path}", code=text,
                                     seconds=time.monotonic() - started)
                 continue
+            if time_left is not None and time.monotonic() - started >= time_left:
+                raise OutOfTime(f"no save of {self.path} before the wall time ran out")
             time.sleep(POLL_SECONDS)
 
     def _read(self) -> Optional[str]:

@@ -2,16 +2,18 @@
 
 The client retries rate limits (honouring Retry-After), timeouts, connection
 errors and 5xx with exponential backoff; what is left after the retries becomes
-a ProposerError that says what to do.
+a ProposerError that says what to do. The request runs in a daemon thread so that
+the run's wall time ends the wait whatever the client is doing (a retry, a backoff).
 """
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, Callable, Optional
 
 import openai
 
-from .base import Conversation, Proposal, ProposerError, Tokens
+from .base import Conversation, OutOfTime, Proposal, ProposerError, Tokens
 
 DEFAULT_URL = "https://api.openai.com/v1"
 
@@ -21,9 +23,10 @@ class OpenAIProposer:
 
     def __init__(self, *, model: str, api_key: Optional[str], base_url: Optional[str],
                  temperature: Optional[float] = None, max_tokens: Optional[int] = None,
-                 window: int = 0, timeout: float = 900.0, max_retries: int = 6,
+                 window: int = 0, timeout: float = 600.0, max_retries: int = 2,
                  api_key_env: str = "OPENAI_API_KEY"):
         self.model = model
+        self.timeout = timeout
         self.base_url = base_url or DEFAULT_URL
         self.api_key_env = api_key_env
         self.window = window
@@ -36,11 +39,15 @@ class OpenAIProposer:
         self.client = openai.OpenAI(api_key=api_key or "none", base_url=self.base_url,
                                     timeout=timeout, max_retries=max_retries)
 
-    def propose(self, conversation: Conversation, say: Callable[[str], None]) -> Proposal:
+    def propose(self, conversation: Conversation, say: Callable[[str], None],
+                time_left: Optional[float] = None) -> Proposal:
         started = time.monotonic()
+        # Each attempt is cut at the time left too, so an abandoned request ends by itself soon after.
+        timeout = self.timeout if time_left is None else min(self.timeout, time_left)
         try:
-            response = self.client.chat.completions.create(
-                model=self.model, messages=conversation.messages(self.window), **self.options)
+            response = _within(time_left, lambda: self.client.chat.completions.create(
+                model=self.model, messages=conversation.messages(self.window), timeout=timeout,
+                **self.options))
         except openai.AuthenticationError as exc:
             raise ProposerError(
                 f"The endpoint {self.base_url} rejected the API key (HTTP 401: {_message(exc)}). "
@@ -60,9 +67,10 @@ class OpenAIProposer:
                 f"`{self.model}` after retries: {_message(exc)}.") from None
         except openai.APITimeoutError:
             raise ProposerError(
-                f"The endpoint {self.base_url} did not answer within the request timeout after "
-                "retries; raise `request_timeout` in the config's [endpoint] table if answers "
-                "are long.") from None
+                f"The endpoint {self.base_url} did not answer within the request timeout "
+                f"({self.timeout:g} s) in {self.client.max_retries + 1} attempt(s); raise "
+                "--request-timeout (or `request_timeout` in the config's [endpoint] table) if "
+                "answers are long.") from None
         except openai.APIConnectionError as exc:
             raise ProposerError(
                 f"Cannot reach the endpoint {self.base_url} after retries ({exc.__cause__ or exc}). "
@@ -85,6 +93,27 @@ class OpenAIProposer:
 
     def close(self) -> None:
         self.client.close()
+
+
+def _within(seconds: Optional[float], call: Callable[[], Any]) -> Any:
+    """call() in a daemon thread; OutOfTime when it has not returned within `seconds` (None: no
+    limit). The thread is left behind: it holds no lock of ours and ends with its own timeout."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # handed to the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="openai-request", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise OutOfTime(f"the endpoint had not answered when the wall time ran out ({seconds:.0f} s left)")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def _message(exc: openai.APIStatusError) -> str:
