@@ -1,0 +1,83 @@
+"""The harness owns every process it starts: none outlives an evaluation, a signal,
+or (until the next start) the harness itself."""
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import CANDIDATES, PROBLEMS, REPO
+from harness.engine.evaluate import Evaluator
+from harness.engine.process import marked, running
+from harness.results import Verdict
+
+SMALL = PROBLEMS / "small_layernorm.py"
+
+
+def start_eval(tmp_path, cache_dir, candidate="sleeps_in_forward.py"):
+    """`harness eval` in a process of its own, and the file its candidate records its pids in."""
+    pids = tmp_path / "pids.txt"
+    env = {**os.environ, "FORWARD_PIDS": str(pids), "PYTHONPATH": str(REPO)}
+    harness = subprocess.Popen(
+        [sys.executable, "-m", "harness", "eval", str(SMALL), str(CANDIDATES / candidate), "--device", "cpu",
+         "--run-timeout", "300", "--cache-dir", str(cache_dir)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO, env=env)
+    deadline = time.monotonic() + 240
+    while not (pids.exists() and len(pids.read_text().split()) == 2):
+        assert harness.poll() is None and time.monotonic() < deadline, harness.communicate()[0]
+        time.sleep(0.1)
+    return harness, [int(p) for p in pids.read_text().split()]
+
+
+def owned(harness_pid: int) -> set[int]:
+    """Every process the harness started, by the mark they inherit."""
+    return marked(f"{harness_pid}-")
+
+
+def wait_gone(pids, seconds: float) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while any(running(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return [p for p in pids if running(p)]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_mid_candidate_leaves_no_process(tmp_path, cache_dir, signum):
+    harness, candidate = start_eval(tmp_path, cache_dir)
+    processes = owned(harness.pid)
+    assert set(candidate) <= processes and len(processes) >= 3  # the oracle, the worker, its sleeper
+    sent = time.monotonic()
+    harness.send_signal(signum)
+    left = wait_gone(processes, 5)
+    print(f"{signal.Signals(signum).name}: no process left after {time.monotonic() - sent:.2f} s")
+    assert not left, f"still running: {left}"
+    output = harness.communicate(timeout=60)[0]
+    assert harness.returncode == 128 + signum, output
+    assert "Interrupted." in output and "Traceback" not in output
+
+
+def test_daemons_in_new_sessions_are_gone_after_a_correct_verdict(cpu_options, tmp_path, monkeypatch):
+    pids_file = tmp_path / "daemons.txt"
+    monkeypatch.setenv("DAEMON_PIDS", str(pids_file))
+    with Evaluator(SMALL, dataclasses.replace(cpu_options, run_timeout=60), keep_spare=False) as ev:
+        result = ev.evaluate(CANDIDATES / "forks_sessions.py")
+        assert result.verdict is Verdict.CORRECT, result.explanation
+        daemons = [int(line) for line in pids_file.read_text().split()]
+        assert len(daemons) == 5
+        assert not wait_gone(daemons, 2)
+
+
+def test_what_a_killed_harness_left_is_ended_at_the_next_start(tmp_path, cache_dir):
+    harness, candidate = start_eval(tmp_path, cache_dir)
+    processes = owned(harness.pid)
+    harness.kill()
+    harness.wait()
+    assert all(running(p) for p in candidate)  # orphans now, in sessions of their own
+    doctor = subprocess.run([sys.executable, "-m", "harness", "doctor", "--device", "cpu", "--cache-dir",
+                             str(cache_dir)], capture_output=True, text=True, cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert f"left running by harness process(es) {harness.pid}" in doctor.stdout, doctor.stdout
+    assert not wait_gone(processes, 2)
