@@ -1,11 +1,13 @@
 """The harness owns every process it starts: none outlives an evaluation, a signal,
 or (until the next start) the harness itself."""
 import dataclasses
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -81,3 +83,51 @@ def test_what_a_killed_harness_left_is_ended_at_the_next_start(tmp_path, cache_d
                             env={**os.environ, "PYTHONPATH": str(REPO)})
     assert f"left running by harness process(es) {harness.pid}" in doctor.stdout, doctor.stdout
     assert not wait_gone(processes, 2)
+
+
+def test_host_memory_over_the_limit_is_a_verdict_that_names_it(tmp_path, cache_dir):
+    out = tmp_path / "result.json"
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "harness", "eval", str(SMALL),
+                             str(CANDIDATES / "host_out_of_memory.py"), "--device", "cpu", "--max-host-memory", "1G",
+                             "--cache-dir", str(cache_dir), "--json", str(out)],
+                            capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    print(f"host memory limit: verdict after {time.monotonic() - started:.1f} s")
+    assert result.returncode == 1, result.stdout + result.stderr
+    verdict = json.loads(out.read_text())
+    assert verdict["verdict"] == "runtime_error"
+    assert "host memory" in verdict["explanation"] and "over the limit of 1.00 GiB" in verdict["explanation"]
+
+
+def test_a_log_flood_is_stopped_and_named(cpu_options):
+    options = dataclasses.replace(cpu_options, max_log_bytes=1 << 20)
+    with Evaluator(SMALL, options, keep_spare=False) as ev:
+        result = ev.evaluate(CANDIDATES / "floods_log.py")
+    assert result.verdict is Verdict.RUNTIME_ERROR, result.explanation
+    assert "log flood" in result.explanation
+    assert Path(result.worker_log).stat().st_size < 64 << 20
+
+
+def test_too_many_processes_is_a_verdict_that_names_it(cpu_options, tmp_path, monkeypatch):
+    pids_file = tmp_path / "pids.txt"
+    monkeypatch.setenv("FORK_BOMB_PIDS", str(pids_file))
+    with Evaluator(SMALL, dataclasses.replace(cpu_options, max_processes=10), keep_spare=False) as ev:
+        result = ev.evaluate(CANDIDATES / "fork_bomb.py")
+    assert result.verdict is Verdict.RUNTIME_ERROR, result.explanation
+    assert "over the limit of 10 (--max-processes)" in result.explanation
+    assert not wait_gone([int(p) for p in pids_file.read_text().split()], 2)
+
+
+def test_old_logs_are_removed_by_age_and_size(tmp_path):
+    from harness.engine.process import LOG_KEEP_BYTES, prune_logs
+
+    day = 24 * 3600
+    now = time.time()
+    logs = {name: tmp_path / f"{name}.log" for name in ("old", "big_old", "big_new", "small")}
+    for name, size, age in (("old", 10, 8 * day), ("big_old", LOG_KEEP_BYTES, 2 * day),
+                            ("big_new", LOG_KEEP_BYTES // 2, 2 * 3600), ("small", 10, 60)):
+        with open(logs[name], "wb") as f:
+            f.truncate(size)
+        os.utime(logs[name], (now - age, now - age))
+    prune_logs(tmp_path)
+    assert sorted(p.stem for p in tmp_path.iterdir()) == ["big_new", "small"]

@@ -193,8 +193,12 @@ def _registry_file(registry: Path) -> Path:
     return Path(registry) / _OWNER
 
 
+_registries: set[Path] = set()  # where this process listed its workers
+
+
 def _register(registry: Path, pid: int) -> None:
     Path(registry).mkdir(parents=True, exist_ok=True)
+    _registries.add(Path(registry))
     with open(_registry_file(registry), "a") as f:
         f.write(f"{_identity(pid)}\n")
 
@@ -242,6 +246,8 @@ def end_all() -> None:
         children = list(_live)
     for child in children:
         child.kill()
+    for registry in _registries:
+        _registry_file(registry).unlink(missing_ok=True)
 
 
 def _start_owning() -> None:
