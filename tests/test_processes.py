@@ -131,3 +131,34 @@ def test_old_logs_are_removed_by_age_and_size(tmp_path):
         os.utime(logs[name], (now - age, now - age))
     prune_logs(tmp_path)
     assert sorted(p.stem for p in tmp_path.iterdir()) == ["big_new", "small"]
+
+
+def test_a_second_harness_waits_for_the_device_and_says_so(cpu_options):
+    """The lock key is the device: two evaluations on the CPU contend for "cpu"."""
+    import threading
+
+    from harness.engine.device_lock import DeviceLock
+
+    phases, waiting = [], threading.Event()
+
+    def on_phase(phase: str) -> None:
+        phases.append(phase)
+        waiting.set() if phase.startswith("waiting for") else None
+
+    with Evaluator(SMALL, cpu_options, keep_spare=False) as ev:
+        holder = DeviceLock(cpu_options.cache_dir, "cpu", print).__enter__()  # as another harness would
+        outcome = []
+        evaluation = threading.Thread(target=lambda: outcome.append(ev.evaluate(CANDIDATES / "py_correct.py",
+                                                                                on_phase)), daemon=True)
+        try:
+            evaluation.start()
+            assert waiting.wait(240), phases
+            time.sleep(0.5)
+            assert phases[-1] == f"waiting for cpu, held by pid {os.getpid()}"  # and nothing timed meanwhile
+        finally:
+            holder.__exit__()
+        evaluation.join(240)
+    result = outcome[0]
+    assert result.verdict is Verdict.CORRECT, result.explanation
+    assert len([p for p in phases if p.startswith("waiting")]) == 1
+    assert any("waited for another harness process" in w for w in result.warnings)

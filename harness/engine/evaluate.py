@@ -21,6 +21,7 @@ from ..files import new_seed
 from ..problem import Problem, ProblemError, load_problem
 from ..results import BuildResult, CheckResult, EvalResult, Retimed, Timing, Verdict, from_dict, to_dict
 from . import build as builds
+from .device_lock import DeviceLock, device_key
 from .environment import collect_environment
 from .process import (MAX_LOG_BYTES, MAX_PROCESSES, REGISTRY, Child, ChildBrokeProtocol, ChildDied, ChildTimeout, Limits,
                       default_host_memory, prune_logs)
@@ -270,13 +271,18 @@ class Evaluator:
             # but not alone, which reads as the candidate's doing).
             paused = [c for c in (self._staged[1] if self._staged else None,
                                   None if _MANY_CORES else self._spare) if c]
-            for child in paused:
-                child.pause()
-            try:
-                result.timings = self._time(worker, result)
-            finally:
+            with DeviceLock(self.cache, device_key(self.options.device, self.options.gpu), notify) as lock:
+                if lock.waited_for:
+                    result.warnings.append(f"timing waited for another harness process (pid {lock.waited_for}) "
+                                           "to finish timing on this device")
+                    notify("timing")
                 for child in paused:
-                    child.resume()
+                    child.pause()
+                try:
+                    result.timings = self._time(worker, result)
+                finally:
+                    for child in paused:
+                        child.resume()
             phases["time"] = time.monotonic() - mark
             cand, ref = result.timings["candidate"], result.timings["reference"]
             result.speedup = ref.median / cand.median if cand.median > 0 else None
