@@ -12,7 +12,8 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture(scope="module")
 def gpu_small(cache_dir):
-    options = EvalOptions(device="cuda", cache_dir=cache_dir, run_timeout=60, time_cap=2)
+    # a small host-memory limit, so that the host out-of-memory case is safe on a shared machine
+    options = EvalOptions(device="cuda", cache_dir=cache_dir, run_timeout=60, time_cap=2, max_host_memory=8 << 30)
     with Evaluator(PROBLEMS / "small_layernorm.py", options) as ev:
         yield ev
 
@@ -21,7 +22,7 @@ def gpu_small(cache_dir):
     ("gpu_illegal_address", {Verdict.RUNTIME_ERROR, Verdict.CRASHED}, "illegal memory access"),
     ("gpu_out_of_memory", {Verdict.RUNTIME_ERROR}, "out of memory"),
     ("gpu_endless_kernel", {Verdict.TIMEOUT}, "was stopped"),
-    ("host_out_of_memory", {Verdict.CRASHED, Verdict.RUNTIME_ERROR, Verdict.TIMEOUT}, ""),
+    ("host_out_of_memory", {Verdict.RUNTIME_ERROR}, "host memory"),
 ])
 def test_fault_then_a_normal_candidate(gpu_small, name, verdicts, says):
     if name == "gpu_endless_kernel":

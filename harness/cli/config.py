@@ -25,6 +25,7 @@ import tomllib
 
 from ..device import default_device, require_cuda
 from ..engine.evaluate import EvalOptions
+from ..engine.process import MAX_PROCESSES
 from ..errors import HarnessError
 from ..runs.settings import Evaluation, Settings
 
@@ -198,6 +199,11 @@ def add_eval_options(parser: argparse.ArgumentParser) -> None:
                              "torch, or launch no kernel (default: warn)")
     parser.add_argument("--gpus", default=None, metavar="0,1", help="GPUs to time on, one candidate at a time each")
     parser.add_argument("--jobs", type=COUNT, default=None, metavar="N", help="builds at once (default: half the cores)")
+    parser.add_argument("--max-host-memory", type=parse_size, default=None, metavar="SIZE",
+                        help="host memory a candidate's processes may hold together, e.g. 8G (default: half the "
+                             "machine's, leaving at least 4 GiB to the rest)")
+    parser.add_argument("--max-processes", type=COUNT, default=MAX_PROCESSES, metavar="N",
+                        help=f"processes a candidate may run at once (default {MAX_PROCESSES})")
 
 
 def eval_options(args: argparse.Namespace, evaluation: Optional[Evaluation] = None) -> EvalOptions:
@@ -206,7 +212,8 @@ def eval_options(args: argparse.Namespace, evaluation: Optional[Evaluation] = No
     return EvalOptions(device=args.device or default_device(), trials=evaluation.trials,
                        build_timeout=args.build_timeout, run_timeout=args.run_timeout,
                        time_cap=evaluation.time_cap, compile_baseline=evaluation.compile_baseline,
-                       cache_dir=args.cache_dir, policy=evaluation.policy)
+                       cache_dir=args.cache_dir, policy=evaluation.policy,
+                       max_host_memory=args.max_host_memory, max_processes=args.max_processes)
 
 
 def evaluation_options(args: argparse.Namespace, recorded: Optional[Evaluation] = None
@@ -225,6 +232,17 @@ def evaluation_options(args: argparse.Namespace, recorded: Optional[Evaluation] 
             values[name] = flag
             overridden += [name] if recorded else []
     return Evaluation(**values), kept, overridden
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """Bytes from 8G, 512M, 1.5GiB or a plain number of bytes."""
+    match = _SIZE.match(text)
+    if not match or float(match.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"`{text}` is not a positive size such as 8G or 512M")
+    return int(float(match.group(1)) * 1024 ** " KMGT".index(match.group(2).upper() or " "))
 
 
 def parse_gpus(text: str | None) -> list[int] | None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 from pathlib import Path
 
 from rich.console import Console
@@ -178,15 +179,53 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Signalled:
+    """SIGTERM and SIGHUP end the harness the way Ctrl-C does: through every cleanup on the way out."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.signum = 0
+        self.previous = {s: signal.signal(s, self._raise) for s in self.SIGNALS}
+
+    def _raise(self, signum: int, frame) -> None:
+        self.signum = signum
+        for s in self.SIGNALS:  # a second signal must not cut the cleanup short
+            signal.signal(s, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    def restore(self) -> None:
+        for s, handler in self.previous.items():
+            signal.signal(s, handler)
+
+
+def _end_leftovers(args: argparse.Namespace, console: Console) -> None:
+    """What a harness killed outright (SIGKILL) left running, ended before this one starts any."""
+    from ..engine.build import default_cache_dir
+    from ..engine.process import REGISTRY, end_leftovers
+
+    said = end_leftovers(Path(getattr(args, "cache_dir", None) or default_cache_dir()) / REGISTRY)
+    if said:
+        console.print(f"[yellow]{said}[/yellow]")
+
+
 def main(argv: list[str] | None = None) -> int:
+    from ..engine.process import end_all
+
     console = Console()
     args = build_parser().parse_args(argv)
+    signalled = _Signalled()
     try:
-        return args.handler(args, console)
+        _end_leftovers(args, console)
+        code = args.handler(args, console)
     except HarnessError as exc:
         # Plain text, unwrapped: a path or a command in the message stays whole to be copied.
         console.print(str(exc), style="red", markup=False, highlight=False, soft_wrap=True)
-        return USAGE_ERROR
+        code = USAGE_ERROR
     except KeyboardInterrupt:
         console.print("[yellow]Interrupted.[/yellow]")
-        return 130
+        code = 130
+    finally:
+        end_all()
+        signalled.restore()
+    return 128 + signalled.signum if signalled.signum else code

@@ -71,7 +71,7 @@ class Channel:
         while got < n:
             k = self.sock.recv_into(view[got:])
             if not k:
-                raise EOFError("channel closed")
+                raise ChannelError("a message ended before its declared length")
             got += k
         return bytes(buf)
 

@@ -23,8 +23,10 @@ from ..results import (BuildResult, CheckResult, EvalResult, Retimed, Timing, Ve
                        to_dict)
 from . import build as builds
 from . import speedups
+from .device_lock import DeviceLock, device_key
 from .environment import collect_environment
-from .process import Child, ChildDied, ChildTimeout
+from .process import (MAX_LOG_BYTES, MAX_PROCESSES, REGISTRY, Child, ChildBrokeProtocol, ChildDied, ChildTimeout, Limits,
+                      default_host_memory, prune_logs)
 from .protocol import (BuildDone, BuildSpec, CandidateReady, CandidateSpec, Checked, Command, Guarded, OracleReady,
                        OracleSpec, ReferenceTimed, Reply, Request, Rule, Timed, TrialMade, TrialOutputs)
 
@@ -46,6 +48,9 @@ class EvalOptions:
     gpu: Optional[int] = None  # physical GPU index; children see only that GPU
     policy: str = "warn"  # "strict": static findings (reference op, torch.compile, ...) reject
     logs_dir: Optional[Path] = None  # where run logs go; default inside the cache
+    max_host_memory: Optional[int] = None  # bytes for a candidate's whole process tree; None: default_host_memory()
+    max_processes: int = MAX_PROCESSES
+    max_log_bytes: int = MAX_LOG_BYTES
 
     def rel_se_target(self) -> float:
         """Queued GPU samples are steady enough to stop at 0.2%; a CPU's wander more."""
@@ -112,16 +117,34 @@ def _child_error(reply: Reply, doing: str) -> _Stop:
 
 
 def _read(kind: type[R], message) -> R:
-    """A worker's reply as the type the protocol says; a reply that is not one counts as forged."""
+    """A worker's reply as the type the protocol says; a reply that is not one, or not the
+    one due now (an error reply aside), counts as forged."""
+    sent = message.header.get("kind")
     try:
-        return from_dict(kind, message.header)
+        reply = from_dict(kind, message.header)
     except (TypeError, ValueError, AttributeError, KeyError) as exc:
         raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} Its reply is not a {kind.__name__}: "
-                    f"the reply was forged ({type(exc).__name__}: {exc}).") from None
+                    f"the reply was forged ({type(exc).__name__}: {exc}).", channel="malformed reply") from None
+    if sent != kind.__name__ and not (sent == Reply.__name__ and reply.error):
+        raise _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} On the harness's private channel it sent "
+                    f"{'a ' + str(sent) if sent else 'a message of no kind'} where a {kind.__name__} was due: "
+                    "the reply was forged or out of order.", channel="reply out of order")
+    return reply
 
 
-def _died(doing: str, status: str, log: Path) -> _Stop:
+def _died(doing: str, status: str, child: Child) -> _Stop:
+    log = child.log_path
+    if child.breach:
+        return _Stop(Verdict.RUNTIME_ERROR, f"The candidate went over a limit while {doing}: {child.breach}, "
+                     f"and its processes were stopped; see {log}.", limit=child.breach, log=str(log),
+                     peak_host_memory=child.peak_memory)
     return _Stop(Verdict.CRASHED, f"The worker {status} while {doing}; see {log}.", exit=status, log=str(log))
+
+
+def _broke_protocol(doing: str, what: str) -> _Stop:
+    return _Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} While {doing}, its process wrote to the "
+                 f"harness's private channel something that is not a message of the protocol ({what}).",
+                 channel=what)
 
 
 def _timeout(doing: str, limit: float, log: Path) -> _Stop:
@@ -139,6 +162,10 @@ class Evaluator:
         self.problem = problem if isinstance(problem, Problem) else load_problem(problem)
         self.cache = self.options.resolved_cache()
         self.logs = Path(self.options.logs_dir) if self.options.logs_dir else self.cache / "logs"
+        prune_logs(self.logs)
+        self.registry = self.cache / REGISTRY
+        self.limits = Limits(self.options.max_host_memory or default_host_memory(), self.options.max_processes,
+                             self.options.max_log_bytes)
         self.arch = gpu_arch(self.options.device, self.options.gpu)
         self.seeds = {"init_seed": new_seed(), "param_seed": new_seed()}
         self.oracle: Optional[Child] = None
@@ -148,6 +175,8 @@ class Evaluator:
         self._staged: Optional[tuple[Built, Child]] = None  # the next candidate, importing ahead
         self.keep_spare = keep_spare  # for evaluators that will see more than one candidate
         self._spawned = 0
+        self._current: Optional[Child] = None  # the worker in flight
+        self._closed = False  # after close, a timing thread still running starts no process
         self.environment = None
 
     def __enter__(self) -> "Evaluator":
@@ -157,6 +186,12 @@ class Evaluator:
         self.close()
 
     def close(self) -> None:
+        self._closed = True
+        self._end_children()
+
+    def _end_children(self) -> None:
+        if self._current:
+            self._current.kill()
         if self._spare:
             self._spare.kill()
             self._spare = None
@@ -174,7 +209,7 @@ class Evaluator:
         if self.oracle and self.oracle.alive():
             return
         log = self.logs / f"oracle-{self.problem.name}-{os.getpid()}-{self.options.gpu or 0}.log"
-        self.oracle = Child("oracle", log, env=self._env())
+        self.oracle = Child("oracle", log, env=self._env(), registry=self.registry)
         self.oracle.send(to_dict(OracleSpec(self.problem.path, self.options.device, self.problem.tolerance_table(),
                                             str(self.cache), **self.seeds)))
         # the reference's own start (torch's import, the problem's lint) is no candidate's run: a short
@@ -229,7 +264,7 @@ class Evaluator:
         notify = on_phase or _quiet
         phases = result.phase_seconds
         mark = time.monotonic()
-        worker = self._worker_for(built)  # imports while the reference process comes up
+        worker = self._current = self._worker_for(built)  # imports while the reference process comes up
         if upcoming is not None:  # after this one has its worker: the warm spare goes to the candidate due first
             self._stage(upcoming)
         if self.keep_spare and _MANY_CORES:  # imports torch during this evaluation, for the one after upcoming
@@ -250,13 +285,18 @@ class Evaluator:
             # but not alone, which reads as the candidate's doing).
             paused = [c for c in (self._staged[1] if self._staged else None,
                                   None if _MANY_CORES else self._spare) if c]
-            for child in paused:
-                child.pause()
-            try:
-                result.timings = self._time(worker, result)
-            finally:
+            with DeviceLock(self.cache, device_key(self.options.device, self.options.gpu), notify) as lock:
+                if lock.waited_for:
+                    result.warnings.append(f"timing waited for another harness process (pid {lock.waited_for}) "
+                                           "to finish timing on this device")
+                    notify("timing")
                 for child in paused:
-                    child.resume()
+                    child.pause()
+                try:
+                    result.timings = self._time(worker, result)
+                finally:
+                    for child in paused:
+                        child.resume()
             phases["time"] = time.monotonic() - mark
             result.baselines = speedups.baselines(result.timings)
             headline = result.baselines[0]
@@ -270,6 +310,7 @@ class Evaluator:
             stop.fill(result)
         finally:
             worker.stop()
+            self._current = None
             # An evaluator used for several candidates keeps a spare worker
             # importing torch for the next one; on a machine with few cores
             # started only now, so it never competes with a timing.
@@ -284,15 +325,17 @@ class Evaluator:
             return BuildResult(ok=True, seconds=0.0, cached=True, key=entry.key, log_path=cached.log_path)
         started = time.monotonic()
         entry.dir.mkdir(parents=True, exist_ok=True)
-        child = Child("build", entry.log_path, env=self._env(entry))
+        child = Child("build", entry.log_path, env=self._env(entry), limits=self.limits, registry=self.registry)
         limit = self.options.build_timeout
         try:
             child.send(to_dict(self._import_spec(path, entry)))
-            done = from_dict(BuildDone, child.recv(started + limit).header)
+            done = _read(BuildDone, child.recv(started + limit))
         except ChildTimeout:
             raise _timeout("building", limit, entry.log_path) from None
         except ChildDied as exc:
-            raise _died("building", exc.status, entry.log_path) from None
+            raise _died("building", exc.status, child) from None
+        except ChildBrokeProtocol as exc:
+            raise _broke_protocol("building", str(exc)) from None
         finally:
             child.stop()
         seconds = time.monotonic() - started
@@ -319,10 +362,13 @@ class Evaluator:
         return BuildSpec(str(path.resolve()), str(entry.lock_path), str(entry.pch_lock_path))
 
     def _spawn_worker(self, spare: bool = False) -> Child:
+        if self._closed:
+            raise ChildDied("was not started: the evaluator is closed")
         self._spawned += 1
         log = self.logs / f"worker-{os.getpid()}-{self.options.gpu or 0}-{self._spawned}.log"
         # a spare imports torch at low priority, so a timing running meanwhile keeps its CPU
-        return Child("candidate", log, env={**self._env(), **({"HARNESS_START_NICE": "10"} if spare else {})})
+        return Child("candidate", log, env={**self._env(), **({"HARNESS_START_NICE": "10"} if spare else {})},
+                     limits=self.limits, registry=self.registry)
 
     def _take_worker(self) -> Child:
         """The spare worker if one is ready, else a fresh one."""
@@ -380,7 +426,9 @@ class Evaluator:
         except ChildTimeout:
             raise _timeout(doing, child.waited, child.log_path) from None
         except ChildDied as exc:
-            raise _died(doing, exc.status, child.log_path) from None
+            raise _died(doing, exc.status, child) from None
+        except ChildBrokeProtocol as exc:
+            raise _broke_protocol(doing, str(exc)) from None
         reply = _read(kind, message)
         if reply.error:
             raise _child_error(reply, reply.phase or doing)
@@ -391,12 +439,12 @@ class Evaluator:
         log = self.oracle.log_path
         try:
             reply = from_dict(kind, self.oracle.recv(deadline).header)
-        except (ChildDied, ChildTimeout) as exc:
-            self.close()
+        except (ChildDied, ChildTimeout, ChildBrokeProtocol) as exc:
+            self._end_children()
             raise ProblemError(f"Problem file {self.problem.path}: the reference process failed "
                                f"({exc or 'timed out'}); see {log}.") from None
         if reply.error:
-            self.close()
+            self._end_children()
             raise ProblemError(f"Problem file {self.problem.path} could not be used: "
                                f"{reply.exception}: {reply.message}".strip())
         return reply

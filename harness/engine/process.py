@@ -1,23 +1,36 @@
-"""Child processes as seen from the harness: start, talk, time-limit, kill.
+"""Child processes as seen from the harness: start, talk, time-limit, watch, kill.
 
-Every child runs `python -m harness.engine.workers ROLE FD` in a session of its own, so
-killing its process group also ends whatever it started (ninja, nvcc, a fork
-bomb). Its stdout and stderr go to a log file; results come back only over the
+Every child runs `python -m harness.engine.workers ROLE FD` in a session of its own.
+Its stdout and stderr go to a log file; results come back only over the
 private channel on FD.
+
+The harness owns every process it starts and all of theirs, whatever session
+they move to: workers and the harness itself are child subreapers (orphans
+reparent to them, not to init), every child carries a mark in its environment
+that its descendants inherit, and each live worker is listed in a registry
+under the cache directory, so that the next harness start can end what a
+killed harness left behind.
 """
 from __future__ import annotations
 
+import atexit
+import ctypes
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Iterable, Optional
 
 from . import channel
+
+MARK = "HARNESS_PROCESS"  # OWNER/SERIAL, inherited by everything a child starts
+REGISTRY = "processes"  # under the cache directory: a file per harness process, its workers' pids
 
 
 class ChildDied(Exception):
@@ -30,6 +43,10 @@ class ChildDied(Exception):
 
 class ChildTimeout(Exception):
     """The child did not answer in time and was killed."""
+
+
+class ChildBrokeProtocol(Exception):
+    """The child sent something that is not a message of the channel's protocol."""
 
 
 def describe_exit(returncode: Optional[int]) -> str:
@@ -48,6 +65,12 @@ def describe_exit(returncode: Optional[int]) -> str:
     return f"exited with status {returncode} before reporting a result"
 
 
+def become_subreaper() -> None:
+    """Orphans of anything this process starts reparent to it, not to init, so they stay findable."""
+    PR_SET_CHILD_SUBREAPER = 36
+    ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
 def _pythonpath() -> str:
     """Children import this very harness package, wherever it was imported from."""
     root = str(Path(__file__).resolve().parent.parent)
@@ -55,26 +78,57 @@ def _pythonpath() -> str:
     return f"{root}{os.pathsep}{rest}" if rest else root
 
 
+def _stat(pid: int) -> Optional[list[str]]:
+    """The fields of /proc/PID/stat after the command name (state is [0], ppid [1], start time [19])."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def start_time(pid: int) -> Optional[int]:
+    """When the process started (clock ticks since boot): with the pid, names it even after pid reuse."""
+    fields = _stat(pid)
+    return int(fields[19]) if fields else None
+
+
+def _pids() -> list[int]:
+    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+
+
 def _parents() -> dict[int, int]:
     """pid -> parent pid for every process visible in /proc."""
     table = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    stat = f.read()
-                table[int(entry)] = int(stat[stat.rindex(")") + 2:].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
+    for pid in _pids():
+        fields = _stat(pid)
+        if fields:
+            table[pid] = int(fields[1])
     return table
 
 
-def descendants(root: int) -> set[int]:
+def descendants(roots: int | Iterable[int]) -> set[int]:
+    roots = {roots} if isinstance(roots, int) else set(roots)
     parents = _parents()
-    found, frontier = set(), {root}
+    found, frontier = set(), roots
     while frontier:
-        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found - roots
         found |= frontier
+    return found
+
+
+def marked(prefix: str) -> set[int]:
+    """Processes whose environment carries MARK=PREFIX...: whatever a child started, in any session.
+    (End the prefix with NUL to match one mark exactly.)"""
+    needle = f"\0{MARK}={prefix}".encode()
+    found = set()
+    for pid in _pids():
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if needle in b"\0" + f.read():
+                    found.add(pid)
+        except OSError:
+            continue
     return found
 
 
@@ -86,15 +140,15 @@ def signal_tree(root: int, signum: int) -> None:
             pass
 
 
-def kill_tree(root: int) -> None:
-    """Stop every process under `root`, then kill them all.
+def end_processes(roots: set[int], mark: Optional[str] = None, spare: Optional[int] = None) -> set[int]:
+    """Stop every process under `roots` or carrying `mark`, then kill them all; the pids killed.
 
-    Workers are child subreapers, so nothing they start escapes their subtree
-    by daemonizing or changing session; stopping first keeps a fork bomb from
-    outrunning the kill."""
+    Stopping first keeps a fork bomb from outrunning the kill. Orphans reparented
+    to this process are reaped; `spare` (a child a Popen waits for) is left to its Popen."""
     stopped: set[int] = set()
     for _ in range(50):
-        fresh = (descendants(root) | {root}) - stopped
+        found = roots | descendants(roots | stopped)
+        fresh = (found | (marked(mark) if mark else set())) - stopped - {os.getpid()}
         if not fresh:
             break
         for pid in fresh:
@@ -112,34 +166,207 @@ def kill_tree(root: int) -> None:
     deadline = time.monotonic() + 2.0
     while any(running(pid) for pid in stopped) and time.monotonic() < deadline:
         time.sleep(0.01)
+    for pid in stopped - {spare}:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+    return stopped
 
 
 def running(pid: int) -> bool:
     """Alive and not a zombie."""
+    fields = _stat(pid)
+    return bool(fields) and fields[0] not in ("Z", "X")
+
+
+def _identity(pid: int) -> str:
+    return f"{pid}-{start_time(pid)}"
+
+
+# --- the registry: live workers of each harness process, for the next start ----
+
+_OWNER = _identity(os.getpid())
+
+
+def _registry_file(registry: Path) -> Path:
+    return Path(registry) / _OWNER
+
+
+_registries: set[Path] = set()  # where this process listed its workers
+
+
+def _register(registry: Path, pid: int) -> None:
+    Path(registry).mkdir(parents=True, exist_ok=True)
+    _registries.add(Path(registry))
+    with open(_registry_file(registry), "a") as f:
+        f.write(f"{_identity(pid)}\n")
+
+
+def end_leftovers(registry: Path) -> Optional[str]:
+    """End the workers (and all they started) of harness processes that died without
+    ending them, e.g. by SIGKILL; one line saying what was ended, or None."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
+        entries = sorted(Path(registry).iterdir())
+    except OSError:
+        return None
+    ended, owners = set(), []
+    for entry in entries:
+        owner = entry.name
+        pid, _, started = owner.partition("-")
+        if not pid.isdigit() or owner == _OWNER or _identity(int(pid)) == owner:
+            continue  # ours, or a harness still running
+        try:
+            workers = entry.read_text().split()
+        except OSError:
+            continue
+        roots = {int(w.partition("-")[0]) for w in workers
+                 if w.partition("-")[0].isdigit() and _identity(int(w.partition("-")[0])) == w}
+        killed = end_processes(roots, f"{owner}/")
+        if killed:
+            ended |= killed
+            owners.append(pid)
+        entry.unlink(missing_ok=True)
+    if not ended:
+        return None
+    return (f"Ended {len(ended)} process(es) left running by harness process(es) {', '.join(owners)}, "
+            "which ended without stopping them.")
+
+
+# --- every live child, so that any way out of the harness ends them ---------------
+
+_live: set["Child"] = set()
+_live_lock = threading.Lock()
+_serial = 0
+
+
+def end_all() -> None:
+    """Kill every child still alive, with all it started: the harness is ending."""
+    with _live_lock:
+        children = list(_live)
+    for child in children:
+        child.kill()
+    for registry in _registries:
+        _registry_file(registry).unlink(missing_ok=True)
+
+
+def _start_owning() -> None:
+    """Once per harness process: be the subreaper of everything started, and end it all at exit."""
+    become_subreaper()
+    atexit.register(end_all)
+
+
+@dataclass
+class Limits:
+    """What a child that runs candidate code may use; the watchdog kills its tree past any."""
+
+    host_memory: int  # bytes of resident memory (proportional set size) of the whole tree
+    processes: int
+    log_bytes: int  # growth of its log file
+
+
+WATCH_INTERVAL = 0.1
+MAX_PROCESSES = 256
+MAX_LOG_BYTES = 64 << 20
+
+
+def default_host_memory() -> int:
+    """Half the machine's memory, and at least 4 GiB left for the rest of the host."""
+    with open("/proc/meminfo") as f:
+        total = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemTotal:"))
+    return max(min(total // 2, total - (4 << 30)), 1 << 30)
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _resident(pid: int) -> int:
+    """Resident set size in bytes (cheap; counts pages shared by a fork in each process)."""
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _proportional(pid: int) -> int:
+    """Proportional set size in bytes: shared pages split among their sharers, so a
+    fork of a big process is not counted twice (about 20 ms for a process with torch)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def gib(n: float) -> str:
+    return f"{n / (1 << 30):.2f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.0f} MiB"
 
 
 class Child:
     """One worker process and the parent's end of its channel."""
 
-    def __init__(self, role: str, log_path: Path, env: Optional[dict] = None):
+    def __init__(self, role: str, log_path: Path, env: Optional[dict] = None, limits: Optional[Limits] = None,
+                 registry: Optional[Path] = None):
+        global _serial
         self.role = role
         self.log_path = Path(log_path)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.limits = limits
+        self.breach = ""  # the limit the watchdog stopped it for
+        self.peak_memory = 0
         # a private scratch directory: what a candidate writes there goes with it
         self.scratch = tempfile.mkdtemp(prefix=f"harness-{role}-")
         self.conn, child_fd = channel.pair()
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "harness.engine.workers", role, str(child_fd)],
-                pass_fds=(child_fd,), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True, cwd=self.scratch,
-                env={**os.environ, "PYTHONPATH": _pythonpath(), "TMPDIR": self.scratch, **(env or {})})
+        with _live_lock:
+            if not _serial:
+                _start_owning()
+            _serial += 1
+            self.mark = f"{_OWNER}/{_serial}"
+            with open(self.log_path, "ab") as log:
+                self._log_start = log.tell()
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", "harness.engine.workers", role, str(child_fd)],
+                    pass_fds=(child_fd,), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    start_new_session=True, cwd=self.scratch,
+                    env={**os.environ, "PYTHONPATH": _pythonpath(), "TMPDIR": self.scratch, **(env or {}),
+                         MARK: self.mark})
+            _live.add(self)
+            if registry:
+                _register(registry, self.proc.pid)
         os.close(child_fd)
+        self._stop_watch = threading.Event()
+        if limits:
+            threading.Thread(target=self._watch, daemon=True, name=f"watch-{role}").start()
+
+    def _watch(self) -> None:
+        """Every WATCH_INTERVAL: the tree's memory, its number of processes and the log's growth."""
+        limits = self.limits
+        while not self._stop_watch.wait(WATCH_INTERVAL) and self.proc.poll() is None:
+            tree = descendants(self.proc.pid) | {self.proc.pid}
+            memory = sum(_resident(pid) for pid in tree)
+            if memory > limits.host_memory:  # the exact figure only when the cheap one is over
+                memory = sum(_proportional(pid) for pid in tree)
+            self.peak_memory = max(self.peak_memory, memory)
+            try:
+                logged = os.path.getsize(self.log_path) - self._log_start
+            except OSError:
+                logged = 0
+            if memory > limits.host_memory:
+                self.breach = (f"its processes held {gib(memory)} of host memory, over the limit of "
+                               f"{gib(limits.host_memory)} (--max-host-memory)")
+            elif len(tree) > limits.processes:
+                self.breach = (f"it ran {len(tree)} processes, over the limit of {limits.processes} "
+                               "(--max-processes)")
+            elif logged > limits.log_bytes:
+                self.breach = (f"it wrote {gib(logged)} to its log, over the limit of {gib(limits.log_bytes)} "
+                               "(a log flood)")
+            if self.breach:
+                end_processes({self.proc.pid}, self.mark + "\0", spare=self.proc.pid)
+                return
 
     def send(self, header: dict, tensors: list = ()) -> None:
         try:
@@ -166,12 +393,29 @@ class Child:
                 raise ChildTimeout()
 
     def recv(self, deadline: float, raw: bool = False) -> channel.Message:
-        """The next message, decoded (or raw for relaying), before `deadline` (monotonic)."""
+        """The next message, decoded (or raw for relaying), before `deadline` (monotonic).
+
+        A message that breaks the protocol (malformed, oversized, or cut short and not
+        finished by the deadline) raises ChildBrokeProtocol."""
         self._wait_readable(deadline)
+        # a message begun must also be finished by the deadline
+        self.conn.sock.settimeout(max(0.5, deadline - time.monotonic()))
         try:
             return channel.recv_raw(self.conn) if raw else channel.recv(self.conn)
+        except channel.ChannelError as exc:
+            try:  # cut short because the watchdog killed it, or it died mid-message, is no forgery
+                self.proc.wait(timeout=0.2)
+                raise ChildDied(describe_exit(self.proc.returncode)) from None
+            except subprocess.TimeoutExpired:
+                if self.breach:
+                    raise ChildDied("was killed") from None
+                raise ChildBrokeProtocol(str(exc)) from None
+        except TimeoutError:
+            raise ChildBrokeProtocol("a message was begun but not finished in time") from None
         except (EOFError, OSError):
             raise ChildDied(self._exit_status()) from None
+        finally:
+            self.conn.sock.settimeout(None)
 
     def _exit_status(self) -> str:
         try:
@@ -193,25 +437,44 @@ class Child:
             signal_tree(self.proc.pid, signal.SIGCONT)
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            kill_tree(self.proc.pid)
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        """End the child and everything it started, in whatever session, alive or orphaned."""
+        self._stop_watch.set()
+        end_processes({self.proc.pid} if self.proc.poll() is None else set(), self.mark + "\0", spare=self.proc.pid)
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
         self.conn.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
+        with _live_lock:
+            _live.discard(self)
 
     def stop(self) -> None:
-        """Ask politely, then kill: children never outlive the harness's use of them."""
-        if self.alive():
+        """Done with the child. The oracle, which runs no candidate code, is asked to exit
+        first; a child that ran candidate code is killed at once, with its tree still whole."""
+        if self.alive() and self.role == "oracle":
             try:
                 channel.send(self.conn, {"cmd": "exit"})
                 self.proc.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired):
                 pass
         self.kill()
+
+
+LOG_KEEP_BYTES = 200 << 20
+LOG_KEEP_SECONDS = 7 * 24 * 3600
+LOG_IN_USE_SECONDS = 3600  # a log written this recently may belong to a running harness
+
+
+def prune_logs(directory: Path) -> None:
+    """Remove worker logs older than a week, then the oldest until the rest fit in LOG_KEEP_BYTES."""
+    try:
+        logs = sorted(((f.stat().st_mtime, f.stat().st_size, f) for f in Path(directory).glob("*.log")),
+                      reverse=True)
+    except OSError:
+        return
+    now, kept = time.time(), 0
+    for mtime, size, path in logs:
+        kept += size
+        if now - mtime > LOG_KEEP_SECONDS or (kept > LOG_KEEP_BYTES and now - mtime > LOG_IN_USE_SECONDS):
+            path.unlink(missing_ok=True)

@@ -93,6 +93,10 @@ class Reply:
     message: str = ""
     traceback: str = ""
     phase: str = ""  # what the worker was doing, when it knows better than the harness
+    kind: str = ""  # the reply's class name, so that a reply out of order is seen as one
+
+    def __post_init__(self) -> None:
+        self.kind = self.kind or type(self).__name__
 
 
 @dataclass

@@ -15,6 +15,7 @@ if os.environ.get("HARNESS_START_NICE"):
     os.nice(int(os.environ["HARNESS_START_NICE"]))
 
 from .. import channel  # noqa: E402
+from ..process import become_subreaper  # noqa: E402
 from .build import build_role  # noqa: E402
 from .candidate import candidate_role  # noqa: E402
 from .oracle import oracle_role  # noqa: E402
@@ -27,13 +28,11 @@ FILE_SIZE_LIMIT = 16 << 30
 
 def confine(role: str) -> None:
     """Limits for processes that run candidate code."""
-    import ctypes
     import resource
 
     # Orphans of anything started here are re-parented to this process, not to
     # init, so the harness can find and kill the whole tree.
-    PR_SET_CHILD_SUBREAPER = 36
-    ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    become_subreaper()
     if role == "oracle":
         return
     try:  # under memory pressure the kernel kills this process first, not the harness

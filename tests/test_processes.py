@@ -1,0 +1,164 @@
+"""The harness owns every process it starts: none outlives an evaluation, a signal,
+or (until the next start) the harness itself."""
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import CANDIDATES, PROBLEMS, REPO
+from harness.engine.evaluate import Evaluator
+from harness.engine.process import marked, running
+from harness.results import Verdict
+
+SMALL = PROBLEMS / "small_layernorm.py"
+
+
+def start_eval(tmp_path, cache_dir, candidate="sleeps_in_forward.py"):
+    """`harness eval` in a process of its own, and the file its candidate records its pids in."""
+    pids = tmp_path / "pids.txt"
+    env = {**os.environ, "FORWARD_PIDS": str(pids), "PYTHONPATH": str(REPO)}
+    harness = subprocess.Popen(
+        [sys.executable, "-m", "harness", "eval", str(SMALL), str(CANDIDATES / candidate), "--device", "cpu",
+         "--run-timeout", "300", "--cache-dir", str(cache_dir)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO, env=env)
+    deadline = time.monotonic() + 240
+    while not (pids.exists() and len(pids.read_text().split()) == 2):
+        assert harness.poll() is None and time.monotonic() < deadline, harness.communicate()[0]
+        time.sleep(0.1)
+    return harness, [int(p) for p in pids.read_text().split()]
+
+
+def owned(harness_pid: int) -> set[int]:
+    """Every process the harness started, by the mark they inherit."""
+    return marked(f"{harness_pid}-")
+
+
+def wait_gone(pids, seconds: float) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while any(running(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return [p for p in pids if running(p)]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_mid_candidate_leaves_no_process(tmp_path, cache_dir, signum):
+    harness, candidate = start_eval(tmp_path, cache_dir)
+    processes = owned(harness.pid)
+    assert set(candidate) <= processes and len(processes) >= 3  # the oracle, the worker, its sleeper
+    sent = time.monotonic()
+    harness.send_signal(signum)
+    left = wait_gone(processes, 5)
+    print(f"{signal.Signals(signum).name}: no process left after {time.monotonic() - sent:.2f} s")
+    assert not left, f"still running: {left}"
+    output = harness.communicate(timeout=60)[0]
+    assert harness.returncode == 128 + signum, output
+    assert "Interrupted." in output and "Traceback" not in output
+
+
+def test_daemons_in_new_sessions_are_gone_after_a_correct_verdict(cpu_options, tmp_path, monkeypatch):
+    pids_file = tmp_path / "daemons.txt"
+    monkeypatch.setenv("DAEMON_PIDS", str(pids_file))
+    with Evaluator(SMALL, dataclasses.replace(cpu_options, run_timeout=60), keep_spare=False) as ev:
+        result = ev.evaluate(CANDIDATES / "forks_sessions.py")
+        assert result.verdict is Verdict.CORRECT, result.explanation
+        daemons = [int(line) for line in pids_file.read_text().split()]
+        assert len(daemons) == 5
+        assert not wait_gone(daemons, 2)
+
+
+def test_what_a_killed_harness_left_is_ended_at_the_next_start(tmp_path, cache_dir):
+    harness, candidate = start_eval(tmp_path, cache_dir)
+    processes = owned(harness.pid)
+    harness.kill()
+    harness.wait()
+    assert all(running(p) for p in candidate)  # orphans now, in sessions of their own
+    doctor = subprocess.run([sys.executable, "-m", "harness", "doctor", "--device", "cpu", "--cache-dir",
+                             str(cache_dir)], capture_output=True, text=True, cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert f"left running by harness process(es) {harness.pid}" in doctor.stdout, doctor.stdout
+    assert not wait_gone(processes, 2)
+
+
+def test_host_memory_over_the_limit_is_a_verdict_that_names_it(tmp_path, cache_dir):
+    out = tmp_path / "result.json"
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "harness", "eval", str(SMALL),
+                             str(CANDIDATES / "host_out_of_memory.py"), "--device", "cpu", "--max-host-memory", "1G",
+                             "--cache-dir", str(cache_dir), "--json", str(out)],
+                            capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    print(f"host memory limit: verdict after {time.monotonic() - started:.1f} s")
+    assert result.returncode == 1, result.stdout + result.stderr
+    verdict = json.loads(out.read_text())
+    assert verdict["verdict"] == "runtime_error"
+    assert "host memory" in verdict["explanation"] and "over the limit of 1.00 GiB" in verdict["explanation"]
+
+
+def test_a_log_flood_is_stopped_and_named(cpu_options):
+    options = dataclasses.replace(cpu_options, max_log_bytes=1 << 20)
+    with Evaluator(SMALL, options, keep_spare=False) as ev:
+        result = ev.evaluate(CANDIDATES / "floods_log.py")
+    assert result.verdict is Verdict.RUNTIME_ERROR, result.explanation
+    assert "log flood" in result.explanation
+    assert Path(result.worker_log).stat().st_size < 64 << 20
+
+
+def test_too_many_processes_is_a_verdict_that_names_it(cpu_options, tmp_path, monkeypatch):
+    pids_file = tmp_path / "pids.txt"
+    monkeypatch.setenv("FORK_BOMB_PIDS", str(pids_file))
+    with Evaluator(SMALL, dataclasses.replace(cpu_options, max_processes=10), keep_spare=False) as ev:
+        result = ev.evaluate(CANDIDATES / "fork_bomb.py")
+    assert result.verdict is Verdict.RUNTIME_ERROR, result.explanation
+    assert "over the limit of 10 (--max-processes)" in result.explanation
+    assert not wait_gone([int(p) for p in pids_file.read_text().split()], 2)
+
+
+def test_old_logs_are_removed_by_age_and_size(tmp_path):
+    from harness.engine.process import LOG_KEEP_BYTES, prune_logs
+
+    day = 24 * 3600
+    now = time.time()
+    logs = {name: tmp_path / f"{name}.log" for name in ("old", "big_old", "big_new", "small")}
+    for name, size, age in (("old", 10, 8 * day), ("big_old", LOG_KEEP_BYTES, 2 * day),
+                            ("big_new", LOG_KEEP_BYTES // 2, 2 * 3600), ("small", 10, 60)):
+        with open(logs[name], "wb") as f:
+            f.truncate(size)
+        os.utime(logs[name], (now - age, now - age))
+    prune_logs(tmp_path)
+    assert sorted(p.stem for p in tmp_path.iterdir()) == ["big_new", "small"]
+
+
+def test_a_second_harness_waits_for_the_device_and_says_so(cpu_options):
+    """The lock key is the device: two evaluations on the CPU contend for "cpu"."""
+    import threading
+
+    from harness.engine.device_lock import DeviceLock
+
+    phases, waiting = [], threading.Event()
+
+    def on_phase(phase: str) -> None:
+        phases.append(phase)
+        waiting.set() if phase.startswith("waiting for") else None
+
+    with Evaluator(SMALL, cpu_options, keep_spare=False) as ev:
+        holder = DeviceLock(cpu_options.cache_dir, "cpu", print).__enter__()  # as another harness would
+        outcome = []
+        evaluation = threading.Thread(target=lambda: outcome.append(ev.evaluate(CANDIDATES / "py_correct.py",
+                                                                                on_phase)), daemon=True)
+        try:
+            evaluation.start()
+            assert waiting.wait(240), phases
+            time.sleep(0.5)
+            assert phases[-1] == f"waiting for cpu, held by pid {os.getpid()}"  # and nothing timed meanwhile
+        finally:
+            holder.__exit__()
+        evaluation.join(240)
+    result = outcome[0]
+    assert result.verdict is Verdict.CORRECT, result.explanation
+    assert len([p for p in phases if p.startswith("waiting")]) == 1
+    assert any("waited for another harness process" in w for w in result.warnings)
