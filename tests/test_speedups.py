@@ -2,10 +2,12 @@
 import random
 import statistics
 
+import pytest
+
 from rich.console import Console
 
 from conftest import CANDIDATES, PROBLEMS
-from harness import EvalResult, Timing, Verdict, evaluate, from_json, to_json
+from harness import EvalOptions, EvalResult, Timing, Verdict, evaluate, from_json, to_json
 from harness.cli.report import eval_panel
 from harness.engine import speedups
 from harness.runs.history import Replay
@@ -104,3 +106,12 @@ def test_replay_judges_a_change_by_the_intervals():
     assert same.within_noise  # 2% apart, but the intervals overlap
     moved = Replay("r", result(1.50, [1.49, 1.51]), 1.50, result(1.60, [1.59, 1.61]), 0.5, "gpu", "gpu")
     assert not moved.within_noise  # the IQR-based noise (50%) would have called this noise
+
+
+@pytest.mark.gpu
+def test_work_on_a_stream_the_caller_waits_for_is_timed_queued(cache_dir):
+    result = evaluate(PROBLEMS / "small_layernorm.py", CANDIDATES / "waited_side_stream.py",
+                      EvalOptions(device="cuda", cache_dir=cache_dir, time_cap=2.0))
+    assert result.verdict is Verdict.CORRECT, result.explanation
+    assert result.hidden_work_ms is None
+    assert result.speedup_interval[0] <= result.speedup <= result.speedup_interval[1]

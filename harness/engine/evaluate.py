@@ -565,9 +565,13 @@ class Evaluator:
         check = self._oracle_says(deadline, Checked).check
         result.timed_calls_checked = check.trials
         if not check.passed:
+            # Trials synchronize the device before reading outputs; timed calls follow one another
+            # on the caller's stream, where unfinished work elsewhere shows as wrong outputs.
+            why = ("It left its work running on another stream or thread without making the caller's stream "
+                   "wait for it, so calls queued after it read outputs not yet written" if result.hidden_work_ms
+                   else "Its behaviour changes between calls (call counting, cached outputs, or skipped work)")
             raise _Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} It passed the check trials, but "
-                        f"while being timed {'; '.join(check.reasons)}. Its behaviour changes between "
-                        "calls (call counting, cached outputs, or skipped work).", timed_check=to_dict(check))
+                        f"while being timed {'; '.join(check.reasons)}. {why}.", timed_check=to_dict(check))
         self.oracle.send(to_dict(Request(Command.TIME_REFERENCE, compile_baseline=o.compile_baseline,
                                          rule=Rule(o.rel_se_target(), min(o.time_cap, 3.0), o.min_samples),
                                          default_numerics=numerics)))
