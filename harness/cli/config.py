@@ -3,7 +3,8 @@ and the evaluation flags every evaluating command shares.
 
 The TOML file has up to three tables:
 
-    [endpoint]   base_url, model, api_key_env, temperature, max_tokens,
+    [endpoint]   base_url, model, api_key_env, temperature, max_tokens, token_param,
+                 reasoning_effort, extra_body (a table of request fields),
                  request_timeout, max_retries
     [limits]     rounds, accept, target, samples, wall_time, token_budget, window
     [run]        proposer, device, prompts, runs_dir
@@ -36,8 +37,8 @@ class ConfigError(HarnessError):
 
 
 _TABLES = {
-    "endpoint": ("base_url", "model", "api_key_env", "temperature", "max_tokens",
-                 "request_timeout", "max_retries"),
+    "endpoint": ("base_url", "model", "api_key_env", "temperature", "max_tokens", "token_param",
+                 "reasoning_effort", "extra_body", "request_timeout", "max_retries"),
     "limits": ("rounds", "accept", "target", "samples", "wall_time", "token_budget", "window"),
     "run": ("proposer", "device", "prompts", "runs_dir"),
 }
@@ -60,6 +61,10 @@ def _coerce(name: str, value: Any) -> Any:
     kind = _TYPES[name]
     if name == "wall_time":
         return parse_duration(value)
+    if kind == "dict":
+        if not isinstance(value, dict):
+            raise ValueError(f"{name} must be a table such as {{ top_k = 20 }}, not `{value}`")
+        return value
     if "int" in kind and "float" not in kind:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"{name} must be a whole number, not `{value}`")
@@ -149,6 +154,8 @@ def check(s: Settings) -> None:
         problems.append(f"--window must be 0 (keep all) or more, not {s.window}")
     if s.device != "cpu" and not s.device.startswith("cuda"):
         problems.append(f"--device must be cpu or cuda (cuda:N), not `{s.device}`")
+    if s.token_param not in (None, "max_tokens", "max_completion_tokens"):
+        problems.append(f"token_param must be max_tokens or max_completion_tokens, not `{s.token_param}`")
     for name in ("wall_time", "token_budget", "max_tokens"):
         value = getattr(s, name)
         if value is not None and value <= 0:

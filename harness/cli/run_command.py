@@ -68,6 +68,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                              "directory of them, one per round")
     parser.add_argument("--resume", metavar="RUN_DIR", help="carry on a stopped or killed run")
     parser.add_argument("--max-tokens", dest="max_tokens", type=int, help="per answer")
+    parser.add_argument("--token-param", dest="token_param", choices=["max_tokens", "max_completion_tokens"],
+                        help="the name --max-tokens is sent as (default max_tokens; reasoning models on "
+                             "OpenAI's API need max_completion_tokens, taken by itself on a refusal)")
+    parser.add_argument("--reasoning-effort", dest="reasoning_effort", help="sent as reasoning_effort")
     parser.add_argument("--temperature", type=float)
     parser.add_argument("--wall-time", dest="wall_time", type=_duration,
                         help="time budget: seconds, or 30m, 2h")
@@ -104,7 +108,8 @@ def _proposer(settings: Settings, store: RunStore, rounds: list[Round], prompts:
                           base_url=settings.base_url, temperature=settings.temperature,
                           max_tokens=settings.max_tokens, window=settings.window,
                           timeout=settings.request_timeout, max_retries=settings.max_retries,
-                          api_key_env=settings.api_key_env)
+                          api_key_env=settings.api_key_env, token_param=settings.token_param,
+                          reasoning_effort=settings.reasoning_effort, extra_body=settings.extra_body)
 
 
 def _open(args: argparse.Namespace, flags: dict) -> tuple[RunStore, Run, list[Round]]:

@@ -19,6 +19,10 @@ class Settings:
     api_key_env: str = "OPENAI_API_KEY"
     temperature: Optional[float] = None
     max_tokens: Optional[int] = None
+    # "max_completion_tokens" for reasoning models on OpenAI's API (found by itself on the first refusal)
+    token_param: Optional[str] = None
+    reasoning_effort: Optional[str] = None  # low, medium, high: sent only when set
+    extra_body: dict = field(default_factory=dict)  # further request fields, such as top_k for vLLM
     request_timeout: float = 900.0  # seconds per request: reasoning answers are slow
     max_retries: int = 6  # on rate limits, timeouts and 5xx, with backoff
     rounds: Optional[int] = 10  # None: no limit (a person at an editor stops with Ctrl-C)
@@ -28,6 +32,8 @@ class Settings:
     wall_time: Optional[float] = None  # seconds
     token_budget: Optional[int] = None
     window: int = 4  # past rounds kept in the conversation; 0 keeps all
+    restart_after: int = 3  # rounds without a measurable gain before restarting from the best; 0: never
+    plateau: int = 6  # rounds without a measurable gain that end the run; 0: never
     device: str = "cuda"
     prompts: Optional[str] = None
     runs_dir: str = "runs"
