@@ -157,6 +157,65 @@ def test_no_code_counts_as_a_round_and_its_feedback_says_so(tmp_path):
     assert proposer.seen[1].turns[0].answer == "I would use shared memory."
 
 
+def test_best_stays_in_view_through_a_12_round_run(tmp_path):
+    answers = ["# correct 1.2\n# first try", "I will split each row over four blocks.\n```python\n"
+               "# correct 1.9\nclass ModelNew: pass  # best\n```"]
+    answers += [f"# correct {1.0 + n / 100:.2f}\n# variant {n}" for n in range(3, 13)]
+    proposer = ScriptedProposer(*answers)
+    loop, store = stub_loop(tmp_path, proposer, rounds=12, plateau=0)
+    run = loop.execute()
+    assert (run.stop_reason, len(run.rounds), run.best.round) == ("rounds", 12, 2)
+    last = proposer.seen[-1].messages(4)
+    assert last[0]["role"] == "system" and last[1]["content"] == "the problem"
+    assert last[2]["role"] == "assistant" and "class ModelNew: pass  # best" in last[2]["content"]
+    assert "round 2's, the best correct candidate so far: 1.90x" in last[3]["content"]
+    table = proposer.seen[-1].prompt.split("## Rounds so far")[1]
+    assert "| 2 | correct | 1.90x | - | - | I will split each row over four blocks. |" in table
+    assert "| 3 | correct | 1.03x | - | - | correct 1.03 |" in table  # a file's first comment
+    assert len(last) == 4 + 2 * 4  # the window's four exchanges after the pinned best
+    # a regression beyond the noise says to continue from the best
+    assert "continue from round 2's candidate" in store.load_rounds()[3].prompt
+
+
+def test_plateau_restarts_from_the_best_then_stops(tmp_path):
+    answers = ["# correct 1.50"] + [f"# correct {1.5 + (-1) ** n * 0.01:.2f}\n# v{n}" for n in range(2, 12)]
+    proposer = ScriptedProposer(*answers)
+    loop, store = stub_loop(tmp_path, proposer, rounds=20)
+    run = loop.execute()
+    assert (run.stop_reason, len(run.rounds), run.best.round) == ("plateau", 7, 2)  # 1.51x, within the noise
+    assert "after 6 round(s) without a measurable gain" in run.message
+    rounds = store.load_rounds()
+    assert [r.fresh for r in rounds] == [False] * 4 + [True] + [False] * 2
+    assert "No measurable gain in 3 rounds. Start again from round 2's" in rounds[4].prompt
+    assert "No measurable change from round 2's 1.51x" in rounds[4].prompt
+    restarted = [(m["role"], m["content"]) for m in proposer.seen[4].messages(4)]
+    assert [role for role, _ in restarted] == ["system", "user", "assistant", "user"]
+    assert restarted[2][1] == "# correct 1.51\n# v2" and restarted[3][1].endswith(rounds[4].prompt)
+    assert [t.n for t in proposer.seen[6].turns] == [5, 6]  # the chain since the restart
+
+
+def test_identical_answers_get_the_earlier_verdict_unevaluated(tmp_path):
+    class Counting(StubEvaluator):
+        paths: list = []
+
+        def evaluate(self, paths, on_event=None):
+            self.paths += paths
+            return super().evaluate(paths, on_event)
+
+    proposer = ScriptedProposer("# correct 1.2", "# compile_error 0", "# correct 1.2", "# compile_error 0",
+                                "# correct 1.3", "# correct 1.3")
+    loop, store = stub_loop(tmp_path, proposer, samples=2)
+    loop.evaluator = Counting()
+    run = loop.execute()
+    assert len(loop.evaluator.paths) == 3 and len(run.rounds) == 3
+    rounds = store.load_rounds()
+    assert [s.same_as for s in rounds[1].samples] == [1, 1]
+    assert rounds[1].samples[1].eval.verdict == "compile_error"
+    assert rounds[1].samples[0].eval.explanation.startswith("Identical to round 1's candidate")
+    assert rounds[2].samples[1].same_as == 3  # a twin within the round
+    assert "identical to round 1's: its verdict is repeated" in rounds[2].prompt
+
+
 # --- real runs on CPU -------------------------------------------------------
 
 def test_files_run_reaches_the_target_and_stops(tmp_path, cache_dir, capsys):
@@ -209,6 +268,24 @@ def test_openai_run_that_never_builds_ends_after_its_rounds(tmp_path, cache_dir,
     assert fake_openai.attempts == 3  # the 429 was retried; the fast answer never asked for
     for file in path.rglob("*"):  # the key never reaches the run directory
         assert not file.is_file() or KEY not in file.read_text(errors="replace")
+
+
+def test_openai_run_with_a_strict_reasoning_endpoint(tmp_path, cache_dir, capsys, fake_openai, monkeypatch):
+    """Reasoning apart and no content, then an endpoint that refuses empty turns and max_tokens."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    fake_openai.refuse_empty_turns = True
+    fake_openai.reasoning_models = {MODEL}
+    fake_openai.answer(Reply("", reasoning="thinking about rows"), Reply("Still thinking.", reasoning="more"))
+    runs = tmp_path / "runs"
+    rc = main([str(PROBLEM), "--model", MODEL, "--base-url", fake_openai.url, "--rounds", "2", "--max-tokens", "900",
+               "--runs-dir", str(runs), *eval_flags(cache_dir)])
+    out = capsys.readouterr().out
+    assert rc == 1, out
+    record = run_json(only_run(runs))
+    assert record["stop_reason"] == "rounds" and [r["verdict"] for r in record["rounds"]] == ["no_code"] * 2
+    second = fake_openai.requests[1]
+    assert second["messages"][2] == {"role": "assistant", "content": "(no answer)"}
+    assert "thinking about rows" not in json.dumps(second) and second["max_completion_tokens"] == 900
 
 
 def test_resume_after_the_process_is_killed(tmp_path, cache_dir, capsys):
