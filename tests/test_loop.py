@@ -162,7 +162,7 @@ def test_best_stays_in_view_through_a_12_round_run(tmp_path):
                "# correct 1.9\nclass ModelNew: pass  # best\n```"]
     answers += [f"# correct {1.0 + n / 100:.2f}\n# variant {n}" for n in range(3, 13)]
     proposer = ScriptedProposer(*answers)
-    loop, store = stub_loop(tmp_path, proposer, rounds=12, plateau=0)
+    loop, store = stub_loop(tmp_path, proposer, rounds=12, plateau=0, restart_after=0)
     run = loop.execute()
     assert (run.stop_reason, len(run.rounds), run.best.round) == ("rounds", 12, 2)
     last = proposer.seen[-1].messages(4)
