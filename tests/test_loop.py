@@ -383,6 +383,16 @@ def test_human_proposer_evaluates_each_save(tmp_path, cache_dir, capsys):
     assert "## Round 1: incorrect" in out and f"Edit and save {edited}" in out
 
 
+def test_dry_run_prints_the_first_prompt_and_asks_nobody(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    # an endpoint nobody listens on: a dry run never calls it
+    rc = main([str(PROBLEM), "--dry-run", "--model", MODEL, "--base-url", "http://127.0.0.1:9/v1",
+               "--runs-dir", str(runs), "--device", "cpu"])
+    out = capsys.readouterr().out
+    assert rc == 0 and out.startswith("Write a faster version of the PyTorch model")
+    assert "## The reference: `row_loop`" in out and not runs.exists()
+
+
 # --- bad input ----------------------------------------------------------------
 
 def test_bad_input_is_one_clear_paragraph(tmp_path, capsys):

@@ -6,7 +6,8 @@ The TOML file has up to three tables:
     [endpoint]   base_url, model, api_key_env, temperature, max_tokens, token_param,
                  reasoning_effort, extra_body (a table of request fields),
                  request_timeout, max_retries
-    [limits]     rounds, accept, target, samples, wall_time, token_budget, window
+    [limits]     rounds, accept, target, samples, wall_time, token_budget, window,
+                 restart_after, plateau
     [run]        proposer, device, prompts, runs_dir
 
 API keys are read only from the environment (the variable named by
@@ -39,7 +40,8 @@ class ConfigError(HarnessError):
 _TABLES = {
     "endpoint": ("base_url", "model", "api_key_env", "temperature", "max_tokens", "token_param",
                  "reasoning_effort", "extra_body", "request_timeout", "max_retries"),
-    "limits": ("rounds", "accept", "target", "samples", "wall_time", "token_budget", "window"),
+    "limits": ("rounds", "accept", "target", "samples", "wall_time", "token_budget", "window",
+               "restart_after", "plateau"),
     "run": ("proposer", "device", "prompts", "runs_dir"),
 }
 _TYPES = {f.name: f.type for f in fields(Settings)}
@@ -152,6 +154,9 @@ def check(s: Settings) -> None:
         problems.append(f"need 0 < --accept <= --target, got accept {s.accept} and target {s.target}")
     if s.window < 0:
         problems.append(f"--window must be 0 (keep all) or more, not {s.window}")
+    for name in ("restart_after", "plateau"):
+        if getattr(s, name) < 0:
+            problems.append(f"--{name.replace('_', '-')} must be 0 (never) or more, not {getattr(s, name)}")
     if s.device != "cpu" and not s.device.startswith("cuda"):
         problems.append(f"--device must be cpu or cuda (cuda:N), not `{s.device}`")
     if s.token_param not in (None, "max_tokens", "max_completion_tokens"):

@@ -79,7 +79,14 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="total tokens over the run")
     parser.add_argument("--window", type=int,
                         help="past rounds kept in the conversation; 0 keeps all (default 4)")
+    parser.add_argument("--restart-after", dest="restart_after", type=int,
+                        help="rounds without a measurable gain before the conversation restarts from the "
+                             "best with a different approach; 0 never (default 3)")
+    parser.add_argument("--plateau", type=int,
+                        help="rounds without a measurable gain that end the run; 0 never (default 6)")
     parser.add_argument("--runs-dir", dest="runs_dir", help="where runs are stored (default runs/)")
+    parser.add_argument("--dry-run", dest="dry_run", action="store_true",
+                        help="print the first prompt and exit: no endpoint, no run directory")
     # --device, --trials, timeouts, --cache-dir: the same flags as `harness eval`.
     add_eval_options(parser)
 
@@ -156,12 +163,29 @@ def _resumed_options(run: Run, kept: list[str], overridden: list[str]) -> str:
     return f"Evaluation options from the run's record: {listed(kept)}; overridden by flags: {listed(overridden)}."
 
 
+def _dry_run(args: argparse.Namespace, flags: dict, console: Console) -> None:
+    """The first prompt as a run would send it; nothing is asked, built or stored."""
+    if args.resume or not args.problem:
+        raise ConfigError("--dry-run takes a problem file (harness run PROBLEM --dry-run), not --resume.")
+    settings = resolve({**flags, "problem": args.problem})
+    problem = load_problem(settings.problem)
+    args.device = settings.device
+    options = eval_options(args)
+    prompts = Prompts(settings.prompts)
+    console.print(first_prompt(prompts, problem, describe(settings.device), accept=settings.accept,
+                               target=settings.target, trials=options.trials),
+                  markup=False, highlight=False, soft_wrap=True, end="")
+
+
 def run_main(args: argparse.Namespace, console: Optional[Console] = None) -> int:
     console = console or Console()
     errors = Console(stderr=True)
     flags = {k: v for k, v in vars(args).items() if k not in ("problem", "resume")}
     clock_start = time.monotonic()
     try:
+        if args.dry_run:
+            _dry_run(args, flags, console)
+            return EXIT_OK
         store, run, rounds = _open(args, flags)
         settings = run.settings
         problem = load_problem(settings.problem)
