@@ -391,6 +391,8 @@ def test_dry_run_prints_the_first_prompt_and_asks_nobody(tmp_path, capsys):
     out = capsys.readouterr().out
     assert rc == 0 and out.startswith("Write a faster version of the PyTorch model")
     assert "## The reference: `row_loop`" in out and not runs.exists()
+    # facts from the reference process
+    assert "- `x`: cpu float32 (256, 64), contiguous" in out and f"- {os.cpu_count()} cores" in out
 
 
 # --- bad input ----------------------------------------------------------------

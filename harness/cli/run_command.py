@@ -26,7 +26,7 @@ from ..loop.proposers.human import HumanProposer
 from ..problem import ProblemError, load_problem
 from ..runs.store import Outcome, ProblemRef, Round, Run, RunStore, Status, utc_now
 from .config import (PROPOSERS, ConfigError, Settings, add_eval_options, eval_options, evaluation_options,
-                     parse_duration, resolve)
+                     parse_duration, parse_gpus, resolve)
 from .display import Display, summary
 
 HUMAN_FILE = "candidate.py"  # in the run directory: the file a person edits
@@ -163,18 +163,25 @@ def _resumed_options(run: Run, kept: list[str], overridden: list[str]) -> str:
     return f"Evaluation options from the run's record: {listed(kept)}; overridden by flags: {listed(overridden)}."
 
 
+def _first(pool: Pool, prompts: Prompts, problem, settings: Settings, trials: int) -> str:
+    """The first prompt, with the facts the reference process finds (hardware, inputs, peaks)."""
+    facts, environment = pool.facts()
+    return first_prompt(prompts, problem, describe(settings.device), accept=settings.accept,
+                        target=settings.target, trials=trials, facts=facts, environment=environment)
+
+
 def _dry_run(args: argparse.Namespace, flags: dict, console: Console) -> None:
     """The first prompt as a run would send it; nothing is asked, built or stored."""
     if args.resume or not args.problem:
         raise ConfigError("--dry-run takes a problem file (harness run PROBLEM --dry-run), not --resume.")
     settings = resolve({**flags, "problem": args.problem})
     problem = load_problem(settings.problem)
+    prompts = Prompts(settings.prompts)
     args.device = settings.device
     options = eval_options(args)
-    prompts = Prompts(settings.prompts)
-    console.print(first_prompt(prompts, problem, describe(settings.device), accept=settings.accept,
-                               target=settings.target, trials=options.trials),
-                  markup=False, highlight=False, soft_wrap=True, end="")
+    with Pool(problem.path, options, parse_gpus(args.gpus), args.jobs) as pool:
+        text = _first(pool, prompts, problem, settings, options.trials)
+    console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
 
 
 def run_main(args: argparse.Namespace, console: Optional[Console] = None) -> int:
@@ -202,8 +209,6 @@ def run_main(args: argparse.Namespace, console: Optional[Console] = None) -> int
                                        overridden + (["device"] if flags.get("device") else []))
         args.device = settings.device
         options = eval_options(args, run.evaluation)
-        first = first_prompt(prompts, problem, device, accept=settings.accept,
-                             target=settings.target, trials=options.trials)
         proposer = _proposer(settings, store, rounds, prompts, problem)
     except HarnessError as exc:
         errors.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
@@ -219,11 +224,13 @@ def run_main(args: argparse.Namespace, console: Optional[Console] = None) -> int
         return seconds_before + time.monotonic() - clock_start
 
     try:
-        with Pool(problem.path, options, run.evaluation.gpus, args.jobs) as evaluator, \
-                Display(console, run, elapsed) as display:
-            Loop(run=run, store=store, rounds=rounds, proposer=proposer, evaluator=evaluator,
-                 prompts=prompts, system=system, first=first, observer=display,
-                 elapsed=elapsed).execute()
+        with Pool(problem.path, options, run.evaluation.gpus, args.jobs) as evaluator:
+            # a resumed run goes on with the first prompt it was given
+            first = rounds[0].prompt if rounds else _first(evaluator, prompts, problem, settings, options.trials)
+            with Display(console, run, elapsed) as display:
+                Loop(run=run, store=store, rounds=rounds, proposer=proposer, evaluator=evaluator,
+                     prompts=prompts, system=system, first=first, observer=display,
+                     elapsed=elapsed).execute()
     except HarnessError as exc:
         errors.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         return EXIT_USAGE
