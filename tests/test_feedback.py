@@ -1,7 +1,7 @@
 """Feedback text: verdict, errors cut to what matters, times, thresholds, history."""
 from harness.loop.feedback import (Past, Thresholds, advice, compiler_errors, feedback_context, feedback_text,
                                    headline, history_table, stalled)
-from harness import BuildResult, CheckResult, EvalResult, Prompts, Timing, Verdict
+from harness import BuildResult, CheckResult, EvalResult, Prompts, Roofline, Timing, Verdict
 
 T = Thresholds(accept=1.5, target=2.0)
 
@@ -109,3 +109,15 @@ def test_headline_is_one_line():
     assert headline(correct(2.5)) == "2.50x"
     assert headline(compile_error()).startswith("main.cu:20:9: error")
     assert headline(incorrect()).startswith("the output differs")
+
+
+def test_feedback_gives_the_roofline_and_build_time_and_leaves_out_harness_warnings():
+    result = correct(1.2)
+    result.roofline = Roofline(bytes=10**9, floor_ms=0.34, achieved_gbs=1469.0, bandwidth_share=0.5)
+    result.build = BuildResult(ok=True, seconds=9.46)
+    result.warnings = ["static check: calls F.layer_norm", "the problem's outputs are nearly constant",
+                       "the reference ran 1.20x slower beside the candidate than alone (1 ms vs 0.8 ms)"]
+    text = feedback_text(Prompts(), 1, result, T, [], hidden=frozenset({"the problem's outputs are nearly constant"}))
+    assert "- Roofline: 1469 GB/s = 50% of the measured peak (floor 0.34 ms)" in text
+    assert "- Build: 9.5 s" in text and "static check: calls F.layer_norm" in text
+    assert "nearly constant" not in text and "slower beside" not in text

@@ -163,11 +163,13 @@ def _resumed_options(run: Run, kept: list[str], overridden: list[str]) -> str:
     return f"Evaluation options from the run's record: {listed(kept)}; overridden by flags: {listed(overridden)}."
 
 
-def _first(pool: Pool, prompts: Prompts, problem, settings: Settings, trials: int) -> str:
-    """The first prompt, with the facts the reference process finds (hardware, inputs, peaks)."""
+def _first(pool: Pool, prompts: Prompts, problem, settings: Settings, trials: int) -> tuple[str, list[str]]:
+    """The first prompt, with the facts the reference process finds (hardware, inputs, peaks),
+    and the problem's warnings, which every result carries and no candidate can act on."""
     facts, environment = pool.facts()
     return first_prompt(prompts, problem, describe(settings.device), accept=settings.accept,
-                        target=settings.target, trials=trials, facts=facts, environment=environment)
+                        target=settings.target, trials=trials, facts=facts,
+                        environment=environment), facts.warnings
 
 
 def _dry_run(args: argparse.Namespace, flags: dict, console: Console) -> None:
@@ -180,7 +182,7 @@ def _dry_run(args: argparse.Namespace, flags: dict, console: Console) -> None:
     args.device = settings.device
     options = eval_options(args)
     with Pool(problem.path, options, parse_gpus(args.gpus), args.jobs) as pool:
-        text = _first(pool, prompts, problem, settings, options.trials)
+        text = _first(pool, prompts, problem, settings, options.trials)[0]
     console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
 
 
@@ -225,12 +227,12 @@ def run_main(args: argparse.Namespace, console: Optional[Console] = None) -> int
 
     try:
         with Pool(problem.path, options, run.evaluation.gpus, args.jobs) as evaluator:
-            # a resumed run goes on with the first prompt it was given
-            first = rounds[0].prompt if rounds else _first(evaluator, prompts, problem, settings, options.trials)
+            first, problem_warnings = _first(evaluator, prompts, problem, settings, options.trials)
             with Display(console, run, elapsed) as display:
+                # a resumed run goes on with the first prompt it was given
                 Loop(run=run, store=store, rounds=rounds, proposer=proposer, evaluator=evaluator,
-                     prompts=prompts, system=system, first=first, observer=display,
-                     elapsed=elapsed).execute()
+                     prompts=prompts, system=system, first=rounds[0].prompt if rounds else first,
+                     observer=display, elapsed=elapsed, hidden_warnings=problem_warnings).execute()
     except HarnessError as exc:
         errors.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         return EXIT_USAGE

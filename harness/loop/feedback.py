@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Optional
 
+from ..integrity.roofline import roofline_text
 from ..results import CheckResult, EvalResult, Verdict, speedup_text
 from .prompts import FEEDBACK, Prompts
 
@@ -22,6 +23,8 @@ HISTORY_ROWS = 12
 NOISE = 0.02
 # Characters of a round's approach kept for the history table.
 APPROACH_CHARS = 80
+# Warnings meant for the person running the harness, about the measurement, not the candidate.
+_FOR_PEOPLE = ("a speedup above", "the reference ran")
 
 
 class Past(NamedTuple):
@@ -77,6 +80,17 @@ def compiler_errors(result: EvalResult) -> list[str]:
             seen.add(tuple(group))
             lines.extend(group)
     return lines
+
+
+def build_line(result: EvalResult) -> str:
+    if result.build is None:
+        return ""
+    return "cached (built before)" if result.build.cached else f"{result.build.seconds:.1f} s"
+
+
+def warning_lines(result: EvalResult, hidden: frozenset[str]) -> list[str]:
+    """The warnings a model can act on: not the problem's own, nor those about the measurement."""
+    return [w for w in result.warnings if w not in hidden and not w.startswith(_FOR_PEOPLE)]
 
 
 def time_lines(result: EvalResult) -> list[str]:
@@ -231,9 +245,11 @@ def headline(result: EvalResult) -> str:
 
 
 def feedback_context(n: int, result: EvalResult, thresholds: Thresholds, history: list[Past],
-                     approach: str = "", notes: Optional[list[str]] = None) -> dict[str, Any]:
+                     approach: str = "", notes: Optional[list[str]] = None,
+                     hidden: frozenset[str] = frozenset()) -> dict[str, Any]:
     """The feedback template's names; `history` holds the rounds before `n`; `notes` are
-    lines the loop adds (a repeated candidate, a restart)."""
+    lines the loop adds (a repeated candidate, a restart); `hidden`, warnings left out
+    (the problem's own, which every result carries)."""
     errors = compiler_errors(result)
     compared = comparison(result, best_past(history))
     return {
@@ -245,9 +261,11 @@ def feedback_context(n: int, result: EvalResult, thresholds: Thresholds, history
         "correctness": correctness_lines(result.check),
         "times": time_lines(result),
         "speedup": result.speedup if result.ok else None,
+        "roofline": roofline_text(result.roofline) if result.ok and result.roofline else "",
+        "build": build_line(result),
         "accept": thresholds.accept,
         "target": thresholds.target,
-        "warnings": list(result.warnings),
+        "warnings": warning_lines(result, hidden),
         "notes": [line for line in [compared, *(notes or [])] if line],
         "advice": advice(result, thresholds, best_of(history)),
         "history": history_table(history + [Past(n, result, approach)]),
@@ -255,6 +273,7 @@ def feedback_context(n: int, result: EvalResult, thresholds: Thresholds, history
 
 
 def feedback_text(prompts: Prompts, n: int, result: EvalResult, thresholds: Thresholds, history: list[Past],
-                  approach: str = "", notes: Optional[list[str]] = None) -> str:
-    context = feedback_context(n, result, thresholds, history, approach, notes)
+                  approach: str = "", notes: Optional[list[str]] = None,
+                  hidden: frozenset[str] = frozenset()) -> str:
+    context = feedback_context(n, result, thresholds, history, approach, notes, hidden)
     return prompts.render(FEEDBACK, **context).strip() + "\n"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import time
-from typing import Callable, Optional, Protocol
+from typing import Callable, Iterable, Optional, Protocol
 
 from ..results import EvalResult, Tokens, Verdict
 from ..runs.store import (CANDIDATE_FILE, Best, Outcome, Round, RoundSummary, Run, RunStore, Sample, Status,
@@ -78,7 +78,7 @@ def conclusion(run: Run, rounds: list[Round], thresholds: Thresholds) -> str:
 class Loop:
     def __init__(self, *, run: Run, store: RunStore, rounds: list[Round], proposer: Proposer,
                  evaluator: Evaluates, prompts: Prompts, system: str, first: str,
-                 observer: Observer, elapsed: Callable[[], float]):
+                 observer: Observer, elapsed: Callable[[], float], hidden_warnings: Iterable[str] = ()):
         self.run = run
         self.store = store
         self.rounds = rounds
@@ -90,6 +90,7 @@ class Loop:
         self.observer = observer
         self.thresholds = Thresholds(run.settings.accept, run.settings.target)
         self.elapsed = elapsed  # seconds spent on the run, earlier sessions included
+        self.hidden_warnings = frozenset(hidden_warnings)  # the problem's own: left out of the feedback
         self.seen: dict[str, tuple[int, EvalResult]] = {}  # source hash: first round and its result
         for rnd in rounds:
             self._remember(rnd)
@@ -157,7 +158,7 @@ class Loop:
                          "candidate, the best (pinned above), with a different approach: another split of "
                          "the work over the hardware, fewer passes over memory, another kernel structure.")
         text = feedback_text(self.prompts, last.n, last.eval, self.thresholds, history[:-1],
-                             last.sample.approach, notes)
+                             last.sample.approach, notes, self.hidden_warnings)
         return text, fresh
 
     def _conversation(self, prompt: str, fresh: bool) -> Conversation:
