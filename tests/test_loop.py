@@ -288,6 +288,31 @@ def test_openai_run_with_a_strict_reasoning_endpoint(tmp_path, cache_dir, capsys
     assert "thinking about rows" not in json.dumps(second) and second["max_completion_tokens"] == 900
 
 
+def test_cost_per_round_and_run_and_the_dollar_budget(tmp_path, cache_dir, capsys, fake_openai, monkeypatch):
+    from harness.cli.main import main as harness
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    fake_openai.answer(Reply("Let me think.", reasoning="r" * 400), Reply("Still thinking."))
+    config = tmp_path / "h.toml"
+    config.write_text('[endpoint]\nprices = { prompt = 100.0, cached = 10.0, completion = 400.0 }\n')
+    runs = tmp_path / "runs"
+    rc = main([str(PROBLEM), "--model", MODEL, "--base-url", fake_openai.url, "--config", str(config),
+               "--budget-usd", "0.01", "--runs-dir", str(runs), *eval_flags(cache_dir)])
+    out = capsys.readouterr().out
+    assert rc == 1, out
+    path = only_run(runs)
+    record = run_json(path)
+    tokens = record["tokens"]
+    assert record["stop_reason"] == "budget" and len(record["rounds"]) == 1, out
+    assert tokens["cached"] > 0 and tokens["reasoning"] == 100  # as the server counted them
+    cost = ((tokens["prompt"] - tokens["cached"]) * 100 + tokens["cached"] * 10 + tokens["completion"] * 400) / 1e6
+    assert cost >= 0.01 and f"${cost:.3f}" in out and "at the --budget-usd budget" in out
+    assert harness(["show", str(path)]) == 0
+    assert f"${cost:.3f}" in capsys.readouterr().out
+    assert harness(["compare", str(path), str(path)]) == 0
+    assert f"${cost:.3f}" in capsys.readouterr().out
+
+
 def test_resume_after_the_process_is_killed(tmp_path, cache_dir, capsys):
     cands = tmp_path / "cands"
     cands.mkdir()

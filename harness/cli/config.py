@@ -4,10 +4,11 @@ and the evaluation flags every evaluating command shares.
 The TOML file has up to three tables:
 
     [endpoint]   base_url, model, api_key_env, temperature, max_tokens, token_param,
-                 reasoning_effort, extra_body (a table of request fields),
+                 reasoning_effort, extra_body (a table of request fields), prices
+                 (USD per million tokens: prompt, cached, completion),
                  request_timeout, max_retries
-    [limits]     rounds, accept, target, samples, wall_time, token_budget, window,
-                 restart_after, plateau
+    [limits]     rounds, accept, target, samples, wall_time, token_budget, budget_usd,
+                 window, restart_after, plateau
     [run]        proposer, device, prompts, runs_dir
 
 API keys are read only from the environment (the variable named by
@@ -28,7 +29,7 @@ import tomllib
 from ..device import default_device
 from ..engine.evaluate import EvalOptions
 from ..errors import HarnessError
-from ..runs.settings import Evaluation, Settings
+from ..runs.settings import PRICE_KINDS, Evaluation, Settings
 
 PROPOSERS = ("openai", "human", "files")
 
@@ -39,9 +40,9 @@ class ConfigError(HarnessError):
 
 _TABLES = {
     "endpoint": ("base_url", "model", "api_key_env", "temperature", "max_tokens", "token_param",
-                 "reasoning_effort", "extra_body", "request_timeout", "max_retries"),
-    "limits": ("rounds", "accept", "target", "samples", "wall_time", "token_budget", "window",
-               "restart_after", "plateau"),
+                 "reasoning_effort", "extra_body", "prices", "request_timeout", "max_retries"),
+    "limits": ("rounds", "accept", "target", "samples", "wall_time", "token_budget", "budget_usd",
+               "window", "restart_after", "plateau"),
     "run": ("proposer", "device", "prompts", "runs_dir"),
 }
 _TYPES = {f.name: f.type for f in fields(Settings)}
@@ -161,7 +162,14 @@ def check(s: Settings) -> None:
         problems.append(f"--device must be cpu or cuda (cuda:N), not `{s.device}`")
     if s.token_param not in (None, "max_tokens", "max_completion_tokens"):
         problems.append(f"token_param must be max_tokens or max_completion_tokens, not `{s.token_param}`")
-    for name in ("wall_time", "token_budget", "max_tokens"):
+    unknown = set(s.prices) - set(PRICE_KINDS)
+    if unknown or not all(isinstance(v, (int, float)) and v >= 0 for v in s.prices.values()):
+        problems.append(f"prices takes {', '.join(PRICE_KINDS)} in USD per million tokens, each a number "
+                        f"0 or more; got {s.prices}")
+    if s.budget_usd is not None and not s.prices:
+        problems.append("--budget-usd needs a price table: `prices = { prompt = 1.25, completion = 10.0 }` "
+                        "in the config's [endpoint]")
+    for name in ("wall_time", "token_budget", "max_tokens", "budget_usd"):
         value = getattr(s, name)
         if value is not None and value <= 0:
             problems.append(f"--{name.replace('_', '-')} must be positive, not {value}")

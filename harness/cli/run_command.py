@@ -77,6 +77,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="time budget: seconds, or 30m, 2h")
     parser.add_argument("--token-budget", dest="token_budget", type=int,
                         help="total tokens over the run")
+    parser.add_argument("--budget-usd", dest="budget_usd", type=float,
+                        help="dollars over the run, at the config's [endpoint] prices")
     parser.add_argument("--window", type=int,
                         help="past rounds kept in the conversation; 0 keeps all (default 4)")
     parser.add_argument("--restart-after", dest="restart_after", type=int,

@@ -17,6 +17,7 @@ import time
 from typing import Callable, Iterable, Optional, Protocol
 
 from ..results import EvalResult, Tokens, Verdict
+from ..runs.settings import cost_usd
 from ..runs.store import (CANDIDATE_FILE, Best, Outcome, Round, RoundSummary, Run, RunStore, Sample, Status,
                           StopReason, utc_now)
 from .extract import approach, extract, strip_reasoning
@@ -58,6 +59,7 @@ def conclusion(run: Run, rounds: list[Round], thresholds: Thresholds) -> str:
         StopReason.FILES_EXHAUSTED: "when the files ran out", StopReason.INTERRUPTED: "when interrupted",
         StopReason.ERROR: "on an error",
         StopReason.PLATEAU: f"after {run.settings.plateau} round(s) without a measurable gain",
+        StopReason.BUDGET: "at the --budget-usd budget",
     }
     best = run.best
     if best and best.speedup >= thresholds.target:
@@ -135,6 +137,8 @@ class Loop:
             return StopReason.WALL_TIME
         if s.token_budget is not None and self.run.tokens.total >= s.token_budget:
             return StopReason.TOKENS
+        if s.budget_usd is not None and cost_usd(self.run.tokens, s.prices) >= s.budget_usd:
+            return StopReason.BUDGET
         if s.plateau and stalled(self._history()) >= s.plateau:
             return StopReason.PLATEAU
         return StopReason.NONE

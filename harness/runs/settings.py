@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..results import Tokens
+
 
 @dataclass
 class Settings:
@@ -23,6 +25,8 @@ class Settings:
     token_param: Optional[str] = None
     reasoning_effort: Optional[str] = None  # low, medium, high: sent only when set
     extra_body: dict = field(default_factory=dict)  # further request fields, such as top_k for vLLM
+    # USD per million tokens: prompt, cached (prompt tokens from the prefix cache), completion
+    prices: dict = field(default_factory=dict)
     request_timeout: float = 900.0  # seconds per request: reasoning answers are slow
     max_retries: int = 6  # on rate limits, timeouts and 5xx, with backoff
     rounds: Optional[int] = 10  # None: no limit (a person at an editor stops with Ctrl-C)
@@ -31,6 +35,7 @@ class Settings:
     samples: int = 1
     wall_time: Optional[float] = None  # seconds
     token_budget: Optional[int] = None
+    budget_usd: Optional[float] = None  # needs prices
     window: int = 4  # past rounds kept in the conversation; 0 keeps all
     restart_after: int = 3  # rounds without a measurable gain before restarting from the best; 0: never
     plateau: int = 6  # rounds without a measurable gain that end the run; 0: never
@@ -39,6 +44,19 @@ class Settings:
     runs_dir: str = "runs"
     files: list[str] = field(default_factory=list)
     config: Optional[str] = None
+
+
+PRICE_KINDS = ("prompt", "cached", "completion")
+
+
+def cost_usd(tokens: Tokens, prices: dict) -> Optional[float]:
+    """What the tokens cost at `prices`; None without a price table. Cached prompt tokens
+    cost the cached price (the prompt price where none is given); reasoning is completion."""
+    if not prices:
+        return None
+    cached = prices.get("cached", prices.get("prompt", 0.0))
+    return ((tokens.prompt - tokens.cached) * prices.get("prompt", 0.0) + tokens.cached * cached
+            + tokens.completion * prices.get("completion", 0.0)) / 1e6
 
 
 @dataclass

@@ -136,6 +136,7 @@ class StopReason(enum.StrEnum):
     TOKENS = "tokens"
     FILES_EXHAUSTED = "files_exhausted"
     PLATEAU = "plateau"  # rounds without a measurable gain, after a restart from the best
+    BUDGET = "budget"  # --budget-usd spent
     INTERRUPTED = "interrupted"
     ERROR = "error"
 

@@ -52,8 +52,7 @@ class OpenAIProposer:
         if not response.choices:
             raise ProposerError(f"The endpoint {self.base_url} returned no choices for `{self.model}`.")
         choice = response.choices[0]
-        usage = response.usage
-        tokens = Tokens(usage.prompt_tokens or 0, usage.completion_tokens or 0) if usage else Tokens()
+        tokens = _tokens(response.usage)
         return Proposal(answer=_answer_text(choice.message), origin=f"openai:{self.model}",
                         tokens=tokens, seconds=time.monotonic() - started,
                         cut_off=choice.finish_reason == "length")
@@ -148,6 +147,15 @@ def _message(exc: openai.APIStatusError) -> str:
         if isinstance(inner, str):
             return inner
     return exc.message
+
+
+def _tokens(usage: Any) -> Tokens:
+    """The usage an endpoint reports; cached and reasoning counts where it gives them (OpenAI does)."""
+    if usage is None:
+        return Tokens()
+    cached = getattr(usage.prompt_tokens_details, "cached_tokens", None)
+    reasoning = getattr(usage.completion_tokens_details, "reasoning_tokens", None)
+    return Tokens(usage.prompt_tokens or 0, usage.completion_tokens or 0, cached or 0, reasoning or 0)
 
 
 def _context_exceeded(exc: openai.BadRequestError) -> bool:
