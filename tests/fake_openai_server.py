@@ -42,6 +42,7 @@ class FakeOpenAI:
         self.refuse_empty_turns = False  # HTTP 400 for an empty assistant message
         self.reasoning_models: set[str] = set()  # models that refuse max_tokens, as OpenAI's o-series
         self.arrivals: list[float] = []  # time.monotonic() of every chat request
+        self.replies: list[float] = []  # time.monotonic() as each answer is sent
         self.lock = threading.Lock()
         self.script: deque[Reply] = deque()
         self.fallback: Optional[Reply] = None  # served when the script is empty
@@ -139,6 +140,7 @@ class FakeOpenAI:
                                        reply.code, reply.headers)
                 with fake.lock:
                     fake.requests.append(body)
+                    fake.replies.append(time.monotonic())
                 prompt_tokens = sum(len(m["content"]) for m in body["messages"]) // 4
                 completion_tokens = max(1, len(reply.content) // 4)
                 reasoning_tokens = len(reply.reasoning or "") // 4

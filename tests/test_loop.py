@@ -71,6 +71,7 @@ class StubEvaluator:
 
 class ScriptedProposer:
     name = "scripted"
+    concurrent = False
 
     def __init__(self, *answers, tokens=Tokens(50, 10)):
         self.answers = list(answers)
@@ -311,6 +312,23 @@ def test_cost_per_round_and_run_and_the_dollar_budget(tmp_path, cache_dir, capsy
     assert f"${cost:.3f}" in capsys.readouterr().out
     assert harness(["compare", str(path), str(path)]) == 0
     assert f"${cost:.3f}" in capsys.readouterr().out
+
+
+def test_samples_are_asked_at_once_and_each_outcome_is_reported(tmp_path, cache_dir, capsys, fake_openai,
+                                                                 monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    fake_openai.answer(*[Reply(f"Idea {k}: no code yet.", delay=1.0) for k in range(3)],
+                       *[Reply("Later.") for _ in range(3)])
+    runs = tmp_path / "runs"
+    rc = main([str(PROBLEM), "--model", MODEL, "--base-url", fake_openai.url, "--samples", "3", "--rounds", "2",
+               "--runs-dir", str(runs), *eval_flags(cache_dir)])
+    out = capsys.readouterr().out
+    assert rc == 1, out
+    # all three requests of round 1 arrived before the first answer went out
+    assert sorted(fake_openai.arrivals)[2] < min(fake_openai.replies)
+    feedback = fake_openai.requests[3]["messages"][-1]["content"]
+    assert "The feedback above is on sample 1 of 3; the others: sample 2: no_code" in feedback
+    assert "sample 3: no_code" in feedback
 
 
 def test_resume_after_the_process_is_killed(tmp_path, cache_dir, capsys):

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, Optional, Protocol
 
 from ..results import EvalResult, Tokens, Verdict
@@ -21,7 +23,7 @@ from ..runs.settings import cost_usd
 from ..runs.store import (CANDIDATE_FILE, Best, Outcome, Round, RoundSummary, Run, RunStore, Sample, Status,
                           StopReason, utc_now)
 from .extract import approach, extract, strip_reasoning
-from .feedback import APPROACH_CHARS, Past, Thresholds, feedback_text, pinned_note, stalled
+from .feedback import APPROACH_CHARS, Past, Thresholds, feedback_text, headline, pinned_note, stalled
 from .observer import Observer
 from .prompts import Prompts
 from .proposers.base import Conversation, Exhausted, Proposer, ProposerError, Turn
@@ -93,6 +95,7 @@ class Loop:
         self.thresholds = Thresholds(run.settings.accept, run.settings.target)
         self.elapsed = elapsed  # seconds spent on the run, earlier sessions included
         self.hidden_warnings = frozenset(hidden_warnings)  # the problem's own: left out of the feedback
+        self.spending = threading.Lock()  # samples asked at once add their tokens from threads
         self.seen: dict[str, tuple[int, EvalResult]] = {}  # source hash: first round and its result
         for rnd in rounds:
             self._remember(rnd)
@@ -155,6 +158,11 @@ class Loop:
         if last.sample.same_as is not None:
             notes.append(f"This file is identical to round {last.sample.same_as}'s: its verdict is repeated "
                          "without building or measuring it again. Change something.")
+        others = [f"sample {i + 1}: {s.eval.verdict.value} {headline(s.eval)}".rstrip()
+                  for i, s in enumerate(last.samples) if i != last.chosen]
+        if others:
+            notes.append(f"The feedback above is on sample {last.chosen + 1} of {len(last.samples)}; the others: "
+                         + "; ".join(others) + ".")
         since, every = stalled(history), self.run.settings.restart_after
         fresh = bool(every and since and since % every == 0 and self.run.best)
         if fresh:
@@ -183,7 +191,12 @@ class Loop:
         prompt, fresh = self._prompt(n)
         self.store.write_prompt(n, prompt)
         conversation = self._conversation(prompt, fresh)
-        samples = [self._ask(n, i, conversation) for i in range(self.run.settings.samples)]
+        k = self.run.settings.samples
+        if k > 1 and self.proposer.concurrent:
+            with ThreadPoolExecutor(k) as threads:
+                samples = list(threads.map(lambda i: self._ask(n, i, conversation), range(k)))
+        else:
+            samples = [self._ask(n, i, conversation) for i in range(k)]
         self._evaluate(n, samples)
         return Round(n=n, prompt=prompt, samples=samples, chosen=pick(samples), started=started,
                      seconds=time.monotonic() - t0, fresh=fresh)
@@ -197,7 +210,8 @@ class Loop:
         self._phase(n, i, "asking")
         proposal = self.proposer.propose(conversation, self.observer.say)
         # Tokens count as soon as they are spent, even if this round never finishes.
-        self.run.tokens = self.run.tokens + proposal.tokens
+        with self.spending:
+            self.run.tokens = self.run.tokens + proposal.tokens
         self.store.write_answer(n, i, proposal.answer)
         if proposal.code is not None:
             code, status, message = proposal.code, "given", ""

@@ -82,6 +82,7 @@ class Proposal:
 
 class Proposer(Protocol):
     name: str
+    concurrent: bool  # may be asked for several samples at once, from threads
 
     def propose(self, conversation: Conversation, say: Callable[[str], None]) -> Proposal:
         """One candidate for this round; `say` prints a line for the person watching."""

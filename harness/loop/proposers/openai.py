@@ -22,6 +22,7 @@ DEFAULT_URL = "https://api.openai.com/v1"
 
 class OpenAIProposer:
     name = "openai"
+    concurrent = True  # the client is thread-safe; a round's samples are asked at once
 
     def __init__(self, *, model: str, api_key: Optional[str], base_url: Optional[str],
                  temperature: Optional[float] = None, max_tokens: Optional[int] = None,
