@@ -155,13 +155,16 @@ class Tokens:
 
     prompt: int = 0
     completion: int = 0
+    cached: int = 0  # of the prompt, served from the provider's prefix cache
+    reasoning: int = 0  # of the completion, spent reasoning
 
     @property
     def total(self) -> int:
         return self.prompt + self.completion
 
     def __add__(self, other: "Tokens") -> "Tokens":
-        return Tokens(self.prompt + other.prompt, self.completion + other.completion)
+        return Tokens(self.prompt + other.prompt, self.completion + other.completion,
+                      self.cached + other.cached, self.reasoning + other.reasoning)
 
 
 @dataclass

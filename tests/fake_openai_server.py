@@ -2,7 +2,9 @@
 
 Real HTTP on 127.0.0.1, so the real `openai` client is exercised end to end:
 authentication (401), unknown models (404), scripted failures such as a 429
-with Retry-After, an endpoint that never answers, and recorded answers. Every request body is kept for asserts.
+with Retry-After or a context-length error, an endpoint that never answers, and recorded
+answers. Like some real endpoints it can refuse empty assistant turns and, for reasoning
+models, `max_tokens`. Every request body is kept for asserts, with its arrival time.
 """
 from __future__ import annotations
 
@@ -29,6 +31,8 @@ class Reply:
     headers: dict = field(default_factory=dict)
     finish_reason: str = "stop"
     reasoning: Optional[str] = None  # sent apart, as vLLM's `reasoning_content`
+    code: str = "scripted"  # the error code of a failure, e.g. context_length_exceeded
+    delay: float = 0.0  # seconds before the answer is sent
     hang: bool = False  # never answer: hold the connection until the server stops
 
 
@@ -39,6 +43,11 @@ class FakeOpenAI:
     def __init__(self, models=(MODEL,), key: str = KEY):
         self.models = list(models)
         self.key = key
+        self.refuse_empty_turns = False  # HTTP 400 for an empty assistant message
+        self.reasoning_models: set[str] = set()  # models that refuse max_tokens, as OpenAI's o-series
+        self.arrivals: list[float] = []  # time.monotonic() of every chat request
+        self.replies: list[float] = []  # time.monotonic() as each answer is sent
+        self.lock = threading.Lock()
         self.script: deque[Reply] = deque()
         self.fallback: Optional[Reply] = None  # served when the script is empty
         self.requests: list[dict] = []  # bodies of chat requests that passed auth and model checks
@@ -110,7 +119,9 @@ class FakeOpenAI:
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
-                fake.attempts += 1
+                with fake.lock:
+                    fake.attempts += 1
+                    fake.arrivals.append(time.monotonic())
                 if not self._authorised():
                     return
                 if self.path.rstrip("/") != "/v1/chat/completions":
@@ -119,16 +130,29 @@ class FakeOpenAI:
                     return self._error(
                         404, f"The model `{body.get('model')}` does not exist or you do not have "
                         "access to it.", "model_not_found")
-                reply = fake._next()
+                if fake.refuse_empty_turns and any(
+                        m["role"] == "assistant" and not m["content"].strip() for m in body["messages"]):
+                    return self._error(400, "Invalid 'messages': an assistant message must have "
+                                       "non-empty content.", "invalid_value")
+                if body["model"] in fake.reasoning_models and "max_tokens" in body:
+                    return self._error(400, "Unsupported parameter: 'max_tokens' is not supported with "
+                                       "this model. Use 'max_completion_tokens' instead.",
+                                       "unsupported_parameter")
+                with fake.lock:
+                    reply = fake._next()
                 if reply.hang:
                     fake.stopping.wait()
                     return
+                time.sleep(reply.delay)
                 if reply.status != 200:
                     return self._error(reply.status, reply.content or "scripted failure",
-                                       "scripted", reply.headers)
-                fake.requests.append(body)
+                                       reply.code, reply.headers)
+                with fake.lock:
+                    fake.requests.append(body)
+                    fake.replies.append(time.monotonic())
                 prompt_tokens = sum(len(m["content"]) for m in body["messages"]) // 4
                 completion_tokens = max(1, len(reply.content) // 4)
+                reasoning_tokens = len(reply.reasoning or "") // 4
                 message = {"role": "assistant", "content": reply.content}
                 if reply.reasoning is not None:
                     message["reasoning_content"] = reply.reasoning
@@ -138,7 +162,10 @@ class FakeOpenAI:
                     "choices": [{"index": 0, "message": message,
                                  "finish_reason": reply.finish_reason}],
                     "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                              "total_tokens": prompt_tokens + completion_tokens}})
+                              "total_tokens": prompt_tokens + completion_tokens,
+                              # as OpenAI reports them: the prefix served from its cache, reasoning
+                              "prompt_tokens_details": {"cached_tokens": len(body["messages"][0]["content"]) // 4},
+                              "completion_tokens_details": {"reasoning_tokens": reasoning_tokens}}})
 
         return Handler
 

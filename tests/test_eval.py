@@ -88,6 +88,9 @@ def test_compile_error_quotes_the_compiler(evaluator):
     assert not result.build.ok
     assert any("main.cpp" in line and "error" in line for line in result.build.first_errors)
     assert "expected" in result.explanation  # gcc's own words reach the person
+    again = evaluator.evaluate(CANDIDATES / "cpp_compile_error.py")  # failed builds are cached too
+    assert again.verdict is Verdict.COMPILE_ERROR and again.build.cached and again.build.seconds == 0
+    assert again.build.first_errors == result.build.first_errors and "expected" in again.explanation
 
 
 def test_result_round_trips_through_json(evaluator):

@@ -1,7 +1,7 @@
 """Feedback text: verdict, errors cut to what matters, times, thresholds, history."""
-from harness.loop.feedback import (Thresholds, advice, compiler_errors, feedback_context, feedback_text,
-                              headline, history_table)
-from harness import BuildResult, CheckResult, EvalResult, Prompts, Timing, Verdict
+from harness.loop.feedback import (Past, Thresholds, advice, compiler_errors, feedback_context, feedback_text,
+                                   headline, history_table, stalled)
+from harness import BuildResult, CheckResult, EvalResult, Prompts, Roofline, Timing, Verdict
 
 T = Thresholds(accept=1.5, target=2.0)
 
@@ -57,13 +57,14 @@ def test_advice_follows_the_thresholds():
 
 
 def test_text_has_times_speedup_thresholds_and_history():
-    history = [(1, compile_error()), (2, incorrect())]
-    text = feedback_text(Prompts(), 3, correct(1.2), T, history)
+    history = [Past(1, compile_error()), Past(2, incorrect(), "Two | passes")]
+    text = feedback_text(Prompts(), 3, correct(1.2), T, history, "One pass.")
     assert text.startswith("## Round 3: correct")
     assert "- candidate: 6.808 ms" in text and "- reference: 8.17 ms" in text
-    assert "Speedup: 1.20x (acceptable: 1.5x, target: 2.0x)" in text
-    assert "| 1 | compile_error | - | - | - |" in text
-    assert "| 3 | correct | 1.20x | 6.808 | 8.17 |" in text
+    assert "Speedup: 1.20x over eager PyTorch (acceptable: 1.5x, target: 2.0x)" in text
+    assert "| 1 | compile_error | - | - | - |  |" in text
+    assert "| 2 | incorrect | - | - | - | Two / passes |" in text
+    assert "| 3 | correct | 1.20x | 6.808 | 8.17 | One pass. |" in text
 
 
 def test_gpu_times_name_the_host_submit():
@@ -80,13 +81,43 @@ def test_no_code_feedback_says_exactly_that():
     assert "## Round 1: no_code" in text and "holds no fenced Python code block" in text
 
 
-def test_history_table_keeps_the_latest_rows():
-    rows = history_table([(n, correct(1.0 + n / 100)) for n in range(1, 31)]).splitlines()
-    assert rows[2] == "| 1-18 | (18 earlier rounds) | | | |"
+def test_history_table_keeps_the_latest_rows_and_the_best():
+    rows = history_table([Past(n, correct(1.0 + n / 100)) for n in range(1, 31)]).splitlines()
+    assert rows[2] == "| 1-18 | (18 earlier rounds) | | | | |"
     assert rows[-1].startswith("| 30 | correct | 1.30x")
+    history = [Past(n, correct(3.0 if n == 2 else 1.0 + n / 100), f"idea {n}") for n in range(1, 31)]
+    rows = history_table(history).splitlines()
+    assert rows[2] == "| 1-18 | (17 earlier rounds) | | | | |"
+    assert rows[3].startswith("| 2 | correct | 3.00x") and rows[3].endswith("| idea 2 |")
+
+
+def test_noise_is_not_called_a_change():
+    best = [Past(1, correct(1.63))]
+    assert "No measurable change from round 1's 1.63x" in feedback_text(Prompts(), 2, correct(1.65), T, best)
+    assert "A measurable gain over round 1's 1.63x" in feedback_text(Prompts(), 2, correct(1.8), T, best)
+    text = feedback_text(Prompts(), 2, correct(1.3), T, best)
+    assert "beyond the noise: continue from round 1's candidate" in text
+
+
+def test_stalled_counts_rounds_since_the_last_measurable_gain():
+    speeds = [None, 1.2, 1.5, 1.51, None, 1.49, 1.6]
+    history = [Past(n, correct(s) if s else compile_error()) for n, s in enumerate(speeds, 1)]
+    assert [stalled(history[:k]) for k in range(1, 8)] == [0, 0, 0, 1, 2, 3, 0]
 
 
 def test_headline_is_one_line():
     assert headline(correct(2.5)) == "2.50x"
     assert headline(compile_error()).startswith("main.cu:20:9: error")
     assert headline(incorrect()).startswith("the output differs")
+
+
+def test_feedback_gives_the_roofline_and_build_time_and_leaves_out_harness_warnings():
+    result = correct(1.2)
+    result.roofline = Roofline(bytes=10**9, floor_ms=0.34, achieved_gbs=1469.0, bandwidth_share=0.5)
+    result.build = BuildResult(ok=True, seconds=9.46)
+    result.warnings = ["static check: calls F.layer_norm", "the problem's outputs are nearly constant",
+                       "the reference ran 1.20x slower beside the candidate than alone (1 ms vs 0.8 ms)"]
+    text = feedback_text(Prompts(), 1, result, T, [], hidden=frozenset({"the problem's outputs are nearly constant"}))
+    assert "- Roofline: 1469 GB/s = 50% of the measured peak (floor 0.34 ms)" in text
+    assert "- Build: 9.5 s" in text and "static check: calls F.layer_norm" in text
+    assert "nearly constant" not in text and "slower beside" not in text

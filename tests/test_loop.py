@@ -71,6 +71,7 @@ class StubEvaluator:
 
 class ScriptedProposer:
     name = "scripted"
+    concurrent = False
 
     def __init__(self, *answers, tokens=Tokens(50, 10)):
         self.answers = list(answers)
@@ -169,6 +170,65 @@ def test_no_code_counts_as_a_round_and_its_feedback_says_so(tmp_path):
     assert proposer.seen[1].turns[0].answer == "I would use shared memory."
 
 
+def test_best_stays_in_view_through_a_12_round_run(tmp_path):
+    answers = ["# correct 1.2\n# first try", "I will split each row over four blocks.\n```python\n"
+               "# correct 1.9\nclass ModelNew: pass  # best\n```"]
+    answers += [f"# correct {1.0 + n / 100:.2f}\n# variant {n}" for n in range(3, 13)]
+    proposer = ScriptedProposer(*answers)
+    loop, store = stub_loop(tmp_path, proposer, rounds=12, plateau=0, restart_after=0)
+    run = loop.execute()
+    assert (run.stop_reason, len(run.rounds), run.best.round) == ("rounds", 12, 2)
+    last = proposer.seen[-1].messages(4)
+    assert last[0]["role"] == "system" and last[1]["content"] == "the problem"
+    assert last[2]["role"] == "assistant" and "class ModelNew: pass  # best" in last[2]["content"]
+    assert "round 2's, the best correct candidate so far: 1.90x" in last[3]["content"]
+    table = proposer.seen[-1].prompt.split("## Rounds so far")[1]
+    assert "| 2 | correct | 1.90x | - | - | I will split each row over four blocks. |" in table
+    assert "| 3 | correct | 1.03x | - | - | correct 1.03 |" in table  # a file's first comment
+    assert len(last) == 4 + 2 * 4  # the window's four exchanges after the pinned best
+    # a regression beyond the noise says to continue from the best
+    assert "continue from round 2's candidate" in store.load_rounds()[3].prompt
+
+
+def test_plateau_restarts_from_the_best_then_stops(tmp_path):
+    answers = ["# correct 1.50"] + [f"# correct {1.5 + (-1) ** n * 0.01:.2f}\n# v{n}" for n in range(2, 12)]
+    proposer = ScriptedProposer(*answers)
+    loop, store = stub_loop(tmp_path, proposer, rounds=20)
+    run = loop.execute()
+    assert (run.stop_reason, len(run.rounds), run.best.round) == ("plateau", 7, 2)  # 1.51x, within the noise
+    assert "after 6 round(s) without a measurable gain" in run.message
+    rounds = store.load_rounds()
+    assert [r.fresh for r in rounds] == [False] * 4 + [True] + [False] * 2
+    assert "No measurable gain in 3 rounds. Start again from round 2's" in rounds[4].prompt
+    assert "No measurable change from round 2's 1.51x" in rounds[4].prompt
+    restarted = [(m["role"], m["content"]) for m in proposer.seen[4].messages(4)]
+    assert [role for role, _ in restarted] == ["system", "user", "assistant", "user"]
+    assert restarted[2][1] == "# correct 1.51\n# v2" and restarted[3][1].endswith(rounds[4].prompt)
+    assert [t.n for t in proposer.seen[6].turns] == [5, 6]  # the chain since the restart
+
+
+def test_identical_answers_get_the_earlier_verdict_unevaluated(tmp_path):
+    class Counting(StubEvaluator):
+        paths: list = []
+
+        def evaluate(self, paths, on_event=None):
+            self.paths += paths
+            return super().evaluate(paths, on_event)
+
+    proposer = ScriptedProposer("# correct 1.2", "# compile_error 0", "# correct 1.2", "# compile_error 0",
+                                "# correct 1.3", "# correct 1.3")
+    loop, store = stub_loop(tmp_path, proposer, samples=2)
+    loop.evaluator = Counting()
+    run = loop.execute()
+    assert len(loop.evaluator.paths) == 3 and len(run.rounds) == 3
+    rounds = store.load_rounds()
+    assert [s.same_as for s in rounds[1].samples] == [1, 1]
+    assert rounds[1].samples[1].eval.verdict == "compile_error"
+    assert rounds[1].samples[0].eval.explanation.startswith("Identical to round 1's candidate")
+    assert rounds[2].samples[1].same_as == 3  # a twin within the round
+    assert "identical to round 1's: its verdict is repeated" in rounds[2].prompt
+
+
 # --- real runs on CPU -------------------------------------------------------
 
 def test_files_run_reaches_the_target_and_stops(tmp_path, cache_dir, capsys):
@@ -226,10 +286,11 @@ def test_openai_run_that_never_builds_ends_after_its_rounds(tmp_path, cache_dir,
 def test_wall_time_ends_a_run_waiting_on_a_hanging_endpoint(tmp_path, cache_dir, fake_openai):
     fake_openai.fallback = HANG
     runs = tmp_path / "runs"
-    # The request timeout (600 s by default) would hold the run for ten minutes; the wall time ends it.
+    # The request timeout (600 s by default) would hold the run for ten minutes; the wall time ends it
+    # (20 s: the reference process starts first, for the facts in the first prompt).
     done = subprocess.run(
         [sys.executable, "-m", "harness", "run", str(PROBLEM), "--model", MODEL, "--base-url", fake_openai.url,
-         "--wall-time", "5s", "--runs-dir", str(runs), *eval_flags(cache_dir)],
+         "--wall-time", "20s", "--runs-dir", str(runs), *eval_flags(cache_dir)],
         cwd=REPO, env={**os.environ, "OPENAI_API_KEY": KEY}, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stdout + done.stderr
     path = only_run(runs)
@@ -240,6 +301,66 @@ def test_wall_time_ends_a_run_waiting_on_a_hanging_endpoint(tmp_path, cache_dir,
     # The round in flight is left unfinished, to be set aside by --resume; nothing recorded is lost.
     assert (path / "rounds" / "001" / "prompt.md").is_file()
     assert not (path / "rounds" / "001" / "round.json").exists()
+
+
+def test_openai_run_with_a_strict_reasoning_endpoint(tmp_path, cache_dir, capsys, fake_openai, monkeypatch):
+    """Reasoning apart and no content, then an endpoint that refuses empty turns and max_tokens."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    fake_openai.refuse_empty_turns = True
+    fake_openai.reasoning_models = {MODEL}
+    fake_openai.answer(Reply("", reasoning="thinking about rows"), Reply("Still thinking.", reasoning="more"))
+    runs = tmp_path / "runs"
+    rc = main([str(PROBLEM), "--model", MODEL, "--base-url", fake_openai.url, "--rounds", "2", "--max-tokens", "900",
+               "--runs-dir", str(runs), *eval_flags(cache_dir)])
+    out = capsys.readouterr().out
+    assert rc == 1, out
+    record = run_json(only_run(runs))
+    assert record["stop_reason"] == "rounds" and [r["verdict"] for r in record["rounds"]] == ["no_code"] * 2
+    second = fake_openai.requests[1]
+    assert second["messages"][2] == {"role": "assistant", "content": "(no answer)"}
+    assert "thinking about rows" not in json.dumps(second) and second["max_completion_tokens"] == 900
+
+
+def test_cost_per_round_and_run_and_the_dollar_budget(tmp_path, cache_dir, capsys, fake_openai, monkeypatch):
+    from harness.cli.main import main as harness
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    fake_openai.answer(Reply("Let me think.", reasoning="r" * 400), Reply("Still thinking."))
+    config = tmp_path / "h.toml"
+    config.write_text('[endpoint]\nprices = { prompt = 100.0, cached = 10.0, completion = 400.0 }\n')
+    runs = tmp_path / "runs"
+    rc = main([str(PROBLEM), "--model", MODEL, "--base-url", fake_openai.url, "--config", str(config),
+               "--budget-usd", "0.01", "--runs-dir", str(runs), *eval_flags(cache_dir)])
+    out = capsys.readouterr().out
+    assert rc == 1, out
+    path = only_run(runs)
+    record = run_json(path)
+    tokens = record["tokens"]
+    assert record["stop_reason"] == "budget" and len(record["rounds"]) == 1, out
+    assert tokens["cached"] > 0 and tokens["reasoning"] == 100  # as the server counted them
+    cost = ((tokens["prompt"] - tokens["cached"]) * 100 + tokens["cached"] * 10 + tokens["completion"] * 400) / 1e6
+    assert cost >= 0.01 and f"${cost:.3f}" in out and "at the --budget-usd budget" in out
+    assert harness(["show", str(path)]) == 0
+    assert f"${cost:.3f}" in capsys.readouterr().out
+    assert harness(["compare", str(path), str(path)]) == 0
+    assert f"${cost:.3f}" in capsys.readouterr().out
+
+
+def test_samples_are_asked_at_once_and_each_outcome_is_reported(tmp_path, cache_dir, capsys, fake_openai,
+                                                                 monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    fake_openai.answer(*[Reply(f"Idea {k}: no code yet.", delay=1.0) for k in range(3)],
+                       *[Reply("Later.") for _ in range(3)])
+    runs = tmp_path / "runs"
+    rc = main([str(PROBLEM), "--model", MODEL, "--base-url", fake_openai.url, "--samples", "3", "--rounds", "2",
+               "--runs-dir", str(runs), *eval_flags(cache_dir)])
+    out = capsys.readouterr().out
+    assert rc == 1, out
+    # all three requests of round 1 arrived before the first answer went out
+    assert sorted(fake_openai.arrivals)[2] < min(fake_openai.replies)
+    feedback = fake_openai.requests[3]["messages"][-1]["content"]
+    assert "The feedback above is on sample 1 of 3; the others: sample 2: no_code" in feedback
+    assert "sample 3: no_code" in feedback
 
 
 def test_resume_after_the_process_is_killed(tmp_path, cache_dir, capsys):
@@ -382,6 +503,18 @@ def test_human_proposer_evaluates_each_save(tmp_path, cache_dir, capsys):
     assert (path / "rounds" / "002" / "candidate.py").read_text() == FAST
     out = capsys.readouterr().out
     assert "## Round 1: incorrect" in out and f"Edit and save {edited}" in out
+
+
+def test_dry_run_prints_the_first_prompt_and_asks_nobody(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    # an endpoint nobody listens on: a dry run never calls it
+    rc = main([str(PROBLEM), "--dry-run", "--model", MODEL, "--base-url", "http://127.0.0.1:9/v1",
+               "--runs-dir", str(runs), "--device", "cpu"])
+    out = capsys.readouterr().out
+    assert rc == 0 and out.startswith("Write a faster version of the PyTorch model")
+    assert "## The reference: `row_loop`" in out and not runs.exists()
+    # facts from the reference process
+    assert "- `x`: cpu float32 (256, 64), contiguous" in out and f"- {os.cpu_count()} cores" in out
 
 
 # --- bad input ----------------------------------------------------------------

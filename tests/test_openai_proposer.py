@@ -7,6 +7,7 @@ import pytest
 pytest.importorskip("openai")  # a dependency of the harness, absent on some GPU hosts that run only -m gpu
 
 from fake_openai_server import HANG, KEY, MODEL, Reply, fake_openai  # noqa: F401  (fixture)
+from harness.loop.extract import strip_reasoning
 from harness.loop.proposers.base import Conversation, OutOfTime, ProposerError, Turn
 from harness.loop.proposers.openai import OpenAIProposer
 
@@ -61,11 +62,14 @@ def test_window_zero_keeps_every_turn():
     assert roles == ["system", "user", "assistant", "user", "assistant", "user"]
 
 
-def test_reasoning_sent_apart_is_kept_in_think_tags(fake_openai):
+def test_reasoning_sent_apart_is_kept_in_think_tags_and_never_sent_back(fake_openai):
     fake_openai.answer(Reply("final text", reasoning="weighing options"))
     proposal = ask(make(fake_openai))
     assert proposal.answer.startswith("<think>\nweighing options\n</think>")
     assert proposal.answer.endswith("final text")
+    fake_openai.answer("next")
+    ask(make(fake_openai), Conversation("sys", [Turn("problem", strip_reasoning(proposal.answer))], "f1"))
+    assert "weighing options" not in str(fake_openai.requests[1]["messages"])
 
 
 def test_rate_limit_then_success(fake_openai):
@@ -86,9 +90,68 @@ def test_server_error_then_success(fake_openai):
 
 def test_persistent_server_errors_end_in_a_clear_error(fake_openai):
     fake_openai.fallback = Reply(status=500, content="boom", headers={"retry-after-ms": "10"})
-    with pytest.raises(ProposerError, match="HTTP 500.*after retries: boom"):
-        ask(make(fake_openai, max_retries=2))
+    with pytest.raises(ProposerError, match="HTTP 500.*after retries and 0 s of waiting: boom"):
+        ask(make(fake_openai, max_retries=2, patience=0))
     assert fake_openai.attempts == 3
+
+
+def test_busy_endpoint_is_waited_out_after_the_retries(fake_openai):
+    fake_openai.answer(*[Reply(status=429, content="busy", headers={"retry-after-ms": "10"})] * 2,
+                       Reply(status=503, content="overloaded", headers={"retry-after-ms": "10"}), "the answer")
+    said = []
+    proposer = make(fake_openai, max_retries=0, patience=5, first_wait=0.05)
+    answer = proposer.propose(Conversation("sys", [], "first"), said.append).answer
+    assert answer == "the answer" and fake_openai.attempts == 4
+    assert [line.split(";")[0] for line in said] == ["The endpoint answered HTTP 429 after retries"] * 2 + \
+        ["The endpoint answered HTTP 503 after retries"]
+
+
+def test_empty_answers_are_sent_as_a_placeholder(fake_openai):
+    fake_openai.refuse_empty_turns = True
+    fake_openai.answer("answer 3")
+    turns = [Turn("problem", "", n=1), Turn("feedback 1", "  ", n=2)]
+    assert ask(make(fake_openai), Conversation("sys", turns, "feedback 2")).answer == "answer 3"
+    sent = [m["content"] for m in fake_openai.requests[0]["messages"] if m["role"] == "assistant"]
+    assert sent == ["(no answer)", "(no answer)"]
+
+
+def test_reasoning_model_gets_max_completion_tokens(fake_openai):
+    fake_openai.reasoning_models = {MODEL}
+    fake_openai.answer("first", "second")
+    said = []
+    proposer = make(fake_openai, max_tokens=512, reasoning_effort="high")
+    proposer.propose(Conversation("sys", [], "p"), said.append)
+    proposer.propose(Conversation("sys", [], "p"), said.append)
+    assert fake_openai.attempts == 3  # refused once, then asked the right way every time
+    for sent in fake_openai.requests:
+        assert sent["max_completion_tokens"] == 512 and "max_tokens" not in sent
+        assert sent["reasoning_effort"] == "high"
+    assert said == [f"{MODEL} refuses max_tokens; asking with max_completion_tokens."]
+    fake_openai.answer("third")
+    make(fake_openai, max_tokens=512, token_param="max_completion_tokens",
+         extra_body={"top_k": 20}).propose(Conversation("sys", [], "p"), said.append)
+    assert fake_openai.attempts == 4 and fake_openai.requests[-1]["top_k"] == 20
+
+
+def test_context_length_error_shrinks_the_window(fake_openai):
+    fake_openai.answer(Reply(status=400, code="context_length_exceeded",
+                             content="This model's maximum context length is 8192 tokens. However, "
+                                     "your messages resulted in 9100 tokens."), "fits now")
+    turns = [Turn("problem", f"answer {n}", n=n) for n in range(1, 5)]
+    proposer = make(fake_openai)
+    assert ask(proposer, Conversation("sys", turns, "feedback 4")).answer == "fits now"
+    assistants = [m["content"] for m in fake_openai.requests[0]["messages"] if m["role"] == "assistant"]
+    assert assistants == ["answer 3", "answer 4"] and proposer.window == 2
+
+
+def test_pinned_best_follows_the_first_prompt_when_outside_the_window():
+    turns = [Turn("problem", "a1", n=1), Turn("f1", "a2", n=2), Turn("f2", "a3", n=3)]
+    best = Turn("Round 1's candidate above is the best so far.", "a1", n=1)
+    messages = [(m["role"], m["content"]) for m in Conversation("sys", turns, "f3", pinned=best).messages(1)]
+    assert messages == [("system", "sys"), ("user", "problem"), ("assistant", "a1"),
+                        ("user", best.prompt), ("assistant", "a3"), ("user", "f3")]
+    # in the window, it is not sent twice
+    assert len(Conversation("sys", turns, "f3", pinned=best).messages(0)) == 8
 
 
 def test_bad_key_is_a_clear_error(fake_openai):

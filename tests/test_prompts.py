@@ -4,14 +4,22 @@ import re
 
 import pytest
 
-from harness import DeviceInfo, load_problem
+from harness import DeviceInfo, Environment, load_problem
 from harness.device import peak_bandwidth
+from harness.engine.protocol import OracleReady
+from harness.integrity.roofline import Peaks
 from harness.loop.prompts import (Prompts, PromptError, candidate_template, first_prompt,
                              system_prompt)
 
 from conftest import REPO
 
 H100 = DeviceInfo("cuda", "NVIDIA H100 80GB HBM3", "9.0", 3.35)
+# as the reference process reports them on an H100
+FACTS = dict(facts=OracleReady(hardware=["132 SMs, compute capability 9.0; builds target sm_90",
+                                         "per SM: 228 KiB shared memory, 65536 registers", "L2 cache: 50 MiB"],
+                               inputs=["`x`: cuda float32 (16, 64, 256, 256), contiguous"],
+                               peaks=Peaks("NVIDIA H100 80GB HBM3", 2950.0, 51.2)),
+             environment=Environment("cuda", torch="2.13.0+cu130", cuda="13.0"))
 
 
 @pytest.fixture
@@ -24,12 +32,17 @@ def python_blocks(text: str) -> list[str]:
 
 
 def test_first_prompt_has_problem_rules_hardware_and_the_quick_idiom(problem):
-    text = first_prompt(Prompts(), problem, H100, accept=1.5, target=2.0, trials=5)
+    text = first_prompt(Prompts(), problem, H100, accept=1.5, target=2.0, trials=5, **FACTS)
     assert problem.source.strip() in text
     assert "class ModelNew(nn.Module)" in text and "load_inline" in text
     assert "NVIDIA H100 80GB HBM3" in text and "9.0" in text and "sm_90" in text
     assert "3.35 TB/s" in text
-    assert "1.5x is acceptable; 2.0x or more finishes the task" in text
+    assert "- 132 SMs, compute capability 9.0; builds target sm_90" in text and "L2 cache: 50 MiB" in text
+    assert "2950 GB/s (a device copy" in text and "51.2 TFLOP/s fp32" in text
+    assert "- `x`: cuda float32 (16, 64, 256, 256), contiguous" in text
+    assert "torch 2.13.0+cu130, CUDA 13.0" in text and "TF32 and lower precision" in text
+    assert "The L2 cache is flushed before every timed call" in text and "95% interval" in text
+    assert "1.5x is acceptable; 2.0x or more\n  finishes the task" in text
     idiom = python_blocks(text)[-1]
     ast.parse(idiom)  # the example is valid Python
     assert "no_implicit_headers=True" in idiom and "use_pch=True" in idiom
@@ -41,15 +54,15 @@ def test_first_prompt_has_problem_rules_hardware_and_the_quick_idiom(problem):
 
 def test_cpu_device_is_described_without_gpu_figures(problem):
     text = first_prompt(Prompts(), problem, DeviceInfo("cpu", "x86_64", "cpu"), accept=1.5,
-                        target=2.0, trials=5)
-    assert "x86_64 (CPU)" in text and "TB/s" not in text
+                        target=2.0, trials=5, **FACTS)
+    assert "x86_64 (CPU)" in text and "TB/s" not in text and "do_bench" not in text
 
 
 def test_tolerances_set_by_the_problem_are_stated(tmp_path):
     path = tmp_path / "tol.py"
     path.write_text("ATOL = 0.01\nRTOL = 0.001\nclass Model: pass\n"
                     "def get_inputs(): return []\ndef get_init_inputs(): return []\n")
-    text = first_prompt(Prompts(), load_problem(path), H100, accept=1.5, target=2.0, trials=5)
+    text = first_prompt(Prompts(), load_problem(path), H100, accept=1.5, target=2.0, trials=5, **FACTS)
     assert "atol=0.01, rtol=0.001" in text
 
 
@@ -63,16 +76,16 @@ def test_own_directory_overrides_some_templates_and_falls_back_for_the_rest(tmp_
     (tmp_path / "system.j2").write_text("Be brief.")
     prompts = Prompts(tmp_path)
     assert system_prompt(prompts) == "Be brief."
-    assert "## Rules" in first_prompt(prompts, problem, H100, accept=1.5, target=2.0, trials=5)
+    assert "## Rules" in first_prompt(prompts, problem, H100, accept=1.5, target=2.0, trials=5, **FACTS)
 
 
 def test_template_errors_name_the_file(tmp_path, problem):
     (tmp_path / "first.j2").write_text("{{ problem.source }} {{ gpu_name }}")
     with pytest.raises(PromptError, match=r"first\.j2 uses a name the harness does not provide"):
-        first_prompt(Prompts(tmp_path), problem, H100, accept=1.5, target=2.0, trials=5)
+        first_prompt(Prompts(tmp_path), problem, H100, accept=1.5, target=2.0, trials=5, **FACTS)
     (tmp_path / "first.j2").write_text("{% if %}")
     with pytest.raises(PromptError, match=r"first\.j2 has a syntax error at line 1"):
-        first_prompt(Prompts(tmp_path), problem, H100, accept=1.5, target=2.0, trials=5)
+        first_prompt(Prompts(tmp_path), problem, H100, accept=1.5, target=2.0, trials=5, **FACTS)
 
 
 def test_bad_directories_are_clear_errors(tmp_path):

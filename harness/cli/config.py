@@ -3,9 +3,12 @@ and the evaluation flags every evaluating command shares.
 
 The TOML file has up to three tables:
 
-    [endpoint]   base_url, model, api_key_env, temperature, max_tokens,
+    [endpoint]   base_url, model, api_key_env, temperature, max_tokens, token_param,
+                 reasoning_effort, extra_body (a table of request fields), prices
+                 (USD per million tokens: prompt, cached, completion),
                  request_timeout, max_retries
-    [limits]     rounds, accept, target, samples, wall_time, token_budget, window
+    [limits]     rounds, accept, target, samples, wall_time, token_budget, budget_usd,
+                 window, restart_after, plateau
     [run]        proposer, device, prompts, runs_dir
 
 API keys are read only from the environment (the variable named by
@@ -27,7 +30,7 @@ from ..device import default_device, require_cuda
 from ..engine.evaluate import EvalOptions
 from ..engine.process import MAX_PROCESSES
 from ..errors import HarnessError
-from ..runs.settings import Evaluation, Settings
+from ..runs.settings import PRICE_KINDS, Evaluation, Settings
 
 PROPOSERS = ("openai", "human", "files")
 
@@ -37,9 +40,10 @@ class ConfigError(HarnessError):
 
 
 _TABLES = {
-    "endpoint": ("base_url", "model", "api_key_env", "temperature", "max_tokens",
-                 "request_timeout", "max_retries"),
-    "limits": ("rounds", "accept", "target", "samples", "wall_time", "token_budget", "window"),
+    "endpoint": ("base_url", "model", "api_key_env", "temperature", "max_tokens", "token_param",
+                 "reasoning_effort", "extra_body", "prices", "request_timeout", "max_retries"),
+    "limits": ("rounds", "accept", "target", "samples", "wall_time", "token_budget", "budget_usd",
+               "window", "restart_after", "plateau"),
     "run": ("proposer", "device", "prompts", "runs_dir"),
 }
 _TYPES = {f.name: f.type for f in fields(Settings)}
@@ -61,6 +65,10 @@ def _coerce(name: str, value: Any) -> Any:
     kind = _TYPES[name]
     if name in ("wall_time", "request_timeout"):
         return parse_duration(value)
+    if kind == "dict":
+        if not isinstance(value, dict):
+            raise ValueError(f"{name} must be a table such as {{ top_k = 20 }}, not `{value}`")
+        return value
     if "int" in kind and "float" not in kind:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"{name} must be a whole number, not `{value}`")
@@ -149,9 +157,21 @@ def check(s: Settings) -> None:
         problems.append(f"need 0 < --accept <= --target, got accept {s.accept} and target {s.target}")
     if s.window < 0:
         problems.append(f"--window must be 0 (keep all) or more, not {s.window}")
+    for name in ("restart_after", "plateau"):
+        if getattr(s, name) < 0:
+            problems.append(f"--{name.replace('_', '-')} must be 0 (never) or more, not {getattr(s, name)}")
     if s.device != "cpu" and not s.device.startswith("cuda"):
         problems.append(f"--device must be cpu or cuda (cuda:N), not `{s.device}`")
-    for name in ("wall_time", "token_budget", "max_tokens", "request_timeout"):
+    if s.token_param not in (None, "max_tokens", "max_completion_tokens"):
+        problems.append(f"token_param must be max_tokens or max_completion_tokens, not `{s.token_param}`")
+    unknown = set(s.prices) - set(PRICE_KINDS)
+    if unknown or not all(isinstance(v, (int, float)) and v >= 0 for v in s.prices.values()):
+        problems.append(f"prices takes {', '.join(PRICE_KINDS)} in USD per million tokens, each a number "
+                        f"0 or more; got {s.prices}")
+    if s.budget_usd is not None and not s.prices:
+        problems.append("--budget-usd needs a price table: `prices = { prompt = 1.25, completion = 10.0 }` "
+                        "in the config's [endpoint]")
+    for name in ("wall_time", "token_budget", "max_tokens", "request_timeout", "budget_usd"):
         value = getattr(s, name)
         if value is not None and value <= 0:
             problems.append(f"--{name.replace('_', '-')} must be positive, not {value}")

@@ -15,7 +15,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ..loop.feedback import headline
-from ..results import Verdict, speedup_text
+from ..results import Tokens, Verdict, speedup_text
+from ..runs.settings import cost_usd
 from ..runs.store import Round, Run
 
 
@@ -59,7 +60,7 @@ class Display:
             f" {clock(time.monotonic() - self.phase_since)}",
             ("  elapsed ", "dim"), clock(self.elapsed()),
             ("  best ", "dim"), (speedup_text(best.speedup) if best else "-", "bold green"),
-            ("  tokens ", "dim"), str(self.run.tokens.total),
+            ("  tokens ", "dim"), str(self.run.tokens.total), dollars(self.run.tokens, s.prices),
             *((("  model wait ", "dim"), clock(self.model_wait())) if self._model() else ()))
 
     def _model(self) -> bool:
@@ -87,11 +88,18 @@ class Display:
         best = self.run.best
         line = f"round {rnd.n}: {result.verdict.value} {headline(result)}".rstrip()
         asked = f", model {sum(s.ask_seconds for s in rnd.samples):.1f} s" if self._model() else ""
-        line += f"  (best {speedup_text(best.speedup) if best else '-'}, {rnd.seconds:.1f} s{asked})"
+        line += f"  (best {speedup_text(best.speedup) if best else '-'}, {rnd.seconds:.1f} s{asked}" \
+                f"{dollars(rnd.tokens, self.run.settings.prices)})"
         self.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
-def rounds_table(rounds: list[Round]) -> Table:
+def dollars(tokens: Tokens, prices: dict) -> str:
+    """" $0.123" at the run's prices; nothing without a price table."""
+    cost = cost_usd(tokens, prices)
+    return "" if cost is None else f" ${cost:.3f}"
+
+
+def rounds_table(rounds: list[Round], prices: dict) -> Table:
     table = Table(title="Rounds", title_justify="left")
     for name in ("round", "verdict", "speedup", "cand ms", "ref ms", "build s", "tokens",
                  "seconds"):
@@ -104,13 +112,13 @@ def rounds_table(rounds: list[Round]) -> Table:
                       speedup_text(r.speedup) if r.ok else "-",
                       f"{cand.median:.4g}" if cand else "-", f"{ref.median:.4g}" if ref else "-",
                       f"{r.build.seconds:.1f}" if r.build else "-",
-                      str(rnd.tokens.total), f"{rnd.seconds:.1f}")
+                      str(rnd.tokens.total) + dollars(rnd.tokens, prices), f"{rnd.seconds:.1f}")
     return table
 
 
 def summary(console: Console, run: Run, rounds: list[Round], where: str) -> None:
     if rounds:
-        console.print(rounds_table(rounds))
+        console.print(rounds_table(rounds, run.settings.prices))
     # Soft wrap: paths stay whole, to be copied from a terminal or a log.
     console.print(Text(run.message, style="bold"), soft_wrap=True)
     if run.best:

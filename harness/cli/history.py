@@ -11,6 +11,11 @@ from rich.table import Table
 from ..runs.history import ROUND_FILES, HistoryError, Replay, RunEntry, list_runs, load, load_rounds, summarize
 from ..results import speedup_text
 from ..runs.store import RunStore
+from .display import dollars
+
+
+def _usd(value: Optional[float]) -> str:
+    return "-" if value is None else f"${value:.3f}"
 
 
 def _date(iso: str) -> str:
@@ -67,7 +72,8 @@ def print_show(console: Console, run: str, runs_dir: Path, round_n: Optional[int
         cells = [f"{timings[k].median:.3f}" if k in timings else "-" for k in ("candidate", "reference")]
         is_best = record.best is not None and record.best.round == rnd.n
         table.add_row(str(rnd.n) + (" *" if is_best else ""), rnd.eval.verdict.value, *cells,
-                      speedup_text(rnd.eval.speedup), str(rnd.tokens.total), f"{rnd.seconds:.1f}")
+                      speedup_text(rnd.eval.speedup), str(rnd.tokens.total) + dollars(rnd.tokens, record.settings.prices),
+                      f"{rnd.seconds:.1f}")
     console.print(table)
     if record.best:
         best = record.best
@@ -101,6 +107,7 @@ def print_compare(console: Console, run_a: str, run_b: str, runs_dir: Path) -> i
             ("rounds to target", a.rounds_to_target or "not reached", b.rounds_to_target or "not reached"),
             ("best speedup", speedup_text(a.best_speedup), speedup_text(b.best_speedup)),
             ("tokens", a.tokens, b.tokens),
+            ("cost", _usd(a.cost_usd), _usd(b.cost_usd)),
             ("time", f"{a.seconds:.1f} s", f"{b.seconds:.1f} s")]
     for name, x, y in rows:
         table.add_row(name, str(x), str(y))

@@ -8,7 +8,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ..engine.speedups import shown
-from ..results import EvalResult, Roofline, Verdict, speedup_text
+from ..integrity.roofline import roofline_text
+from ..results import EvalResult, Verdict, speedup_text
 
 VERDICT_STYLE = {Verdict.CORRECT: "bold green", Verdict.INCORRECT: "bold red",
                  Verdict.REJECTED: "bold magenta", Verdict.TIMEOUT: "bold yellow"}
@@ -36,21 +37,6 @@ def timing_table(result: EvalResult) -> Table:
                f"{t.min:.4g}", str(t.n), f"{t.rel_se:.1%}", ratio if name != "reference" else ""]
         table.add_row(*row, *([f"{t.submit_median:.3g}"] if on_gpu else []))
     return table
-
-
-def roofline_text(line: Roofline) -> str:
-    parts = []
-    if line.achieved_gbs is not None:
-        text = f"{line.achieved_gbs:.0f} GB/s"
-        if line.bandwidth_share is not None:
-            text += f" = {line.bandwidth_share:.0%} of the measured peak (floor {line.floor_ms:.4g} ms)"
-        parts.append(text)
-    if line.achieved_tflops is not None:
-        text = f"{line.achieved_tflops:.1f} TFLOP/s"
-        if line.flops_share is not None:
-            text += f" = {line.flops_share:.0%} of fp32 peak"
-        parts.append(text)
-    return "; ".join(parts)
 
 
 def basis_text(result: EvalResult) -> str:

@@ -27,7 +27,7 @@ from ..loop.proposers.human import HumanProposer
 from ..problem import ProblemError, load_problem
 from ..runs.store import Outcome, ProblemRef, Round, Run, RunStore, Status, utc_now
 from .config import (COUNT, POSITIVE, PROPOSERS, SECONDS, ConfigError, Settings, add_eval_options,
-                     eval_options, evaluation_options, number, resolve)
+                     eval_options, evaluation_options, number, parse_gpus, resolve)
 from .display import Display, summary
 
 HUMAN_FILE = "candidate.py"  # in the run directory: the file a person edits
@@ -62,6 +62,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                              "directory of them, one per round")
     parser.add_argument("--resume", metavar="RUN_DIR", help="carry on a stopped or killed run")
     parser.add_argument("--max-tokens", dest="max_tokens", type=COUNT, help="per answer")
+    parser.add_argument("--token-param", dest="token_param", choices=["max_tokens", "max_completion_tokens"],
+                        help="the name --max-tokens is sent as (default max_tokens; reasoning models on "
+                             "OpenAI's API need max_completion_tokens, taken by itself on a refusal)")
+    parser.add_argument("--reasoning-effort", dest="reasoning_effort", help="sent as reasoning_effort")
     parser.add_argument("--temperature", type=number(float, 0))
     parser.add_argument("--request-timeout", dest="request_timeout", type=SECONDS, metavar="S",
                         help="seconds one request may take, per attempt (default 600)")
@@ -71,9 +75,18 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="time budget, also while waiting on the model: seconds, or 30m, 2h")
     parser.add_argument("--token-budget", dest="token_budget", type=COUNT,
                         help="total tokens over the run")
+    parser.add_argument("--budget-usd", dest="budget_usd", type=POSITIVE,
+                        help="dollars over the run, at the config's [endpoint] prices")
     parser.add_argument("--window", type=number(int, 0),
                         help="past rounds kept in the conversation; 0 keeps all (default 4)")
+    parser.add_argument("--restart-after", dest="restart_after", type=int,
+                        help="rounds without a measurable gain before the conversation restarts from the "
+                             "best with a different approach; 0 never (default 3)")
+    parser.add_argument("--plateau", type=int,
+                        help="rounds without a measurable gain that end the run; 0 never (default 6)")
     parser.add_argument("--runs-dir", dest="runs_dir", help="where runs are stored (default runs/)")
+    parser.add_argument("--dry-run", dest="dry_run", action="store_true",
+                        help="print the first prompt and exit: no endpoint, no run directory")
     # --device, --trials, timeouts, --cache-dir: the same flags as `harness eval`.
     add_eval_options(parser)
 
@@ -102,7 +115,8 @@ def _proposer(settings: Settings, store: RunStore, rounds: list[Round], prompts:
                           base_url=settings.base_url, temperature=settings.temperature,
                           max_tokens=settings.max_tokens, window=settings.window,
                           timeout=settings.request_timeout, max_retries=settings.max_retries,
-                          api_key_env=settings.api_key_env)
+                          api_key_env=settings.api_key_env, token_param=settings.token_param,
+                          reasoning_effort=settings.reasoning_effort, extra_body=settings.extra_body)
 
 
 def _open(args: argparse.Namespace, flags: dict, held: ExitStack) -> tuple[RunStore, Run, list[Round]]:
@@ -154,6 +168,29 @@ def _resumed_options(run: Run, kept: list[str], overridden: list[str]) -> str:
     return f"Evaluation options from the run's record: {listed(kept)}; overridden by flags: {listed(overridden)}."
 
 
+def _first(pool: Pool, prompts: Prompts, problem, settings: Settings, trials: int) -> tuple[str, list[str]]:
+    """The first prompt, with the facts the reference process finds (hardware, inputs, peaks),
+    and the problem's warnings, which every result carries and no candidate can act on."""
+    facts, environment = pool.facts()
+    return first_prompt(prompts, problem, describe(settings.device), accept=settings.accept,
+                        target=settings.target, trials=trials, facts=facts,
+                        environment=environment), facts.warnings
+
+
+def _dry_run(args: argparse.Namespace, flags: dict, console: Console) -> None:
+    """The first prompt as a run would send it; nothing is asked, built or stored."""
+    if args.resume or not args.problem:
+        raise ConfigError("--dry-run takes a problem file (harness run PROBLEM --dry-run), not --resume.")
+    settings = resolve({**flags, "problem": args.problem})
+    problem = load_problem(settings.problem)
+    prompts = Prompts(settings.prompts)
+    args.device = settings.device
+    options = eval_options(args)
+    with Pool(problem.path, options, parse_gpus(args.gpus), args.jobs) as pool:
+        text = _first(pool, prompts, problem, settings, options.trials)[0]
+    console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
+
+
 def run_main(args: argparse.Namespace, console: Optional[Console] = None) -> int:
     with ExitStack() as held:  # the run's lock, released however the run ends
         return _run(args, console or Console(), held)
@@ -164,6 +201,9 @@ def _run(args: argparse.Namespace, console: Console, held: ExitStack) -> int:
     flags = {k: v for k, v in vars(args).items() if k not in ("problem", "resume")}
     clock_start = time.monotonic()
     try:
+        if args.dry_run:
+            _dry_run(args, flags, console)
+            return EXIT_OK
         store, run, rounds = _open(args, flags, held)
         settings = run.settings
         problem = load_problem(settings.problem)
@@ -180,8 +220,6 @@ def _run(args: argparse.Namespace, console: Console, held: ExitStack) -> int:
                                        overridden + (["device"] if flags.get("device") else []))
         args.device = settings.device
         options = eval_options(args, run.evaluation)
-        first = first_prompt(prompts, problem, device, accept=settings.accept,
-                             target=settings.target, trials=options.trials)
         proposer = _proposer(settings, store, rounds, prompts, problem)
     except HarnessError as exc:
         errors.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
@@ -197,11 +235,13 @@ def _run(args: argparse.Namespace, console: Console, held: ExitStack) -> int:
         return seconds_before + time.monotonic() - clock_start
 
     try:
-        with Pool(problem.path, options, run.evaluation.gpus, args.jobs) as evaluator, \
-                Display(console, run, elapsed) as display:
-            Loop(run=run, store=store, rounds=rounds, proposer=proposer, evaluator=evaluator,
-                 prompts=prompts, system=system, first=first, observer=display,
-                 elapsed=elapsed).execute()
+        with Pool(problem.path, options, run.evaluation.gpus, args.jobs) as evaluator:
+            first, problem_warnings = _first(evaluator, prompts, problem, settings, options.trials)
+            with Display(console, run, elapsed) as display:
+                # a resumed run goes on with the first prompt it was given
+                Loop(run=run, store=store, rounds=rounds, proposer=proposer, evaluator=evaluator,
+                     prompts=prompts, system=system, first=rounds[0].prompt if rounds else first,
+                     observer=display, elapsed=elapsed, hidden_warnings=problem_warnings).execute()
     except HarnessError as exc:
         errors.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         return EXIT_USAGE

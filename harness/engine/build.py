@@ -42,7 +42,7 @@ def cache_key(source: str, arch: str) -> str:
 
 
 class BuildEntry:
-    """One candidate's place in the cache."""
+    """One candidate's place in the cache: an ok build, or a compile error with its first errors."""
 
     def __init__(self, cache_dir: Path, source: str, arch: str):
         self.cache_dir = Path(cache_dir)

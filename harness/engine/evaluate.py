@@ -132,6 +132,11 @@ def _read(kind: type[R], message) -> R:
     return reply
 
 
+def _compile_errors(build: BuildResult, note: str = "") -> str:
+    return (f"{Verdict.COMPILE_ERROR.sentence} {note}First errors:\n" + "\n".join(build.first_errors)
+            + f"\nFull log: {build.log_path}")
+
+
 def _died(doing: str, status: str, child: Child) -> _Stop:
     log = child.log_path
     if child.breach:
@@ -323,6 +328,12 @@ class Evaluator:
         cached = entry.recorded()
         if cached and cached.ok:
             return BuildResult(ok=True, seconds=0.0, cached=True, key=entry.key, log_path=cached.log_path)
+        if cached:  # a compile error belongs to the source: the same file fails the same way again
+            failed = BuildResult(False, 0.0, cached=True, key=entry.key, log_path=cached.log_path,
+                                 first_errors=cached.first_errors)
+            stop = _Stop(Verdict.COMPILE_ERROR, _compile_errors(failed, "(cached: this source failed before) "))
+            stop.build = failed
+            raise stop
         started = time.monotonic()
         entry.dir.mkdir(parents=True, exist_ok=True)
         child = Child("build", entry.log_path, env=self._env(entry), limits=self.limits, registry=self.registry)
@@ -345,8 +356,8 @@ class Evaluator:
             stop.build = BuildResult(False, seconds, key=entry.key, log_path=str(entry.log_path),
                                      first_errors=errors)
             if stop.verdict is Verdict.COMPILE_ERROR and errors:
-                stop.explanation = (f"{Verdict.COMPILE_ERROR.sentence} First errors:\n" + "\n".join(errors)
-                                    + f"\nFull log: {entry.log_path}")
+                stop.explanation = _compile_errors(stop.build)
+                entry.record(stop.build)
             raise stop
         record = BuildResult(True, seconds, key=entry.key, log_path=str(entry.log_path))
         entry.record(record)

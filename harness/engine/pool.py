@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from ..problem import Problem, ProblemError, load_problem
-from ..results import EvalResult
+from ..results import Environment, EvalResult
 from .evaluate import EvalOptions, Evaluator
+from .protocol import OracleReady
 
 Event = Callable[[int, str], None]  # (candidate index, phase)
 _NOT_YET = object()  # no built candidate waiting in the queue at the moment
@@ -51,6 +52,13 @@ class Pool:
     def close(self) -> None:
         for evaluator in self.evaluators:
             evaluator.close()
+
+    def facts(self) -> tuple[OracleReady, Environment]:
+        """What the reference process found (hardware, inputs, peaks) and the environment:
+        starts the first slot's reference process; raises ProblemError for a bad problem."""
+        first = self.evaluators[0]
+        first.start_oracle()
+        return first.oracle_info, first.environment
 
     def evaluate(self, candidates: Sequence[str | Path], on_event: Optional[Event] = None) -> list[EvalResult]:
         """Results in the order given; raises ProblemError for a bad problem."""

@@ -127,6 +127,8 @@ class OracleReady(Reply):
     warnings: list[str] = field(default_factory=list)
     roofline: dict[str, int] = field(default_factory=dict)  # what the problem declares: bytes, flops
     peaks: Optional[Peaks] = None
+    hardware: list[str] = field(default_factory=list)  # facts for the first prompt, one a line
+    inputs: list[str] = field(default_factory=list)  # how forward's arguments arrive, one a line
 
 
 @dataclass

@@ -98,3 +98,18 @@ def measure_peaks(device, device_name: str) -> Peaks:
     b = torch.randn(n, n, device=device)
     tflops = 2 * n ** 3 / median_seconds(lambda: a @ b, 5) / 1e12
     return Peaks(device_name=device_name, bandwidth_gbs=bandwidth, tflops_fp32=tflops)
+
+
+def roofline_text(line: Roofline) -> str:
+    parts = []
+    if line.achieved_gbs is not None:
+        text = f"{line.achieved_gbs:.0f} GB/s"
+        if line.bandwidth_share is not None:
+            text += f" = {line.bandwidth_share:.0%} of the measured peak (floor {line.floor_ms:.4g} ms)"
+        parts.append(text)
+    if line.achieved_tflops is not None:
+        text = f"{line.achieved_tflops:.1f} TFLOP/s"
+        if line.flops_share is not None:
+            text += f" = {line.flops_share:.0%} of fp32 peak"
+        parts.append(text)
+    return "; ".join(parts)

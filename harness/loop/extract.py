@@ -110,3 +110,27 @@ def extract(answer: str, *, cut_off: bool = False) -> Extracted:
                      "`ModelNew` at the top level. The last ```python block must be the whole "
                      "file and define `class ModelNew(nn.Module)` with the same constructor and "
                      "forward arguments as `Model`." + limit_note, len(python))
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?:])\s")
+_DOCSTRING = re.compile(r'^\s*(?:"""|\'\'\')\s*(.+?)\s*$', re.MULTILINE)
+_COMMENT = re.compile(r"^#\s*(\S.*)$", re.MULTILINE)
+
+
+def approach(answer: str, code: Optional[str], limit: int) -> str:
+    """A round's approach in its author's words, cut to `limit` characters: the first sentence
+    of the prose around the code, else the file's docstring or first comment."""
+    text = "" if code is not None and answer.strip() == code.strip() else strip_reasoning(answer)
+    prose = []
+    inside = False
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            inside = not inside
+        elif not inside and line.strip() and not line.lstrip().startswith(("#", "|", "-" * 3)):
+            prose.append(line.strip().lstrip("*#>- ").strip())
+    words = " ".join(prose)
+    if not words and code:
+        found = _DOCSTRING.search(code) or _COMMENT.search(code)
+        words = found.group(1).rstrip("\"'") if found else ""
+    words = _SENTENCE_END.split(words.strip(), maxsplit=1)[0] if words else ""
+    return words if len(words) <= limit else words[:limit - 3].rstrip() + "..."

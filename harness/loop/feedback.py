@@ -8,16 +8,33 @@ between `accept` and `target` keep going for the target.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
+from ..integrity.roofline import roofline_text
 from ..results import CheckResult, EvalResult, Verdict, speedup_text
+from ..engine.speedups import shown
+from ..stats import overlap
 from .prompts import FEEDBACK, Prompts
 
 # Names of the two timings every correct result has.
 CANDIDATE = "candidate"
 REFERENCE = "reference"
-# Rounds shown in the history table; older ones are summarised in one line.
+# Rounds shown in the history table; older ones are summarised in one line, except the best.
 HISTORY_ROWS = 12
+# Half-width of a speedup's noise band, relative, for results recorded without an interval.
+NOISE = 0.02
+# Characters of a round's approach kept for the history table.
+APPROACH_CHARS = 80
+# Warnings meant for the person running the harness, about the measurement, not the candidate.
+_FOR_PEOPLE = ("a speedup above", "the reference ran")
+
+
+class Past(NamedTuple):
+    """An earlier round as the feedback sees it: its number, its result, its approach in brief."""
+
+    n: int
+    eval: EvalResult
+    approach: str = ""
 
 
 @dataclass
@@ -67,6 +84,17 @@ def compiler_errors(result: EvalResult) -> list[str]:
     return lines
 
 
+def build_line(result: EvalResult) -> str:
+    if result.build is None:
+        return ""
+    return "cached (built before)" if result.build.cached else f"{result.build.seconds:.1f} s"
+
+
+def warning_lines(result: EvalResult, hidden: frozenset[str]) -> list[str]:
+    """The warnings a model can act on: not the problem's own, nor those about the measurement."""
+    return [w for w in result.warnings if w not in hidden and not w.startswith(_FOR_PEOPLE)]
+
+
 def time_lines(result: EvalResult) -> list[str]:
     lines = []
     for name, t in result.timings.items():
@@ -74,6 +102,33 @@ def time_lines(result: EvalResult) -> list[str]:
         submit = f"; host submit {t.submit_median:.2g} ms" if t.on_gpu and t.submit_median else ""
         lines.append(f"{name}: {t.median:.4g} ms (IQR {t.iqr:.2g} ms, {t.n} samples{submit})")
     return lines
+
+
+def interval(result: EvalResult) -> tuple[float, float]:
+    """A correct result's 95% speedup interval; a band of NOISE around the speedup where none
+    was recorded."""
+    if result.speedup_interval:
+        low, high = result.speedup_interval
+        return float(low), float(high)
+    return result.speedup * (1 - NOISE), result.speedup * (1 + NOISE)
+
+
+def measurably_faster(result: EvalResult, than: EvalResult) -> bool:
+    """Faster beyond the noise: higher, and the two intervals apart."""
+    return result.speedup > than.speedup and not overlap(interval(result), interval(than))
+
+
+def comparison(result: EvalResult, best: Optional[Past]) -> str:
+    """How a correct result stands against the best before it, noise taken into account."""
+    if best is None or not result.ok or result.speedup is None:
+        return ""
+    was = f"round {best.n}'s {best.eval.speedup:.2f}x"
+    if overlap(interval(result), interval(best.eval)):
+        return f"No measurable change from {was}: the two speedups' intervals overlap."
+    if result.speedup > best.eval.speedup:
+        return f"A measurable gain over {was}."
+    return (f"Slower than {was} beyond the noise: continue from round {best.n}'s candidate (pinned "
+            "above), not from this one.")
 
 
 def advice(result: EvalResult, thresholds: Thresholds, best: Optional[tuple[int, float]]) -> str:
@@ -117,22 +172,51 @@ def _ms(result: EvalResult, name: str) -> str:
     return f"{timing.median:.4g}" if timing else "-"
 
 
-def history_table(history: list[tuple[int, EvalResult]]) -> str:
-    """A markdown table of earlier rounds, newest last."""
-    rows = ["| round | verdict | speedup | candidate ms | reference ms |",
-            "| --- | --- | --- | --- | --- |"]
-    shown = history[-HISTORY_ROWS:]
-    if len(history) > len(shown):
-        rows.append(f"| 1-{shown[0][0] - 1} | ({len(history) - len(shown)} earlier rounds) | | | |")
-    for n, r in shown:
+def history_table(history: list[Past]) -> str:
+    """A markdown table of earlier rounds, newest last; the best keeps its row when older rounds fold."""
+    rows = ["| round | verdict | speedup | candidate ms | reference ms | approach |",
+            "| --- | --- | --- | --- | --- | --- |"]
+    best = best_past(history)
+    keep = {p.n for p in history[-HISTORY_ROWS:]} | ({best.n} if best else set())
+    shown = [p for p in history if p.n in keep]
+    folded = [p.n for p in history if p.n not in keep]
+    if folded:
+        rows.append(f"| {folded[0]}-{folded[-1]} | ({len(folded)} earlier rounds) | | | | |")
+    for p in shown:
+        r = p.eval
         speedup = speedup_text(r.speedup if r.ok else None)
-        rows.append(f"| {n} | {r.verdict.value} | {speedup} | {_ms(r, CANDIDATE)} | {_ms(r, REFERENCE)} |")
+        approach = p.approach.replace("|", "/")
+        rows.append(f"| {p.n} | {r.verdict.value} | {speedup} | {_ms(r, CANDIDATE)} | {_ms(r, REFERENCE)} "
+                    f"| {approach} |")
     return "\n".join(rows)
 
 
-def best_of(history: list[tuple[int, EvalResult]]) -> Optional[tuple[int, float]]:
-    correct = [(n, r.speedup) for n, r in history if r.ok and r.speedup is not None]
-    return max(correct, key=lambda item: item[1]) if correct else None
+def best_past(history: list[Past]) -> Optional[Past]:
+    correct = [p for p in history if p.eval.ok and p.eval.speedup is not None]
+    return max(correct, key=lambda p: p.eval.speedup) if correct else None
+
+
+def best_of(history: list[Past]) -> Optional[tuple[int, float]]:
+    best = best_past(history)
+    return (best.n, best.eval.speedup) if best else None
+
+
+def pinned_note(best: Past) -> str:
+    """What the pinned copy of the best candidate says about itself."""
+    times = ", ".join(f"{name} {_ms(best.eval, name)} ms" for name in (CANDIDATE, REFERENCE))
+    return (f"The answer above is round {best.n}'s, the best correct candidate so far: "
+            f"{best.eval.speedup:.2f}x ({times}). Build on it unless the feedback says otherwise.")
+
+
+def stalled(history: list[Past]) -> int:
+    """Rounds since the best last improved beyond the noise (0 until a candidate is correct)."""
+    best, since = None, 0
+    for p in history:
+        if best is not None:
+            since += 1
+        if p.eval.ok and p.eval.speedup is not None and (best is None or measurably_faster(p.eval, best)):
+            best, since = p.eval, 0
+    return since
 
 
 def explanation_text(result: EvalResult, errors_shown: bool) -> str:
@@ -157,10 +241,14 @@ def headline(result: EvalResult) -> str:
     return detail[0].strip()[:200] if detail else ""
 
 
-def feedback_context(n: int, result: EvalResult, thresholds: Thresholds,
-                     history: list[tuple[int, EvalResult]]) -> dict[str, Any]:
-    """The feedback template's names; `history` holds the rounds before `n`."""
+def feedback_context(n: int, result: EvalResult, thresholds: Thresholds, history: list[Past],
+                     approach: str = "", notes: Optional[list[str]] = None,
+                     hidden: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The feedback template's names; `history` holds the rounds before `n`; `notes` are
+    lines the loop adds (a repeated candidate, a restart); `hidden`, warnings left out
+    (the problem's own, which every result carries)."""
     errors = compiler_errors(result)
+    compared = comparison(result, best_past(history))
     return {
         "n": n,
         "verdict": result.verdict.value,
@@ -170,14 +258,30 @@ def feedback_context(n: int, result: EvalResult, thresholds: Thresholds,
         "correctness": correctness_lines(result.check),
         "times": time_lines(result),
         "speedup": result.speedup if result.ok else None,
+        "speedup_line": speedup_line(result) if result.ok else "",
+        "roofline": roofline_text(result.roofline) if result.ok and result.roofline else "",
+        "build": build_line(result),
         "accept": thresholds.accept,
         "target": thresholds.target,
-        "warnings": list(result.warnings),
+        "warnings": warning_lines(result, hidden),
+        "notes": [line for line in [compared, *(notes or [])] if line],
         "advice": advice(result, thresholds, best_of(history)),
-        "history": history_table(history + [(n, result)]),
+        "history": history_table(history + [Past(n, result, approach)]),
     }
 
 
-def feedback_text(prompts: Prompts, n: int, result: EvalResult, thresholds: Thresholds,
-                  history: list[tuple[int, EvalResult]]) -> str:
-    return prompts.render(FEEDBACK, **feedback_context(n, result, thresholds, history)).strip() + "\n"
+def speedup_line(result: EvalResult) -> str:
+    """The headline with its interval and basis, and any other baseline that stands apart."""
+    if result.speedup is None:
+        return ""
+    over = result.baselines[0].label if result.baselines else "eager PyTorch"
+    line = f"{speedup_text(result.speedup, result.speedup_interval)}{' (95% interval)' if result.speedup_interval else ''} over {over}"
+    others = [f"{speedup_text(b.speedup, b.interval)} over {b.label}" for b in shown(result.baselines)[1:]]
+    return line + ("; " + "; ".join(others) if others else "")
+
+
+def feedback_text(prompts: Prompts, n: int, result: EvalResult, thresholds: Thresholds, history: list[Past],
+                  approach: str = "", notes: Optional[list[str]] = None,
+                  hidden: frozenset[str] = frozenset()) -> str:
+    context = feedback_context(n, result, thresholds, history, approach, notes, hidden)
+    return prompts.render(FEEDBACK, **context).strip() + "\n"

@@ -1,20 +1,29 @@
 """The optimization loop: propose, extract, evaluate, feed back, until a stop rule holds.
 
-Stop rules, checked before each round: the round budget, the wall-time budget,
-the token budget; the wall time also while waiting for an answer; after each round: a correct candidate at or above the target.
-The run's result is its best correct candidate. Everything a round produces is
-stored as it happens, so a killed run can resume from its last finished round.
+Stop rules, checked before each round: the target reached, the round budget,
+the wall-time budget (also while waiting for an answer), the token budget, a
+plateau (rounds without a measurable gain). The run's result is its best correct
+candidate, and its code is pinned in every request whose window no longer holds
+it. After `restart_after` rounds without a measurable gain the conversation
+starts again from the best. A candidate identical to an earlier one gets that
+one's verdict again, unbuilt. Everything a round produces is stored as it
+happens, so a killed run can resume from its last finished round.
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import threading
 import time
-from typing import Callable, Optional, Protocol
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterable, Optional, Protocol
 
 from ..results import EvalResult, Tokens, Verdict
+from ..runs.settings import cost_usd
 from ..runs.store import (CANDIDATE_FILE, Best, Outcome, Round, RoundSummary, Run, RunStore, Sample, Status,
                           StopReason, utc_now)
-from .extract import extract, strip_reasoning
-from .feedback import Thresholds, feedback_text
+from .extract import approach, extract, strip_reasoning
+from .feedback import APPROACH_CHARS, Past, Thresholds, feedback_text, headline, pinned_note, stalled
 from .observer import Observer
 from .prompts import Prompts
 from .proposers.base import Conversation, Exhausted, OutOfTime, Proposer, ProposerError, Turn
@@ -51,6 +60,8 @@ def conclusion(run: Run, rounds: list[Round], thresholds: Thresholds) -> str:
         StopReason.WALL_TIME: "at the wall-time budget", StopReason.TOKENS: "at the token budget",
         StopReason.FILES_EXHAUSTED: "when the files ran out", StopReason.INTERRUPTED: "when interrupted",
         StopReason.ERROR: "on an error",
+        StopReason.PLATEAU: f"after {run.settings.plateau} round(s) without a measurable gain",
+        StopReason.BUDGET: "at the --budget-usd budget",
     }
     best = run.best
     if best and best.speedup >= thresholds.target:
@@ -71,7 +82,7 @@ def conclusion(run: Run, rounds: list[Round], thresholds: Thresholds) -> str:
 class Loop:
     def __init__(self, *, run: Run, store: RunStore, rounds: list[Round], proposer: Proposer,
                  evaluator: Evaluates, prompts: Prompts, system: str, first: str,
-                 observer: Observer, elapsed: Callable[[], float]):
+                 observer: Observer, elapsed: Callable[[], float], hidden_warnings: Iterable[str] = ()):
         self.run = run
         self.store = store
         self.rounds = rounds
@@ -83,6 +94,11 @@ class Loop:
         self.observer = observer
         self.thresholds = Thresholds(run.settings.accept, run.settings.target)
         self.elapsed = elapsed  # seconds spent on the run, earlier sessions included
+        self.hidden_warnings = frozenset(hidden_warnings)  # the problem's own: left out of the feedback
+        self.spending = threading.Lock()  # samples asked at once add their tokens from threads
+        self.seen: dict[str, tuple[int, EvalResult]] = {}  # source hash: first round and its result
+        for rnd in rounds:
+            self._remember(rnd)
 
     def execute(self) -> Run:
         run = self.run
@@ -128,25 +144,66 @@ class Loop:
             return StopReason.WALL_TIME
         if s.token_budget is not None and self.run.tokens.total >= s.token_budget:
             return StopReason.TOKENS
+        if s.budget_usd is not None and cost_usd(self.run.tokens, s.prices) >= s.budget_usd:
+            return StopReason.BUDGET
+        if s.plateau and stalled(self._history()) >= s.plateau:
+            return StopReason.PLATEAU
         return StopReason.NONE
 
-    def _prompt(self, n: int) -> str:
+    def _history(self) -> list[Past]:
+        return [Past(r.n, r.eval, r.sample.approach) for r in self.rounds]
+
+    def _prompt(self, n: int) -> tuple[str, bool]:
+        """This round's prompt, and whether it restarts the conversation from the best."""
         if n == 1:
-            return self.first
-        last = self.rounds[-1]
-        history = [(r.n, r.eval) for r in self.rounds[:-1]]
-        return feedback_text(self.prompts, last.n, last.eval, self.thresholds, history)
+            return self.first, False
+        last, history = self.rounds[-1], self._history()
+        notes = []
+        if last.sample.same_as is not None:
+            notes.append(f"This file is identical to round {last.sample.same_as}'s: its verdict is repeated "
+                         "without building or measuring it again. Change something.")
+        others = [f"sample {i + 1}: {s.eval.verdict.value} {headline(s.eval)}".rstrip()
+                  for i, s in enumerate(last.samples) if i != last.chosen]
+        if others:
+            notes.append(f"The feedback above is on sample {last.chosen + 1} of {len(last.samples)}; the others: "
+                         + "; ".join(others) + ".")
+        since, every = stalled(history), self.run.settings.restart_after
+        fresh = bool(every and since and since % every == 0 and self.run.best)
+        if fresh:
+            notes.append(f"No measurable gain in {since} rounds. Start again from round {self.run.best.round}'s "
+                         "candidate, the best (pinned above), with a different approach: another split of "
+                         "the work over the hardware, fewer passes over memory, another kernel structure.")
+        text = feedback_text(self.prompts, last.n, last.eval, self.thresholds, history[:-1],
+                             last.sample.approach, notes, self.hidden_warnings)
+        return text, fresh
+
+    def _conversation(self, prompt: str, fresh: bool) -> Conversation:
+        """The rounds since the last restart, and the best candidate pinned."""
+        start = max((i for i, r in enumerate(self.rounds) if r.fresh), default=0)
+        chain = [] if fresh else self.rounds[start:]
+        turns = [Turn(r.prompt, strip_reasoning(r.answer), r.n) for r in chain]
+        pinned = None
+        best = self.run.best
+        if best is not None:
+            sample = self.rounds[best.round - 1].samples[best.sample]
+            note = pinned_note(Past(best.round, sample.eval, sample.approach))
+            pinned = Turn(note, strip_reasoning(sample.answer), best.round)
+        return Conversation(self.system, turns, prompt, first=self.first, pinned=pinned)
 
     def _round(self, n: int) -> Round:
         started, t0 = utc_now(), time.monotonic()
-        prompt = self._prompt(n)
+        prompt, fresh = self._prompt(n)
         self.store.write_prompt(n, prompt)
-        turns = [Turn(r.prompt, strip_reasoning(r.answer)) for r in self.rounds]
-        conversation = Conversation(self.system, turns, prompt)
-        samples = [self._ask(n, i, conversation) for i in range(self.run.settings.samples)]
+        conversation = self._conversation(prompt, fresh)
+        k = self.run.settings.samples
+        if k > 1 and self.proposer.concurrent:
+            with ThreadPoolExecutor(k) as threads:
+                samples = list(threads.map(lambda i: self._ask(n, i, conversation), range(k)))
+        else:
+            samples = [self._ask(n, i, conversation) for i in range(k)]
         self._evaluate(n, samples)
         return Round(n=n, prompt=prompt, samples=samples, chosen=pick(samples), started=started,
-                     seconds=time.monotonic() - t0)
+                     seconds=time.monotonic() - t0, fresh=fresh)
 
     def _phase(self, n: int, i: int, phase: str) -> None:
         self.observer.phase(n, i, phase)
@@ -161,34 +218,56 @@ class Loop:
             raise OutOfTime("the wall time ran out before this sample was asked for")
         proposal = self.proposer.propose(conversation, self.observer.say, time_left)
         # Tokens count as soon as they are spent, even if this round never finishes.
-        self.run.tokens = self.run.tokens + proposal.tokens
+        with self.spending:
+            self.run.tokens = self.run.tokens + proposal.tokens
         self.store.write_answer(n, i, proposal.answer)
         if proposal.code is not None:
             code, status, message = proposal.code, "given", ""
         else:
             found = extract(proposal.answer, cut_off=proposal.cut_off)
             code, status, message = found.code, found.status.value, found.message
-        result = None if code is not None else EvalResult(
-            verdict=Verdict.NO_CODE, explanation=message, problem=self.run.problem.name)
+        result, same_as = None, None
+        if code is None:
+            result = EvalResult(verdict=Verdict.NO_CODE, explanation=message, problem=self.run.problem.name)
+        elif _digest(code) in self.seen:
+            same_as, earlier = self.seen[_digest(code)]
+            result = _repeated(earlier, same_as)
         return Sample(answer=proposal.answer, origin=proposal.origin, extraction=status,
                       candidate=code, eval=result, tokens=proposal.tokens,
-                      ask_seconds=proposal.seconds, eval_seconds=0.0, cut_off=proposal.cut_off)
+                      ask_seconds=proposal.seconds, eval_seconds=0.0, cut_off=proposal.cut_off,
+                      approach=approach(proposal.answer, code, APPROACH_CHARS), same_as=same_as)
 
     def _evaluate(self, n: int, samples: list[Sample]) -> None:
-        """All of a round's candidates through the pool: built at once, timed one per GPU."""
-        todo = [i for i, s in enumerate(samples) if s.eval is None]
-        paths = [str(self.store.write_candidate(n, i, samples[i].candidate)) for i in todo]
+        """All of a round's new candidates through the pool: built at once, timed one per GPU;
+        a sample identical to another of the round takes that one's result."""
+        first: dict[str, int] = {}
+        for i, sample in enumerate(samples):
+            if sample.candidate is not None:
+                self.store.write_candidate(n, i, sample.candidate)
+                if sample.eval is None:
+                    first.setdefault(_digest(sample.candidate), i)
+        todo = list(first.values())
+        paths = [str(self.store.round_dir(n, i) / CANDIDATE_FILE) for i in todo]
         t0 = time.monotonic()
         results = self.evaluator.evaluate(paths, on_event=lambda j, phase: self._phase(n, todo[j], phase))
         for i, result in zip(todo, results):
             samples[i].eval, samples[i].eval_seconds = result, result.seconds
+        for sample in samples:
+            if sample.eval is None:
+                sample.eval, sample.same_as = _repeated(samples[first[_digest(sample.candidate)]].eval, n), n
         for i, sample in enumerate(samples):
             self.store.write_eval(n, i, sample.eval)
             self.store.event("result", round=n, sample=i + 1, verdict=sample.eval.verdict.value,
                              speedup=sample.eval.speedup if sample.eval.ok else None)
         self.store.event("evaluated", round=n, seconds=round(time.monotonic() - t0, 3))
 
+    def _remember(self, rnd: Round) -> None:
+        for sample in rnd.samples:
+            if sample.candidate is not None:
+                self.seen.setdefault(_digest(sample.candidate), (rnd.n, sample.eval))
+
     def _record(self, rnd: Round) -> None:
+        self._remember(rnd)
         self.store.save_round(rnd)
         absorb(self.run, self.store, rnd)
         self.run.seconds = self.elapsed()
@@ -196,6 +275,16 @@ class Loop:
         self.store.event("round", round=rnd.n, verdict=rnd.eval.verdict.value,
                          speedup=rnd.eval.speedup if rnd.eval.ok else None,
                          tokens=rnd.tokens.total, seconds=round(rnd.seconds, 3))
+
+
+def _digest(code: str) -> str:
+    return hashlib.sha256(code.encode()).hexdigest()
+
+
+def _repeated(earlier: EvalResult, n: int) -> EvalResult:
+    """An earlier round's verdict for an identical file, which is not built or measured again."""
+    return dataclasses.replace(earlier, seconds=0.0, explanation=(
+        f"Identical to round {n}'s candidate, whose verdict this repeats. {earlier.explanation}"))
 
 
 def absorb(run: Run, store: RunStore, rnd: Round) -> None:

@@ -15,7 +15,9 @@ from ..errors import HarnessError
 
 if TYPE_CHECKING:
     from ..device import DeviceInfo
+    from ..engine.protocol import OracleReady
     from ..problem import Problem
+    from ..results import Environment
 
 
 
@@ -86,10 +88,13 @@ def system_prompt(prompts: Prompts) -> str:
     return prompts.render(SYSTEM).strip()
 
 
-def first_prompt(prompts: Prompts, problem: "Problem", device: "DeviceInfo", *,
-                 accept: float, target: float, trials: int) -> str:
+def first_prompt(prompts: Prompts, problem: "Problem", device: "DeviceInfo", *, accept: float, target: float,
+                 trials: int, facts: "OracleReady", environment: "Environment") -> str:
+    """The problem, the rules, and the facts the reference process found: hardware, measured
+    peaks, how the inputs arrive, versions."""
     return prompts.render(FIRST, problem=problem, device=device, tolerance=tolerance_text(problem),
-                          accept=accept, target=target, trials=trials).strip() + "\n"
+                          accept=accept, target=target, trials=trials, hardware=facts.hardware,
+                          inputs=facts.inputs, peaks=facts.peaks, environment=environment).strip() + "\n"
 
 
 def candidate_template(prompts: Prompts, problem: "Problem", *, accept: float, target: float) -> str:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Optional
 from ..errors import HarnessError
 from ..stats import overlap
 from ..results import EvalResult
+from .settings import cost_usd
 from .store import (ANSWER_FILE, BUILD_LOG, CANDIDATE_FILE, EVAL_FILE, PROMPT_FILE, ROUND_FILE, Round, Run, RunStore,
                     StoreError)
 
@@ -191,12 +192,14 @@ class Summary:
     best_speedup: Optional[float]
     tokens: int
     seconds: float
+    cost_usd: Optional[float] = None  # None: the run had no price table
 
 
 def summarize(store: RunStore, record: Run) -> Summary:
     reached = [r.n for r in record.rounds if r.speedup is not None and r.speedup >= record.settings.target]
     return Summary(store.id, record.problem.name, len(record.rounds), reached[0] if reached else None,
-                   record.best.speedup if record.best else None, record.tokens.total, record.seconds)
+                   record.best.speedup if record.best else None, record.tokens.total, record.seconds,
+                   cost_usd(record.tokens, record.settings.prices))
 
 
 @dataclass

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..results import Tokens
+
 
 @dataclass
 class Settings:
@@ -19,6 +21,12 @@ class Settings:
     api_key_env: str = "OPENAI_API_KEY"
     temperature: Optional[float] = None
     max_tokens: Optional[int] = None
+    # "max_completion_tokens" for reasoning models on OpenAI's API (found by itself on the first refusal)
+    token_param: Optional[str] = None
+    reasoning_effort: Optional[str] = None  # low, medium, high: sent only when set
+    extra_body: dict = field(default_factory=dict)  # further request fields, such as top_k for vLLM
+    # USD per million tokens: prompt, cached (prompt tokens from the prefix cache), completion
+    prices: dict = field(default_factory=dict)
     # A reasoning model may think for several minutes before its first byte, so one attempt
     # gets 10 minutes; two retries ride out a restart or a rate limit, while a dead or hanging
     # endpoint still fails in about half an hour (3 x 10 min), not hours.
@@ -30,12 +38,28 @@ class Settings:
     samples: int = 1
     wall_time: Optional[float] = None  # seconds
     token_budget: Optional[int] = None
+    budget_usd: Optional[float] = None  # needs prices
     window: int = 4  # past rounds kept in the conversation; 0 keeps all
+    restart_after: int = 3  # rounds without a measurable gain before restarting from the best; 0: never
+    plateau: int = 6  # rounds without a measurable gain that end the run; 0: never
     device: str = "cuda"
     prompts: Optional[str] = None
     runs_dir: str = "runs"
     files: list[str] = field(default_factory=list)
     config: Optional[str] = None
+
+
+PRICE_KINDS = ("prompt", "cached", "completion")
+
+
+def cost_usd(tokens: Tokens, prices: dict) -> Optional[float]:
+    """What the tokens cost at `prices`; None without a price table. Cached prompt tokens
+    cost the cached price (the prompt price where none is given); reasoning is completion."""
+    if not prices:
+        return None
+    cached = prices.get("cached", prices.get("prompt", 0.0))
+    return ((tokens.prompt - tokens.cached) * prices.get("prompt", 0.0) + tokens.cached * cached
+            + tokens.completion * prices.get("completion", 0.0)) / 1e6
 
 
 @dataclass

@@ -68,6 +68,8 @@ class Sample:
     ask_seconds: float = 0.0
     eval_seconds: float = 0.0
     cut_off: bool = False
+    approach: str = ""  # the approach in the answer's own words, cut short
+    same_as: Optional[int] = None  # the round whose identical candidate's verdict this repeats
 
 
 @dataclass
@@ -78,6 +80,7 @@ class Round:
     chosen: int = 0  # the sample the conversation carries on from
     started: str = ""
     seconds: float = 0.0
+    fresh: bool = False  # its prompt restarted the conversation from the best candidate
 
     @property
     def sample(self) -> Sample:
@@ -142,6 +145,8 @@ class StopReason(enum.StrEnum):
     WALL_TIME = "wall_time"
     TOKENS = "tokens"
     FILES_EXHAUSTED = "files_exhausted"
+    PLATEAU = "plateau"  # rounds without a measurable gain, after a restart from the best
+    BUDGET = "budget"  # --budget-usd spent
     INTERRUPTED = "interrupted"
     ERROR = "error"
 

@@ -6,7 +6,10 @@ candidate code, so the reference outputs never live where the candidate runs.
 """
 from __future__ import annotations
 
+import inspect
+import os
 import platform
+from pathlib import Path
 
 import torch
 
@@ -65,6 +68,50 @@ def check_outputs(outputs) -> None:
                             "one (wrap a number in torch.tensor(...)) or a tuple of them")
 
 
+def hardware_facts(device: torch.device) -> list[str]:
+    """What a kernel author sizes work by: SMs, L2, shared memory and registers; on a CPU,
+    cores and caches."""
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        facts = [f"{props.multi_processor_count} SMs, compute capability {props.major}.{props.minor}; "
+                 f"builds target sm_{props.major}{props.minor}"]
+        per_sm = [f"{value // 1024} KiB shared memory" if name == "shared_memory_per_multiprocessor"
+                  else f"{value} registers" for name in ("shared_memory_per_multiprocessor", "regs_per_multiprocessor")
+                  if (value := getattr(props, name, None))]
+        if per_sm:
+            facts.append("per SM: " + ", ".join(per_sm))
+        if getattr(props, "L2_cache_size", None):
+            facts.append(f"L2 cache: {props.L2_cache_size / 2**20:.0f} MiB")
+        facts.append(f"memory: {props.total_memory / 2**30:.0f} GiB")
+        return facts
+    caches = []
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            level, kind, size = ((index / name).read_text().strip() for name in ("level", "type", "size"))
+        except OSError:
+            continue
+        caches.append(f"L{level} {kind.lower()} {size}")
+    return [f"{os.cpu_count()} cores"] + ([("caches: " + ", ".join(caches))] if caches else [])
+
+
+def input_facts(problem, inputs: list) -> list[str]:
+    """Each forward argument as one get_inputs() call makes it: device, dtype, shape, layout."""
+    try:
+        names = list(inspect.signature(problem.Model.forward).parameters)[1:]
+    except (TypeError, ValueError):
+        names = []
+    facts = []
+    for i, value in enumerate(inputs):
+        name = names[i] if i < len(names) else f"argument {i + 1}"
+        if isinstance(value, torch.Tensor):
+            layout = "contiguous" if value.is_contiguous() else f"not contiguous (strides {tuple(value.stride())})"
+            facts.append(f"`{name}`: {value.device.type} {str(value.dtype).removeprefix('torch.')} "
+                         f"{tuple(value.shape)}, {layout}")
+        else:
+            facts.append(f"`{name}`: {type(value).__name__} {value!r}"[:200])
+    return facts
+
+
 def oracle_role(conn, header: dict) -> None:
     spec = from_dict(OracleSpec, header)
     device = torch.device(spec.device)
@@ -79,21 +126,23 @@ def oracle_role(conn, header: dict) -> None:
         reference = reference.to(device).eval()
         compiled = None
         probe = new_seed()
-        check_inputs(inputs_from_seed(problem, device, probe), "get_inputs()")
+        sample = inputs_from_seed(problem, device, probe)
+        check_inputs(sample, "get_inputs()")
         # Trials hand the worker a seed; that only works if a seed reproduces the inputs.
         reproducible = checksum(inputs_from_seed(problem, device, probe)) == checksum(
             inputs_from_seed(problem, device, probe))
-        inputs = inputs_from_seed(problem, device, probe)
         with torch.no_grad():
-            exact = reference(*inputs)
+            exact = reference(*sample)
         check_outputs(exact)
-        numerics_differ = changed_by_default_numerics(reference, inputs, as_list(exact))
-        del inputs, exact
+        numerics_differ = changed_by_default_numerics(reference, sample, as_list(exact))
+        arguments = input_facts(problem, sample)
+        del sample, exact
     except BaseException as exc:  # noqa: BLE001
         channel.send(conn, error_message("problem_error", exc))
         return
     info = OracleReady(ready=True, device_name=platform.processor() or platform.machine(),
-                       reproducible=reproducible, numerics_differ=numerics_differ)
+                       reproducible=reproducible, numerics_differ=numerics_differ,
+                       hardware=hardware_facts(device), inputs=arguments)
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         info.device_name, info.capability = props.name, f"{props.major}.{props.minor}"

@@ -21,35 +21,57 @@ class OutOfTime(Exception):
     """The run's wall time ran out while the proposer waited; the round is left unfinished."""
 
 
+# Sent in place of an empty answer: endpoints that refuse empty assistant turns answer HTTP 400.
+NO_ANSWER = "(no answer)"
+
+
 @dataclass
 class Turn:
     prompt: str
     answer: str
+    n: int = 0  # the round it was, where known
 
 
 @dataclass
 class Conversation:
     system: str
-    turns: list[Turn]  # completed rounds, oldest first
+    turns: list[Turn]  # completed rounds of the current chain, oldest first
     prompt: str  # this round's prompt: the problem in round 1, then the feedback
+    first: str = ""  # the problem; by default the first turn's prompt, or this prompt in round 1
+    # The best candidate's answer (as `answer`) and a note on its figures (as `prompt`),
+    # sent whenever its round is outside the window, so the best never leaves the context.
+    pinned: Optional[Turn] = None
 
     def messages(self, window: int = 0) -> list[dict[str, str]]:
-        """Chat messages: system, the first prompt, the last `window` exchanges (0: all).
+        """Chat messages: system, the first prompt, the pinned best, then the last `window`
+        exchanges (0: all), in this order so providers' prefix caches hit.
 
-        The first prompt holds the problem, so it always stays; the feedback
-        carries a table of every round, so dropped exchanges are not lost.
+        The first prompt holds the problem, so it always stays; the feedback carries a
+        table of every round, so dropped exchanges are not lost. Roles alternate:
+        consecutive user messages (a pinned note before a fresh chain) are joined.
         """
+        first = self.first or (self.turns[0].prompt if self.turns else self.prompt)
         turns = self.turns
-        messages = [{"role": "system", "content": self.system}]
-        if not turns:
-            return messages + [{"role": "user", "content": self.prompt}]
-        messages.append({"role": "user", "content": turns[0].prompt})
-        followups = [t.prompt for t in turns[1:]] + [self.prompt]
         start = max(0, len(turns) - window) if window > 0 else 0
-        for turn, followup in zip(turns[start:], followups[start:]):
-            messages.append({"role": "assistant", "content": turn.answer})
-            messages.append({"role": "user", "content": followup})
-        return messages
+        shown = turns[start:]
+        messages = [("system", self.system), ("user", first)]
+        if self.pinned and all(t.n != self.pinned.n for t in shown):
+            messages += [("assistant", self.pinned.answer), ("user", self.pinned.prompt)]
+        if shown and start == 0 and shown[0].prompt != first:
+            messages.append(("user", shown[0].prompt))  # a chain restarted from the best
+        followups = [t.prompt for t in shown[1:]] + [self.prompt]
+        for turn, followup in zip(shown, followups):
+            messages += [("assistant", turn.answer), ("user", followup)]
+        if not shown and self.prompt != first:
+            messages.append(("user", self.prompt))
+        joined: list[dict[str, str]] = []
+        for role, content in messages:
+            content = content if content.strip() else NO_ANSWER
+            if joined and joined[-1]["role"] == role:
+                joined[-1]["content"] += "\n\n" + content
+            else:
+                joined.append({"role": role, "content": content})
+        return joined
 
 
 @dataclass
@@ -64,6 +86,7 @@ class Proposal:
 
 class Proposer(Protocol):
     name: str
+    concurrent: bool  # may be asked for several samples at once, from threads
 
     def propose(self, conversation: Conversation, say: Callable[[str], None],
                 time_left: Optional[float] = None) -> Proposal:

@@ -32,6 +32,7 @@ def expand(paths: list[str]) -> list[Path]:
 
 class FilesProposer:
     name = "files"
+    concurrent = False  # files are taken in order
 
     def __init__(self, paths: list[str], start: int = 0):
         self.paths = expand(paths)

@@ -18,6 +18,7 @@ def _digest(text: str) -> str:
 
 class HumanProposer:
     name = "human"
+    concurrent = False
 
     def __init__(self, path: Path, template: str, last: Optional[str] = None):
         """`last` is the candidate evaluated last on a resumed run."""

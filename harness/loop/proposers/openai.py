@@ -1,9 +1,14 @@
 """Any OpenAI-compatible chat-completions endpoint, through the official client.
 
 The client retries rate limits (honouring Retry-After), timeouts, connection
-errors and 5xx with exponential backoff; what is left after the retries becomes
-a ProposerError that says what to do. The request runs in a daemon thread so that
-the run's wall time ends the wait whatever the client is doing (a retry, a backoff).
+errors and 5xx with exponential backoff. A 429 or 5xx left after those retries
+is waited out (doubling waits, up to `patience` seconds in all) rather than
+ending the run; other failures become a ProposerError that says what to do.
+Endpoints differ, and each difference is met where it shows: `max_tokens`
+refused (reasoning models want `max_completion_tokens`) is asked again with the
+other name; a context-length error halves the window and asks again. The request
+runs in a daemon thread so that the run's wall time ends the wait whatever the
+client is doing (a retry, a backoff).
 """
 from __future__ import annotations
 
@@ -20,21 +25,28 @@ DEFAULT_URL = "https://api.openai.com/v1"
 
 class OpenAIProposer:
     name = "openai"
+    concurrent = True  # the client is thread-safe; a round's samples are asked at once
 
     def __init__(self, *, model: str, api_key: Optional[str], base_url: Optional[str],
                  temperature: Optional[float] = None, max_tokens: Optional[int] = None,
                  window: int = 0, timeout: float = 600.0, max_retries: int = 2,
-                 api_key_env: str = "OPENAI_API_KEY"):
+                 api_key_env: str = "OPENAI_API_KEY", token_param: Optional[str] = None,
+                 reasoning_effort: Optional[str] = None, extra_body: Optional[dict] = None,
+                 patience: float = 1800.0, first_wait: float = 30.0):
         self.model = model
         self.timeout = timeout
         self.base_url = base_url or DEFAULT_URL
         self.api_key_env = api_key_env
         self.window = window
+        self.max_tokens = max_tokens
+        self.token_param = token_param or "max_tokens"
+        self.extra_body = extra_body or None
+        self.patience, self.first_wait = patience, first_wait
         self.options: dict[str, Any] = {}
         if temperature is not None:
             self.options["temperature"] = temperature
-        if max_tokens is not None:
-            self.options["max_tokens"] = max_tokens
+        if reasoning_effort is not None:
+            self.options["reasoning_effort"] = reasoning_effort
         # Local servers (vLLM, Ollama, llama.cpp) accept any key; the client insists on one.
         self.client = openai.OpenAI(api_key=api_key or "none", base_url=self.base_url,
                                     timeout=timeout, max_retries=max_retries)
@@ -42,12 +54,65 @@ class OpenAIProposer:
     def propose(self, conversation: Conversation, say: Callable[[str], None],
                 time_left: Optional[float] = None) -> Proposal:
         started = time.monotonic()
+        deadline = None if time_left is None else started + time_left
+        response = self._complete(conversation, say, deadline)
+        if not response.choices:
+            raise ProposerError(f"The endpoint {self.base_url} returned no choices for `{self.model}`.")
+        choice = response.choices[0]
+        tokens = _tokens(response.usage)
+        return Proposal(answer=_answer_text(choice.message), origin=f"openai:{self.model}",
+                        tokens=tokens, seconds=time.monotonic() - started,
+                        cut_off=choice.finish_reason == "length")
+
+    def _complete(self, conversation: Conversation, say: Callable[[str], None], deadline: Optional[float]) -> Any:
+        """One completion, asked again where the endpoint's answer says how to succeed; none
+        past the run's wall time (`deadline`)."""
+        waited, wait = 0.0, self.first_wait
+        while True:
+            options = dict(self.options)
+            if self.max_tokens is not None:
+                options[self.token_param] = self.max_tokens
+            try:
+                return self._create(conversation, options, deadline)
+            except openai.BadRequestError as exc:
+                message = _message(exc)
+                if self.token_param == "max_tokens" and "max_tokens" in options and \
+                        "max_completion_tokens" in message:
+                    self.token_param = "max_completion_tokens"
+                    say(f"{self.model} refuses max_tokens; asking with max_completion_tokens.")
+                    continue
+                if _context_exceeded(exc) and self.window != 1 and len(conversation.turns) > 1:
+                    shown = self.window or len(conversation.turns)
+                    self.window = max(1, shown // 2)  # kept: later rounds only grow
+                    say(f"The conversation exceeds {self.model}'s context; keeping the last "
+                        f"{self.window} exchange(s).")
+                    continue
+                raise ProposerError(
+                    f"The endpoint {self.base_url} refused the request for model `{self.model}` "
+                    f"(HTTP 400: {message}).") from None
+            except (openai.RateLimitError, openai.InternalServerError) as exc:
+                if waited + wait > self.patience:
+                    raise ProposerError(
+                        f"The endpoint {self.base_url} answered HTTP {exc.status_code} for model "
+                        f"`{self.model}` after retries and {waited:.0f} s of waiting: "
+                        f"{_message(exc)}.") from None
+                if deadline is not None and time.monotonic() + wait >= deadline:
+                    raise OutOfTime("the endpoint was still refusing when the wall time ran out") from None
+                say(f"The endpoint answered HTTP {exc.status_code} after retries; waiting "
+                    f"{wait:.0f} s before asking again.")
+                time.sleep(wait)
+                waited, wait = waited + wait, min(2 * wait, 600.0)
+
+    def _create(self, conversation: Conversation, options: dict[str, Any], deadline: Optional[float]) -> Any:
+        time_left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
         # Each attempt is cut at the time left too, so an abandoned request ends by itself soon after.
         timeout = self.timeout if time_left is None else min(self.timeout, time_left)
         try:
-            response = _within(time_left, lambda: self.client.chat.completions.create(
+            return _within(time_left, lambda: self.client.chat.completions.create(
                 model=self.model, messages=conversation.messages(self.window), timeout=timeout,
-                **self.options))
+                extra_body=self.extra_body, **options))
+        except (openai.BadRequestError, openai.RateLimitError, openai.InternalServerError):
+            raise  # handled by the caller, which knows what to change
         except openai.AuthenticationError as exc:
             raise ProposerError(
                 f"The endpoint {self.base_url} rejected the API key (HTTP 401: {_message(exc)}). "
@@ -75,14 +140,6 @@ class OpenAIProposer:
             raise ProposerError(
                 f"Cannot reach the endpoint {self.base_url} after retries ({exc.__cause__ or exc}). "
                 "Check --base-url and that the server is running.") from None
-        if not response.choices:
-            raise ProposerError(f"The endpoint {self.base_url} returned no choices for `{self.model}`.")
-        choice = response.choices[0]
-        usage = response.usage
-        tokens = Tokens(usage.prompt_tokens or 0, usage.completion_tokens or 0) if usage else Tokens()
-        return Proposal(answer=_answer_text(choice.message), origin=f"openai:{self.model}",
-                        tokens=tokens, seconds=time.monotonic() - started,
-                        cut_off=choice.finish_reason == "length")
 
     def _known_models(self) -> str:
         try:
@@ -125,6 +182,25 @@ def _message(exc: openai.APIStatusError) -> str:
         if isinstance(inner, str):
             return inner
     return exc.message
+
+
+def _tokens(usage: Any) -> Tokens:
+    """The usage an endpoint reports; cached and reasoning counts where it gives them (OpenAI does)."""
+    if usage is None:
+        return Tokens()
+    cached = getattr(usage.prompt_tokens_details, "cached_tokens", None)
+    reasoning = getattr(usage.completion_tokens_details, "reasoning_tokens", None)
+    return Tokens(usage.prompt_tokens or 0, usage.completion_tokens or 0, cached or 0, reasoning or 0)
+
+
+def _context_exceeded(exc: openai.BadRequestError) -> bool:
+    """OpenAI's code, or the wording of vLLM, SGLang and llama.cpp, for a prompt over the context."""
+    body = exc.body if isinstance(exc.body, dict) else {}
+    inner = body.get("error", body)
+    code = inner.get("code") if isinstance(inner, dict) else None
+    text = _message(exc).lower()
+    return code == "context_length_exceeded" or "context length" in text or "context window" in text \
+        or "maximum context" in text
 
 
 def _answer_text(message: Any) -> str:
