@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ..device import refuse_cuda_only
+from ..device import default_device, refuse_cuda_only
 from ..errors import HarnessError
 from .config import COUNT, add_eval_options, eval_options, parse_gpus
 from .run_command import DESCRIPTION, EPILOG, add_run_arguments, run_main
@@ -58,6 +58,29 @@ def cmd_doctor(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         args.json.write_text(json.dumps({**to_dict(diagnosis), "ok": diagnosis.ok}, indent=2))
     return 0 if diagnosis.ok else 1
+
+
+def cmd_profile(args: argparse.Namespace, console: Console) -> int:
+    from ..engine.profile import ProfileRequest, profile
+    from ..results import to_json
+    from .profile import print_profile
+
+    if not args.reference and not args.candidate:
+        console.print("[red]Name a candidate file to profile, or pass --reference.[/red]")
+        return USAGE_ERROR
+    candidate = None if args.reference else args.candidate
+    for path in (args.problem, candidate):
+        if path and not Path(path).is_file():
+            console.print(f"[red]{path} does not exist or is not a file.[/red]")
+            return USAGE_ERROR
+    if candidate and args.device is None:
+        refuse_cuda_only(candidate, Path(candidate).read_text(errors="replace"))
+    device = args.device or default_device()
+    result = profile(ProfileRequest(args.problem, candidate, device, args.kernel, time_limit_s=args.time_limit))
+    print_profile(console, result, candidate or "the reference")
+    if args.json:
+        args.json.write_text(to_json(result))
+    return 0
 
 
 def cmd_runs(args: argparse.Namespace, console: Console) -> int:
@@ -169,6 +192,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="build torch's precompiled header now (about 45 s, once per torch install)")
     p.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write the findings as JSON")
     p.set_defaults(handler=cmd_doctor)
+    p = commands.add_parser("profile", help="one forward of a candidate (or the reference) under Nsight Compute: "
+                            "a row per kernel and plain-language findings (the torch profiler where ncu cannot run)")
+    p.add_argument("problem", help="problem file (KernelBench format)")
+    p.add_argument("candidate", nargs="?", default=None, help="candidate file defining ModelNew")
+    p.add_argument("--reference", action="store_true", help="profile the problem's reference Model instead")
+    p.add_argument("--kernel", default=None, metavar="REGEX", help="only kernels whose name matches REGEX")
+    p.add_argument("--device", choices=["cuda", "cpu"], default=None, help="default: cuda when a GPU is present")
+    p.add_argument("--time-limit", type=float, default=300.0, metavar="S", help="seconds before the profile is "
+                   "killed (default 300)")
+    p.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write the profile as JSON")
+    p.set_defaults(handler=cmd_profile)
 
     p = commands.add_parser("run", help="the optimization loop: propose, evaluate, feed back, repeat",
                             description=DESCRIPTION, epilog=EPILOG,

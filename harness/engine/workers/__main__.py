@@ -2,11 +2,14 @@
 
 Roles: build (build.py), oracle (oracle.py), candidate (candidate.py). The
 first message on FD is the spec (from the harness); every later message from a
-child is JSON plus raw tensor bytes (see ../channel.py).
+child is JSON plus raw tensor bytes (see ../channel.py). The profile role
+(profile.py) runs under ncu, which need not pass FDs on: it reads its spec from a
+file, `python -m harness.engine.workers profile SPEC.json`.
 """
 from __future__ import annotations
 
 import faulthandler
+import json
 import os
 import sys
 
@@ -19,6 +22,7 @@ from ..process import become_subreaper  # noqa: E402
 from .build import build_role  # noqa: E402
 from .candidate import candidate_role  # noqa: E402
 from .oracle import oracle_role  # noqa: E402
+from .profile import profile_role  # noqa: E402
 
 ROLES = {"build": build_role, "candidate": candidate_role, "oracle": oracle_role}
 
@@ -44,9 +48,15 @@ def confine(role: str) -> None:
 
 
 def main(argv: list[str]) -> None:
-    role, fd = argv[1], int(argv[2])
+    role = argv[1]
     faulthandler.enable()  # a segfault leaves a Python stack in the log
     confine(role)
+    if role == "profile":
+        with open(argv[2]) as f:
+            profile_role(json.load(f))
+        sys.stdout.flush()
+        os._exit(0)
+    fd = int(argv[2])
     conn = channel.Channel.from_fd(fd)
     spec = channel.recv(conn).header
     if os.environ.get("HARNESS_START_NICE"):

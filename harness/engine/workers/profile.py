@@ -1,0 +1,69 @@
+"""The profile role: one forward of the candidate (or the reference) for a profiler.
+
+Run as `python -m harness.engine.workers profile SPEC.json`, under ncu or alone.
+One warm forward first, so that ncu's window (cudaProfilerStart..Stop) holds only
+the measured forward's kernels; without ncu, torch.profiler records that forward
+and the per-kernel (or, on CPU, per-op) rows go to the spec's `out` file.
+"""
+from __future__ import annotations
+
+import json
+
+import torch
+
+from ...results import to_json
+from ..ncu import KernelProfile, Profile
+from .common import (build_model, copy_parameters, import_file, inputs_from_seed, randomize_parameters, settle,
+                     sync)
+
+
+def torch_kernels(prof, on_gpu: bool, trace: str) -> list[KernelProfile]:
+    if not on_gpu:
+        return [KernelProfile(e.key, e.self_cpu_time_total) for e in prof.key_averages()
+                if e.self_cpu_time_total > 0]
+    prof.export_chrome_trace(trace)
+    events = json.loads(open(trace).read()).get("traceEvents", [])
+    kernels = []
+    for e in events:
+        if e.get("cat") != "kernel":
+            continue
+        args = e.get("args", {})
+        kernels.append(KernelProfile(
+            e.get("name", "?"), float(e.get("dur", 0.0)), grid=args.get("grid"), block=args.get("block"),
+            registers=args.get("registers per thread"), shared_mem_bytes=args.get("shared memory"),
+            achieved_occupancy=args.get("est. achieved occupancy %")))
+    return kernels
+
+
+def profile_role(spec: dict) -> None:
+    device = torch.device(spec["device"])
+    settle(device)
+    problem = import_file(spec["problem"], "problem")
+    init_args = list(problem.get_init_inputs())
+    model = build_model(problem.Model, init_args, spec["init_seed"])
+    randomize_parameters(model, spec["param_seed"])
+    if spec.get("candidate"):
+        reference = model
+        model = build_model(import_file(spec["candidate"], "candidate").ModelNew, init_args, spec["init_seed"])
+        copy_parameters(reference, model)
+    model = model.to(device).eval()
+    inputs = inputs_from_seed(problem, device, spec["seed"])
+    on_gpu = device.type == "cuda"
+    with torch.no_grad():
+        model(*inputs)  # warm: builds, autotuning and caches stay out of the profile
+        sync(device)
+        if spec["tool"] == "ncu":
+            torch.cuda.cudart().cudaProfilerStart()
+            model(*inputs)
+            sync(device)
+            torch.cuda.cudart().cudaProfilerStop()
+            return
+        activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if on_gpu else [])
+        with torch.profiler.profile(activities=activities) as prof:
+            model(*inputs)
+            sync(device)
+    sm_count = torch.cuda.get_device_properties(device).multi_processor_count if on_gpu else None
+    profile = Profile("torch" if on_gpu else "torch-cpu", torch_kernels(prof, on_gpu, spec["out"] + ".trace.json"),
+                      sm_count)
+    with open(spec["out"], "w") as f:
+        f.write(to_json(profile))
