@@ -24,7 +24,7 @@ def test_cpu_diagnosis_reports_torch_compilers_and_cache(tmp_path):
     (cache / "builds" / "entry" / "build.log").write_bytes(b"x" * 1000)
     diagnosis = diagnose("cpu", cache)
     checks = by_name(diagnosis)
-    assert {"GPU", "torch", "nvcc", "C++ compiler", "ninja", "Python headers", "build cache",
+    assert {"GPU", "torch", "nvcc", "C++ compiler", "ninja", "Python headers", "ncu", "build cache",
             "precompiled header"} == set(checks)
     assert checks["torch"].ok and torch.__version__ in checks["torch"].found
     assert checks["C++ compiler"].ok and checks["ninja"].ok
@@ -107,3 +107,21 @@ def test_prepare_pch_failure_is_one_paragraph_with_the_compiler_error(tmp_path, 
     message = str(caught.value)
     assert "boom.h: No such file" in message and str(tmp_path / "torch" / "extension.h.gch") in message
     assert "\n" not in message
+
+
+def test_ncu_check_says_what_is_missing_and_how_to_fix_it(tmp_path):
+    from harness.engine.doctor import check_ncu
+
+    absent = check_ncu(True, ncu=str(tmp_path / "no-ncu"))
+    assert not absent.ok and not absent.needed and "Nsight Compute" in absent.fix
+    fake = tmp_path / "ncu"
+    fake.write_text("#!/bin/sh\necho 'NVIDIA (R) Nsight Compute Command Line Profiler'\necho 'Version 2025.3.0.0'\n")
+    fake.chmod(0o755)
+    params = tmp_path / "params"
+    params.write_text("ResmanDebugLevel: 4294967295\nRmProfilingAdminOnly: 1\n")
+    import os
+    restricted = check_ncu(True, ncu=str(fake), params=params)
+    if os.geteuid() != 0:
+        assert not restricted.ok and "NVreg_RestrictProfilingToAdminUsers=0" in restricted.fix
+    params.write_text("RmProfilingAdminOnly: 0\n")
+    assert check_ncu(True, ncu=str(fake), params=params).found.endswith("Version 2025.3.0.0; counters readable")

@@ -27,7 +27,8 @@ def checks_table(diagnosis: Diagnosis) -> Table:
     table.add_column("found", overflow="fold")
     table.add_column("how to fix", overflow="fold")
     for c in diagnosis.checks:
-        table.add_row(c.name, STATUS[(c.ok, c.needed)], c.found, "" if c.ok else c.fix)
+        status = "[yellow]no profiles[/yellow]" if c.name == "ncu" and not c.ok else STATUS[(c.ok, c.needed)]
+        table.add_row(c.name, status, c.found, "" if c.ok else c.fix)
     return table
 
 
@@ -40,6 +41,6 @@ def print_diagnosis(console: Console, diagnosis: Diagnosis) -> None:
         console.print(f"[bold red]Not ready for {diagnosis.device}:[/bold red] {', '.join(missing)} "
                       "(see how to fix above).")
     else:
-        slower = [c.name for c in diagnosis.problems]
+        slower = [c.name for c in diagnosis.problems if c.name != "ncu"]  # ncu costs profiles, not builds
         console.print(f"[green]Ready for {diagnosis.device}.[/green]"
                       + (f" Builds will be slower until fixed: {', '.join(slower)}." if slower else ""))

@@ -186,6 +186,28 @@ def check_nvcc(on_gpu: bool, gpus: list[Gpu]) -> Check:
     return Check("nvcc", True, on_gpu, found)
 
 
+def check_ncu(on_gpu: bool, ncu: Optional[str] = None, params: Path = Path("/proc/driver/nvidia/params")) -> Check:
+    """Nsight Compute for `harness profile`; never needed (the torch profiler stands in).
+
+    Counter access: the driver's RmProfilingAdminOnly parameter says whether only
+    root may read the counters (ncu then fails with ERR_NVGPUCTRPERM)."""
+    from .profile import PERMISSION_FIX, find_ncu
+
+    ncu = ncu or find_ncu()
+    out = _run([ncu, "--version"]).strip() if ncu else ""
+    version = out.splitlines()[-1] if out else ""  # its last line: "Version 2025.3.0.0 (build ...)"
+    if not version:
+        return Check("ncu", False, False, "not found (harness profile uses the torch profiler instead)",
+                     "Install Nsight Compute (it comes with the CUDA toolkit, or apt-get install nsight-compute) "
+                     "and put ncu on PATH." if on_gpu else "")
+    found = f"{ncu}: {version}"
+    admin_only = re.search(r"RmProfilingAdminOnly:\s*(\d)", params.read_text()) if params.is_file() else None
+    if admin_only and admin_only[1] == "1" and os.geteuid() != 0:
+        return Check("ncu", False, False, f"{found}; only root may read the GPU's counters (ERR_NVGPUCTRPERM)",
+                     f"To fix it, {PERMISSION_FIX}.")
+    return Check("ncu", True, False, found + ("; counters readable" if admin_only else ""))
+
+
 def cache_size(path: Path) -> int:
     total = 0
     for root, _dirs, files in os.walk(path):
@@ -250,7 +272,7 @@ def diagnose(device: Optional[str] = None, cache_dir: Optional[Path] = None, pre
     gpus = list_gpus()
     torch_check = check_torch(on_gpu)
     checks = [check_gpus(gpus, on_gpu), torch_check, check_nvcc(on_gpu, gpus), check_compiler(), check_ninja(),
-              check_python_headers()]
+              check_python_headers(), check_ncu(on_gpu)]
     cache_check, size = check_cache(cache)
     checks.append(cache_check)
     diagnosis = Diagnosis(device, str(cache), gpus, checks, size)
