@@ -129,3 +129,12 @@ def describe(device: str) -> DeviceInfo:
     index = int(device.split(":")[1]) if ":" in device else 0
     name = names[index] if index < len(names) else (names[0] if names else "unknown GPU")
     return DeviceInfo(device, name, gpu_arch(device), peak_bandwidth(name))
+
+
+def visible_gpus() -> list[int]:
+    """Physical indices (as nvidia-smi counts) of the GPUs this process may use."""
+    count = len(nvidia_smi("name"))
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return list(range(count))
+    return [int(v) for v in visible.split(",") if v.strip().isdigit() and int(v) < count]

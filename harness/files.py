@@ -3,6 +3,7 @@ seeds nobody can predict."""
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 
@@ -10,7 +11,8 @@ def write_atomic(path: Path, data: str | bytes) -> None:
     """Write to a temporary name beside `path`, then rename: a reader (or a run killed
     mid-write) sees the old file or the new one, never half of one."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # the thread too: a pool's threads write the same build record when two candidates share a source
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     with open(tmp, "wb" if isinstance(data, bytes) else "w") as f:
         f.write(data)
         f.flush()

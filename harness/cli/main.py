@@ -10,6 +10,7 @@ from rich.console import Console
 
 from ..device import default_device, refuse_cuda_only
 from ..errors import HarnessError
+from .bench import DESCRIPTION as BENCH_DESCRIPTION, add_bench_arguments, bench_main
 from .config import COUNT, add_eval_options, eval_options, parse_gpus
 from .run_command import DESCRIPTION, EPILOG, add_run_arguments, run_main
 
@@ -209,6 +210,10 @@ def build_parser() -> argparse.ArgumentParser:
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(p)
     p.set_defaults(handler=run_main)
+    p = commands.add_parser("bench", help="a suite: many problems and their candidates, with fast_p per level",
+                            description=BENCH_DESCRIPTION)
+    add_bench_arguments(p)
+    p.set_defaults(handler=bench_main)
     add_history_commands(commands)
     return parser
 

@@ -224,6 +224,13 @@ class Evaluator:
         self.problem_warnings = list(ready.warnings)
         self.environment = collect_environment(self.options.device, ready.device_name, ready.capability)
 
+    def prepare(self) -> None:
+        """Start the reference process, and a spare worker for the first candidate, ahead of
+        it (a bench does this for the next problem while the current one is timed)."""
+        self.start_oracle()
+        if self._spare is None:
+            self._spare = self._spawn_worker(spare=True)
+
     # -- one candidate -----------------------------------------------------------
 
     def evaluate(self, candidate: str | Path, on_phase: Optional[Phase] = None) -> EvalResult:

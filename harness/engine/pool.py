@@ -21,6 +21,7 @@ from .evaluate import EvalOptions, Evaluator
 from .protocol import OracleReady
 
 Event = Callable[[int, str], None]  # (candidate index, phase)
+Finished = Callable[[int, EvalResult], None]  # (candidate index, its result), as each one finishes
 _NOT_YET = object()  # no built candidate waiting in the queue at the moment
 
 
@@ -60,9 +61,16 @@ class Pool:
         first.start_oracle()
         return first.oracle_info, first.environment
 
-    def evaluate(self, candidates: Sequence[str | Path], on_event: Optional[Event] = None) -> list[EvalResult]:
+    def prepare(self) -> None:
+        """Start the reference processes now; a broken problem raises ProblemError."""
+        for evaluator in self.evaluators:
+            evaluator.prepare()
+
+    def evaluate(self, candidates: Sequence[str | Path], on_event: Optional[Event] = None,
+                 on_result: Optional[Finished] = None) -> list[EvalResult]:
         """Results in the order given; raises ProblemError for a bad problem."""
         notify = on_event or (lambda index, phase: None)
+        finished = on_result or (lambda index, result: None)
         built: "queue.Queue" = queue.Queue()
         results: list[Optional[EvalResult]] = [None] * len(candidates)
         failures: list[BaseException] = []
@@ -85,6 +93,7 @@ class Pool:
                     results[index] = evaluator.run(outcome, lambda p: notify(index, p),
                                                    upcoming[1] if upcoming not in (None, _NOT_YET) else None)
                     notify(index, results[index].verdict.value)
+                    finished(index, results[index])
                 except BaseException as exc:  # noqa: BLE001
                     failures.append(exc)
                 item = built.get() if upcoming is _NOT_YET else upcoming

@@ -1,0 +1,167 @@
+"""`harness bench`: a suite of problems and candidates, with a live view and a summary per level."""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from ..files import write_atomic
+from ..results import to_dict
+from .config import add_eval_options, eval_options, parse_gpus
+
+DESCRIPTION = ("Evaluate every (problem, candidate) pair of a suite on every GPU (--gpus narrows it), one "
+               "JSON line per evaluation in --out/results.jsonl as it finishes (--resume carries a killed bench "
+               "on), then a summary per level: correctness, fast_p for p = 0, 1, 1.5, 2 (against torch.compile "
+               "too with --compile-baseline) and the geometric mean speedup, and a plot of fast_p against p.")
+BENCH_TIME_CAP = 2.0  # seconds of timing per candidate: a sweep wants many problems, not the last 0.1%
+SUMMARY_FILE, PLOT_FILE = "summary.json", "fast_p.png"
+
+
+def add_bench_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("problems", type=Path, nargs="?", default=None,
+                   help="directory of problem files, or of level*/ directories of them")
+    p.add_argument("candidates", type=Path, nargs="?", default=None,
+                   help="directory of candidates: <level>/<problem id>/sample_<k>.py (KernelBench's layout), "
+                        "<problem name>.py or <problem name>/*.py")
+    p.add_argument("--copies", action="store_true",
+                   help="instead of CANDIDATES, evaluate a copy of each problem's Model as ModelNew")
+    p.add_argument("--runs", nargs="+", default=None, metavar="RUN",
+                   help="instead of directories, the best candidate of each of these runs")
+    p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where --runs are kept (default runs)")
+    p.add_argument("-o", "--out", type=Path, default=Path("bench"),
+                   help=f"where results go: results.jsonl, {SUMMARY_FILE}, {PLOT_FILE} (default bench)")
+    p.add_argument("--resume", action="store_true", help="carry on a bench in --out, evaluating only what it lacks")
+    p.add_argument("--csv", type=Path, default=None, metavar="FILE", help="also write every result as CSV")
+    add_eval_options(p)
+
+
+def _jobs(args: argparse.Namespace, scratch: Path):
+    from ..suite.jobs import SuiteError, copy_jobs, find_jobs, run_jobs
+
+    if args.runs:
+        if args.problems or args.copies:
+            raise SuiteError("Give either --runs RUN ... or a problem directory, not both.")
+        return run_jobs(args.runs, args.runs_dir)
+    if args.problems is None:
+        raise SuiteError("Give a problem directory (with a candidate directory or --copies), or --runs RUN ....")
+    if args.copies:
+        if args.candidates:
+            raise SuiteError("Give either a candidate directory or --copies, not both.")
+        return copy_jobs(args.problems, scratch)
+    if args.candidates is None:
+        raise SuiteError(f"Give a candidate directory after {args.problems}, or --copies.")
+    return find_jobs(args.problems, args.candidates)
+
+
+class _View:
+    """done / total, the rate, the time left, failures by verdict, and what each GPU is doing."""
+
+    def __init__(self, total: int, done: int):
+        self.total, self.done_before, self.done = total, done, done
+        self.started = time.monotonic()
+        self.failures: dict[str, int] = {}
+        self.slots: dict[str, str] = {}
+
+    def record(self, record) -> None:
+        self.done += 1
+        if not record.correct:
+            self.failures[record.verdict] = self.failures.get(record.verdict, 0) + 1
+
+    def render(self) -> Group:
+        elapsed = time.monotonic() - self.started
+        new = self.done - self.done_before
+        rate = new / elapsed if elapsed > 0 else 0.0
+        left = (self.total - self.done) / rate if rate > 0 else None
+        line = Text(f"{self.done}/{self.total} done, {rate * 60:.1f}/min, "
+                    f"{'ETA ' + _clock(left) if left is not None else 'ETA -'}, elapsed {_clock(elapsed)}")
+        if self.failures:
+            line.append("   failures: " + ", ".join(f"{v} {n}" for v, n in sorted(self.failures.items())), "red")
+        table = Table(box=None, show_header=False)
+        for slot, doing in sorted(self.slots.items()):
+            table.add_row(slot, doing)
+        return Group(line, table)
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def _percent(share: float) -> str:
+    return f"{share * 100:.1f}%"
+
+
+def summary_table(summaries) -> Table:
+    compiled = any(s.fast_p_compile for s in summaries)
+    table = Table(title="Summary per level")
+    for column in ("level", "n", "correct", "fast_1", "fast_1.5", "fast_2", "geomean") + \
+            (("compile: fast_1", "fast_1.5", "fast_2") if compiled else ()):
+        table.add_column(column, justify="left" if column == "level" else "right")
+    for s in summaries:
+        row = [s.level, str(s.evaluations), _percent(s.correctness)] + \
+              [_percent(s.fast_p[p]) for p in ("1", "1.5", "2")] + \
+              [f"{s.geomean_speedup:.2f}x" if s.geomean_speedup else "-"]
+        if compiled:
+            row += [_percent(s.fast_p_compile[p]) if s.fast_p_compile else "-" for p in ("1", "1.5", "2")]
+        table.add_row(*row)
+    return table
+
+
+def bench_main(args: argparse.Namespace, console: Console) -> int:
+    from ..device import refuse_cuda_only, visible_gpus
+    from ..suite.bench import Bench, pending
+    from ..suite.plot import plot_fast_p
+    from ..suite.records import ResultLog, write_csv
+    from ..suite.summary import summarize
+
+    args.time_cap = args.time_cap or BENCH_TIME_CAP
+    options = eval_options(args)
+    gpus = parse_gpus(args.gpus) or (visible_gpus() if options.device != "cpu" else None)
+    scratch = Path(tempfile.mkdtemp(prefix="harness-bench-"))
+    try:
+        jobs = _jobs(args, scratch)
+        if args.device is None:  # the device defaulted to cpu: say so before a doomed CUDA build
+            for job in jobs:
+                refuse_cuda_only(str(job.candidate), job.candidate.read_text(errors="replace"))
+        log = ResultLog(args.out, args.resume)
+        try:
+            left = pending(jobs, log)
+            view = _View(len(left) + len(log.records), len(log.records))
+            console.print(f"{len(jobs)} evaluations of {len({(j.level, j.problem) for j in jobs})} problems; "
+                          f"{len(log.records)} already in {log.path}, {len(left)} to go, on "
+                          f"{', '.join(f'GPU {g}' for g in gpus) if gpus else options.device}.", soft_wrap=True)
+            with Live(view.render(), console=console, transient=True, refresh_per_second=2) as live:
+                def on_record(record) -> None:
+                    view.record(record)
+                    live.update(view.render())
+
+                def on_phase(slot: str, doing: str) -> None:
+                    view.slots[slot] = doing
+                    live.update(view.render())
+
+                records = Bench(options, gpus, log, args.jobs, on_record, on_phase).run(left)
+        finally:
+            log.close()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    summaries = summarize(records)
+    write_atomic(args.out / SUMMARY_FILE, json.dumps([to_dict(s) for s in summaries], indent=2))
+    plot = plot_fast_p(records, args.out / PLOT_FILE)
+    if args.csv:
+        write_csv(records, args.csv)
+    console.print(summary_table(summaries))
+    for s in summaries:
+        if s.broken_problems:
+            console.print(f"[red]{s.level}: {len(s.broken_problems)} problem(s) failed themselves, their candidates "
+                          f"not run: {', '.join(s.broken_problems)} (see {log.path}).[/red]")
+    console.print(f"Results in {log.path}, summary in {args.out / SUMMARY_FILE}, plot in {plot}"
+                  + (f", CSV in {args.csv}" if args.csv else "") + ".")
+    return 0

@@ -1,0 +1,155 @@
+"""`harness bench`: every (problem, candidate) pair through the engine's pool, one timing
+worker per GPU, each GPU taking the next problem from one queue.
+
+Per problem a Pool (its reference process, builds on the CPU cores, one candidate timed at a
+time). On a GPU the next problem's reference process, and a worker for its first candidate,
+start while the current problem is checked and timed, so a problem costs little more than its
+own timing; on the CPU they wait, since the cores are what is timed.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from ..engine.evaluate import EvalOptions
+from ..engine.pool import Pool, default_build_jobs
+from ..problem import ProblemError
+from ..results import EvalResult
+from .jobs import Job
+from .records import BenchRecord, ResultLog, problem_failure, record_of
+
+Phase = Callable[[str, str], None]  # (slot name, what it is doing)
+Recorded = Callable[[BenchRecord], None]
+
+
+def pending(jobs: Sequence[Job], log: ResultLog) -> list[Job]:
+    """The jobs without a record yet; a job listed twice is evaluated once."""
+    done = {r.key for r in log.records}
+    left, seen = [], set()
+    for job in jobs:
+        if job.key not in done and job.key not in seen:
+            seen.add(job.key)
+            left.append(job)
+    return left
+
+
+def by_problem(jobs: Sequence[Job]) -> list[list[Job]]:
+    groups: dict[tuple[str, Path], list[Job]] = {}
+    for job in jobs:
+        groups.setdefault((job.level, job.problem), []).append(job)
+    return list(groups.values())
+
+
+class _Opened:
+    """A problem's pool, its reference starting in the background."""
+
+    def __init__(self, group: list[Job], options: EvalOptions, gpu: Optional[int], build_jobs: int):
+        self.group, self.started = group, time.monotonic()
+        self.pool: Optional[Pool] = None
+        self.error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._open, args=(options, gpu, build_jobs), daemon=True)
+        self._thread.start()
+
+    def _open(self, options: EvalOptions, gpu: Optional[int], build_jobs: int) -> None:
+        try:
+            self.pool = Pool(self.group[0].problem, options, [gpu] if gpu is not None else None, build_jobs,
+                             keep_spare=len(self.group) > 1)
+            self.pool.prepare()
+        except BaseException as exc:  # noqa: BLE001 - handed to the slot's thread in ready()
+            self.error = exc
+
+    def ready(self) -> Pool:
+        self._thread.join()
+        if self.error:
+            raise self.error
+        assert self.pool is not None
+        return self.pool
+
+    def close(self) -> None:
+        self._thread.join()
+        if self.pool:
+            self.pool.close()
+
+
+class Bench:
+    def __init__(self, options: EvalOptions, gpus: Optional[Sequence[int]], log: ResultLog,
+                 build_jobs: Optional[int] = None, on_record: Optional[Recorded] = None,
+                 on_phase: Optional[Phase] = None):
+        self.options, self.log = options, log
+        self.slots: list[Optional[int]] = list(gpus) if gpus and options.device != "cpu" else [None]
+        # the slots' pools share the cores
+        self.build_jobs = max(1, (build_jobs or default_build_jobs()) // len(self.slots))
+        self.on_record = on_record or (lambda record: None)
+        self.on_phase = on_phase or (lambda slot, text: None)
+        self._lock = threading.Lock()
+        self._errors: list[BaseException] = []
+
+    def run(self, jobs: Sequence[Job]) -> list[BenchRecord]:
+        """Evaluates what the log lacks; returns every record, earlier ones included."""
+        groups: "queue.Queue[list[Job]]" = queue.Queue()
+        for group in by_problem(pending(jobs, self.log)):
+            groups.put(group)
+        threads = [threading.Thread(target=self._slot, args=(gpu, groups), daemon=True) for gpu in self.slots]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            while thread.is_alive():  # a short wait, so Ctrl-C and SIGTERM reach this thread at once
+                thread.join(0.5)
+        if self._errors:
+            raise self._errors[0]
+        return list(self.log.records)
+
+    def _take(self, groups: "queue.Queue[list[Job]]", gpu: Optional[int]) -> Optional[_Opened]:
+        if self._errors:
+            return None
+        try:
+            group = groups.get_nowait()
+        except queue.Empty:
+            return None
+        return _Opened(group, replace(self.options, gpu=gpu), gpu, self.build_jobs)
+
+    def _slot(self, gpu: Optional[int], groups: "queue.Queue[list[Job]]") -> None:
+        name = "cpu" if gpu is None else f"gpu {gpu}"
+        upcoming = self._take(groups, gpu)
+        while upcoming is not None:
+            current = upcoming
+            upcoming = self._take(groups, gpu) if gpu is not None else None
+            try:
+                self._evaluate(name, current)
+            except BaseException as exc:  # noqa: BLE001 - the main thread raises it
+                self._errors.append(exc)
+            finally:
+                current.close()
+            if self._errors and upcoming is not None:
+                upcoming.close()
+                break
+            upcoming = upcoming or self._take(groups, gpu)
+        self.on_phase(name, "done")
+
+    def _evaluate(self, name: str, opened: _Opened) -> None:
+        group = opened.group
+        self.on_phase(name, f"{group[0].level}/{group[0].problem.stem}: starting the reference")
+        finished: set[int] = set()
+
+        def on_result(index: int, result: EvalResult) -> None:
+            finished.add(index)
+            self._record(record_of(group[index], result))
+
+        def on_event(index: int, phase: str) -> None:
+            self.on_phase(name, f"{group[index].level}/{group[index].problem.stem} {group[index].label}: {phase}")
+
+        try:
+            opened.ready().evaluate([job.candidate for job in group], on_event, on_result)
+        except ProblemError as exc:  # the problem's failure, not its candidates'
+            for index, job in enumerate(group):
+                if index not in finished:
+                    self._record(problem_failure(job, str(exc), time.monotonic() - opened.started))
+
+    def _record(self, record: BenchRecord) -> None:
+        with self._lock:
+            self.log.append(record)
+            self.on_record(record)

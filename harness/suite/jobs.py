@@ -1,0 +1,113 @@
+"""What a bench evaluates: (problem, candidate) pairs, found in KernelBench's generation
+layout, by matching file names, from the best rounds of earlier runs, or made as copies of
+each problem's own Model."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from ..errors import HarnessError
+from ..runs.history import load
+from ..runs.store import CANDIDATE_FILE
+
+_SAMPLE = re.compile(r"sample_(\d+)$")
+
+
+class SuiteError(HarnessError):
+    """A suite that cannot be read; the message is one paragraph for a person."""
+
+
+@dataclass(frozen=True)
+class Job:
+    problem: Path
+    level: str
+    candidate: Path
+    label: str  # the candidate as records name it: stable across runs of the bench (a copy's temp dir is not)
+    sample: int = 0
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.level, self.problem.stem, self.label)
+
+
+def problem_id(path: Path) -> str:
+    """KernelBench's id: the number before the first underscore (19_ReLU.py -> 19), else the stem."""
+    head = path.stem.split("_", 1)[0]
+    return head if head.isdigit() else path.stem
+
+
+def problem_levels(problems: Path) -> dict[str, list[Path]]:
+    """The problem files by level: the `level*` directories under `problems`, or `problems` itself as one."""
+    if not problems.is_dir():
+        raise SuiteError(f"Problem directory {problems} does not exist or is not a directory.")
+    levels = {d.name: sorted(d.glob("*.py")) for d in sorted(problems.iterdir())
+              if d.is_dir() and d.name.startswith("level")}
+    levels = {name: files for name, files in levels.items() if files} or {problems.name: sorted(problems.glob("*.py"))}
+    if not any(levels.values()):
+        raise SuiteError(f"Problem directory {problems} holds no .py problem files, directly or under level*/.")
+    return levels
+
+
+def _sample(path: Path) -> int:
+    match = _SAMPLE.match(path.stem)
+    return int(match.group(1)) if match else 0
+
+
+def _candidates_for(problem: Path, root: Path) -> list[Path]:
+    """KernelBench's <root>/<id>/sample_<k>.py, else <root>/<stem>.py, else <root>/<stem>/*.py."""
+    by_id = root / problem_id(problem)
+    if by_id.is_dir() and problem_id(problem) != problem.stem:
+        return sorted(by_id.glob("sample_*.py"), key=_sample)
+    if (root / f"{problem.stem}.py").is_file():
+        return [root / f"{problem.stem}.py"]
+    return sorted((root / problem.stem).glob("*.py")) if (root / problem.stem).is_dir() else []
+
+
+def find_jobs(problems: Path, candidates: Path) -> list[Job]:
+    """Every problem with each candidate found for it; problems without one are left out."""
+    if not candidates.is_dir():
+        raise SuiteError(f"Candidate directory {candidates} does not exist or is not a directory.")
+    jobs = []
+    for level, files in problem_levels(problems).items():
+        root = candidates / level if (candidates / level).is_dir() else candidates
+        for problem in files:
+            jobs += [Job(problem, level, c, str(c.relative_to(candidates)), _sample(c))
+                     for c in _candidates_for(problem, root)]
+    if not jobs:
+        raise SuiteError(f"No candidate in {candidates} matches a problem in {problems}: expected "
+                         "<candidates>/<level>/<problem id>/sample_<k>.py (KernelBench's layout), "
+                         "<candidates>/<problem name>.py or <candidates>/<problem name>/*.py.")
+    return jobs
+
+
+COPY_SUFFIX = "\n\nclass ModelNew(Model):  # harness bench --copies: the reference itself\n    pass\n"
+
+
+def copy_jobs(problems: Path, into: Path) -> list[Job]:
+    """Each problem with one candidate: its own source plus `ModelNew(Model)`, written under `into`."""
+    jobs = []
+    for level, files in problem_levels(problems).items():
+        (into / level).mkdir(parents=True, exist_ok=True)
+        for problem in files:
+            copy = into / level / problem.name
+            try:
+                copy.write_text(problem.read_text() + COPY_SUFFIX)
+            except (OSError, UnicodeDecodeError) as exc:
+                raise SuiteError(f"Problem file {problem} cannot be read to copy: {exc}.") from None
+            jobs.append(Job(problem, level, copy, "copy"))
+    return jobs
+
+
+def run_jobs(runs: list[str], runs_dir: Path, level: str = "runs") -> list[Job]:
+    """The best candidate of each run, against the problem file it recorded."""
+    jobs = []
+    for run in runs:
+        store, record = load(run, runs_dir)
+        if record.best is None:
+            raise SuiteError(f"Run {store.path} has no correct candidate to evaluate.")
+        candidate = store.path / record.best.candidate
+        problem = Path(record.problem.path)
+        if not problem.is_file():
+            raise SuiteError(f"Run {store.path} was of problem {problem}, which is no longer there.")
+        jobs.append(Job(problem, level, candidate, store.id))
+    return jobs

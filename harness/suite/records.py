@@ -1,0 +1,110 @@
+"""A bench's results on disk: one JSON line per evaluation, appended and synced as each
+finishes, so a killed bench loses at most what was in flight."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Optional
+
+from ..results import EvalResult, from_dict, to_dict
+from .jobs import Job, SuiteError
+
+RESULTS_FILE = "results.jsonl"
+# Not a candidate's verdict: the problem file itself could not be loaded or run.
+PROBLEM_ERROR = "problem_error"
+EXPLANATION_HEAD = 300
+
+
+@dataclass
+class BenchRecord:
+    problem: str  # the problem file's stem
+    level: str
+    candidate: str  # the job's label
+    sample: int
+    verdict: str  # a Verdict's value, or PROBLEM_ERROR
+    speedup: Optional[float] = None  # over eager PyTorch
+    speedup_compile: Optional[float] = None  # over torch.compile of the reference, where it was timed
+    interval: Optional[list[float]] = None  # 95%, of `speedup`
+    seconds: float = 0.0
+    explanation: str = ""  # its head
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.level, self.problem, self.candidate)
+
+    @property
+    def correct(self) -> bool:
+        return self.verdict == "correct"
+
+
+def record_of(job: Job, result: EvalResult) -> BenchRecord:
+    compiled = next((b for b in result.baselines if b.name == "torch.compile"), None)
+    return BenchRecord(job.problem.stem, job.level, job.label, job.sample, result.verdict.value,
+                       result.speedup, compiled.speedup if compiled else None, result.speedup_interval,
+                       round(result.seconds, 3), result.explanation[:EXPLANATION_HEAD])
+
+
+def problem_failure(job: Job, explanation: str, seconds: float = 0.0) -> BenchRecord:
+    return BenchRecord(job.problem.stem, job.level, job.label, job.sample, PROBLEM_ERROR, seconds=round(seconds, 3),
+                       explanation=explanation[:EXPLANATION_HEAD])
+
+
+class ResultLog:
+    """results.jsonl: read on open (a line cut short by a kill is dropped), appended to one
+    synced line at a time (one write of the whole line, so lines never interleave)."""
+
+    def __init__(self, directory: Path, resume: bool):
+        self.path = directory / RESULTS_FILE
+        if self.path.exists() and not resume:
+            raise SuiteError(f"Bench directory {directory} already holds {RESULTS_FILE}: give --resume to carry "
+                             "it on, or another --out.")
+        directory.mkdir(parents=True, exist_ok=True)
+        self.records = read_records(self.path) if self.path.exists() else []
+        if self.path.exists():
+            _cut_partial_line(self.path)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def append(self, record: BenchRecord) -> None:
+        os.write(self._fd, (json.dumps(to_dict(record)) + "\n").encode())
+        os.fsync(self._fd)
+        self.records.append(record)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+def _cut_partial_line(path: Path) -> None:
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        with open(path, "r+b") as f:
+            f.truncate(data.rfind(b"\n") + 1)
+
+
+def read_records(path: Path) -> list[BenchRecord]:
+    """Every whole line of a results file; a last line without its newline was cut by a kill."""
+    try:
+        lines = path.read_text().split("\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SuiteError(f"Bench results {path} cannot be read: {exc}.") from None
+    records = []
+    for n, line in enumerate(lines[:-1], 1):  # the piece after the last newline is empty or partial
+        try:
+            records.append(from_dict(BenchRecord, json.loads(line)))
+        except (ValueError, TypeError) as exc:
+            raise SuiteError(f"Bench results {path}, line {n}, is not a bench record ({exc}); the file was "
+                             "edited or damaged: move it aside to start the bench afresh.") from None
+    return records
+
+
+def write_csv(records: list[BenchRecord], path: Path) -> None:
+    names = [f.name for f in fields(BenchRecord)]
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(names)
+        for record in records:
+            row = to_dict(record)
+            writer.writerow(["" if row[n] is None else " ".join(f"{v:.4g}" for v in row[n])
+                             if n == "interval" else row[n] for n in names])

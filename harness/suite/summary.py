@@ -1,0 +1,61 @@
+"""A bench's figures per level, as KernelBench reports them: the correctness rate, fast_p
+(the share of evaluations that are correct and more than p times faster) and the geometric
+mean speedup of the correct ones. Pure functions of the records."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .records import PROBLEM_ERROR, BenchRecord
+
+P_VALUES = (0.0, 1.0, 1.5, 2.0)
+
+
+@dataclass
+class LevelSummary:
+    level: str
+    evaluations: int  # of problems that loaded
+    correct: int
+    correctness: float
+    fast_p: dict[str, float]  # by p as text ("1.5"), over eager
+    fast_p_compile: Optional[dict[str, float]]  # over torch.compile; None where it was not timed
+    geomean_speedup: Optional[float]  # of the correct candidates, over eager
+    broken_problems: list[str] = field(default_factory=list)  # problem files that failed themselves
+    failures: dict[str, int] = field(default_factory=dict)  # by verdict
+
+
+def fast_p(speedups: list[Optional[float]], p: float) -> float:
+    """The share of evaluations (None: not correct) more than p times faster; fast_0 is the correctness rate."""
+    return sum(1 for s in speedups if s is not None and s > p) / len(speedups) if speedups else 0.0
+
+
+def geomean(values: list[float]) -> Optional[float]:
+    positive = [v for v in values if v > 0]
+    return math.exp(sum(math.log(v) for v in positive) / len(positive)) if positive else None
+
+
+def summarize_level(level: str, records: list[BenchRecord]) -> LevelSummary:
+    evaluated = [r for r in records if r.verdict != PROBLEM_ERROR]
+    eager = [r.speedup if r.correct else None for r in evaluated]
+    compiled = [r.speedup_compile if r.correct else None for r in evaluated]
+    timed_compile = any(r.speedup_compile is not None for r in evaluated)
+    failures: dict[str, int] = {}
+    for r in evaluated:
+        if not r.correct:
+            failures[r.verdict] = failures.get(r.verdict, 0) + 1
+    correct = sum(1 for r in evaluated if r.correct)
+    return LevelSummary(
+        level, len(evaluated), correct, correct / len(evaluated) if evaluated else 0.0,
+        {f"{p:g}": fast_p(eager, p) for p in P_VALUES},
+        {f"{p:g}": fast_p(compiled, p) for p in P_VALUES} if timed_compile else None,
+        geomean([s for s in eager if s is not None]),
+        sorted({r.problem for r in records if r.verdict == PROBLEM_ERROR}), failures)
+
+
+def summarize(records: list[BenchRecord]) -> list[LevelSummary]:
+    """One summary per level, in the order the levels first appear."""
+    levels: dict[str, list[BenchRecord]] = {}
+    for record in records:
+        levels.setdefault(record.level, []).append(record)
+    return [summarize_level(level, rs) for level, rs in levels.items()]

@@ -1,0 +1,12 @@
+# Incorrect: triples where the reference doubles.
+import time
+
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return x * 3

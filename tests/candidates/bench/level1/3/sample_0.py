@@ -1,0 +1,15 @@
+# Fails at import.
+import time
+
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return -x
+
+
+raise RuntimeError("this candidate fails at import")

@@ -1,0 +1,195 @@
+"""`harness bench`: job discovery, the records on disk, the summary figures, and a real bench
+on the CPU killed mid-way and resumed."""
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.cli.main import main
+from harness.suite.bench import by_problem, pending
+from harness.suite.jobs import COPY_SUFFIX, SuiteError, copy_jobs, find_jobs, problem_id, problem_levels
+from harness.suite.records import PROBLEM_ERROR, RESULTS_FILE, BenchRecord, ResultLog, read_records
+from harness.suite.summary import fast_p, geomean, summarize
+
+HERE = Path(__file__).parent
+PROBLEMS, CANDIDATES = HERE / "problems" / "bench", HERE / "candidates" / "bench"
+ROOT = HERE.parent
+
+
+def record(problem, verdict="correct", speedup=None, compiled=None, level="level1", candidate="c.py"):
+    return BenchRecord(problem, level, candidate, 0, verdict, speedup, compiled)
+
+
+# --- the figures, by hand ------------------------------------------------------
+
+def test_fast_p_counts_correct_candidates_strictly_faster_than_p():
+    speedups = [None, 0.5, 1.0, 1.6, 3.0]  # None: not correct
+    assert fast_p(speedups, 0) == 4 / 5
+    assert fast_p(speedups, 1) == 2 / 5  # 1.0 is not faster than 1
+    assert fast_p(speedups, 1.5) == 2 / 5
+    assert fast_p(speedups, 2) == 1 / 5
+    assert fast_p([], 1) == 0.0
+
+
+def test_geomean():
+    assert geomean([2.0, 8.0]) == pytest.approx(4.0)
+    assert geomean([0.5, 2.0, 1.0]) == pytest.approx(1.0)
+    assert geomean([]) is None
+
+
+def test_summary_per_level_keeps_problem_failures_apart():
+    records = [record("a", speedup=4.0, compiled=1.2), record("a", "incorrect"), record("b", speedup=0.25, compiled=0.1),
+               record("c", "timeout"), record("x", PROBLEM_ERROR, level="level2"),
+               record("y", speedup=2.5, level="level2")]
+    one, two = summarize(records)
+    assert (one.level, one.evaluations, one.correct, one.correctness) == ("level1", 4, 2, 0.5)
+    assert one.fast_p == {"0": 0.5, "1": 0.25, "1.5": 0.25, "2": 0.25}
+    assert one.fast_p_compile == {"0": 0.5, "1": 0.25, "1.5": 0.0, "2": 0.0}
+    assert one.geomean_speedup == pytest.approx(1.0)  # sqrt(4 * 0.25)
+    assert one.failures == {"incorrect": 1, "timeout": 1}
+    assert (two.evaluations, two.correct, two.broken_problems, two.fast_p_compile) == (1, 1, ["x"], None)
+    assert two.fast_p["2"] == 1.0
+
+
+# --- finding the jobs -------------------------------------------------------------
+
+def test_kernelbench_layout_finds_samples_by_problem_id():
+    jobs = find_jobs(PROBLEMS, CANDIDATES)
+    assert [(j.level, j.problem.name, j.label, j.sample) for j in jobs] == [
+        ("level1", "1_scale.py", "level1/1/sample_0.py", 0), ("level1", "1_scale.py", "level1/1/sample_1.py", 1),
+        ("level1", "2_shift.py", "level1/2/sample_0.py", 0), ("level1", "3_negate.py", "level1/3/sample_0.py", 0),
+        ("level1", "3_negate.py", "level1/3/sample_1.py", 1), ("level2", "1_broken.py", "level2/1/sample_0.py", 0)]
+    assert problem_id(Path("19_ReLU.py")) == "19" and problem_id(Path("layernorm.py")) == "layernorm"
+
+
+def test_matching_file_names(tmp_path):
+    problems, candidates = tmp_path / "problems", tmp_path / "candidates"
+    problems.mkdir()
+    (candidates / "softmax").mkdir(parents=True)
+    for name in ("layernorm.py", "softmax.py", "gelu.py"):
+        (problems / name).write_text("")
+    (candidates / "layernorm.py").write_text("")
+    (candidates / "softmax" / "a.py").write_text("")
+    (candidates / "softmax" / "b.py").write_text("")
+    jobs = find_jobs(problems, candidates)
+    assert [(j.level, j.problem.stem, j.label) for j in jobs] == [
+        ("problems", "layernorm", "layernorm.py"), ("problems", "softmax", "softmax/a.py"),
+        ("problems", "softmax", "softmax/b.py")]  # gelu has no candidate
+
+
+def test_copies_are_the_problem_with_model_new(tmp_path):
+    jobs = copy_jobs(PROBLEMS, tmp_path)
+    assert len(jobs) == 4 and {j.label for j in jobs} == {"copy"}
+    source = jobs[0].candidate.read_text()
+    assert source == jobs[0].problem.read_text() + COPY_SUFFIX and "class ModelNew(Model)" in source
+
+
+def test_bad_directories_are_one_paragraph(tmp_path):
+    with pytest.raises(SuiteError, match="does not exist"):
+        problem_levels(tmp_path / "missing")
+    with pytest.raises(SuiteError, match="holds no .py problem files"):
+        problem_levels(tmp_path)
+    with pytest.raises(SuiteError, match="No candidate in"):
+        find_jobs(PROBLEMS, tmp_path)
+
+
+def test_cli_usage_errors_exit_2(tmp_path, capsys):
+    assert main(["bench", str(tmp_path / "nowhere"), str(CANDIDATES), "--device", "cpu", "-o", str(tmp_path)]) == 2
+    assert "does not exist" in capsys.readouterr().out
+    assert main(["bench", str(PROBLEMS), "--device", "cpu", "-o", str(tmp_path)]) == 2
+    assert "or --copies" in capsys.readouterr().out
+
+
+# --- the records ----------------------------------------------------------------
+
+def test_results_log_drops_a_line_cut_short_and_refuses_to_overwrite(tmp_path):
+    log = ResultLog(tmp_path, resume=False)
+    log.append(record("a", speedup=2.0))
+    log.close()
+    with open(tmp_path / RESULTS_FILE, "a") as f:
+        f.write('{"problem": "b", "lev')  # killed mid-write
+    with pytest.raises(SuiteError, match="give --resume"):
+        ResultLog(tmp_path, resume=False)
+    log = ResultLog(tmp_path, resume=True)
+    assert [r.problem for r in log.records] == ["a"]
+    log.append(record("c", "incorrect"))
+    log.close()
+    assert [r.problem for r in read_records(tmp_path / RESULTS_FILE)] == ["a", "c"]
+
+
+def test_damaged_results_name_the_line(tmp_path):
+    (tmp_path / RESULTS_FILE).write_text('{"problem": "a"}\n[1, 2]\n')
+    with pytest.raises(SuiteError, match="line 1"):
+        read_records(tmp_path / RESULTS_FILE)
+
+
+def test_pending_skips_what_is_recorded_and_duplicates(tmp_path):
+    jobs = find_jobs(PROBLEMS, CANDIDATES)
+    log = ResultLog(tmp_path, resume=False)
+    first = jobs[0]
+    log.append(BenchRecord(first.problem.stem, first.level, first.label, first.sample, "correct", 2.0))
+    left = pending(jobs + jobs[:2], log)
+    log.close()
+    assert left == jobs[1:]
+    assert [len(g) for g in by_problem(left)] == [1, 1, 2, 1]
+
+
+# --- a real bench, killed and resumed ---------------------------------------------
+
+EXPECTED = {("level1", "1_scale", "level1/1/sample_0.py"): "correct",
+            ("level1", "1_scale", "level1/1/sample_1.py"): "incorrect",
+            ("level1", "2_shift", "level1/2/sample_0.py"): "correct",
+            ("level1", "3_negate", "level1/3/sample_0.py"): "import_error",
+            ("level1", "3_negate", "level1/3/sample_1.py"): "correct",
+            ("level2", "1_broken", "level2/1/sample_0.py"): PROBLEM_ERROR}
+
+
+def bench_command(out, *extra):
+    return [sys.executable, "-m", "harness", "bench", str(PROBLEMS), str(CANDIDATES), "--device", "cpu",
+            "--time-cap", "1", "-o", str(out), *extra]
+
+
+def test_killed_bench_resumes_without_duplicates_or_losses(tmp_path):
+    out = tmp_path / "bench"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    first = subprocess.Popen(bench_command(out), cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    results = out / RESULTS_FILE
+    deadline = time.monotonic() + 240
+    while not (results.is_file() and results.read_text().count("\n") >= 1):
+        assert first.poll() is None and time.monotonic() < deadline, "the bench wrote no result"
+        time.sleep(0.1)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    killed_with = read_records(results)
+    assert 1 <= len(killed_with) < len(EXPECTED)
+
+    done = subprocess.run(bench_command(out, "--resume", "--csv", str(tmp_path / "r.csv")), cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    records = read_records(results)
+    keys = [r.key for r in records]
+    assert len(keys) == len(set(keys)), "an evaluation was recorded twice"
+    assert {r.key: r.verdict for r in records} == EXPECTED
+    assert records[:len(killed_with)] == killed_with  # what the killed bench wrote stays as it was
+
+    # The sleeps make the fast candidates far over 2x and the slow one far under 1x anywhere.
+    speedups = {r.key: r.speedup for r in records if r.correct}
+    fast = [s for k, s in speedups.items() if k[1] != "2_shift"]
+    assert all(s > 2 for s in fast) and speedups[("level1", "2_shift", "level1/2/sample_0.py")] < 1
+    level1, level2 = json.loads((out / "summary.json").read_text())
+    assert level1["evaluations"] == 5 and level1["correct"] == 3 and level1["correctness"] == 0.6
+    assert level1["fast_p"] == {"0": 0.6, "1": 0.4, "1.5": 0.4, "2": 0.4}
+    assert level1["fast_p_compile"] is None
+    assert level1["geomean_speedup"] == pytest.approx(math.prod(speedups.values()) ** (1 / 3))
+    assert level1["failures"] == {"incorrect": 1, "import_error": 1}
+    assert (level2["evaluations"], level2["broken_problems"]) == (0, ["1_broken"])
+    assert (out / "fast_p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = (tmp_path / "r.csv").read_text().splitlines()
+    assert rows[0].startswith("problem,level,candidate,sample,verdict,speedup") and len(rows) == 7
