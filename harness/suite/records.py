@@ -30,6 +30,9 @@ class BenchRecord:
     interval: Optional[list[float]] = None  # 95%, of `speedup`
     seconds: float = 0.0
     explanation: str = ""  # its head
+    # over eager in IEEE float32, where PyTorch's defaults (TF32 convolutions) changed the reference
+    speedup_ieee: Optional[float] = None
+    interval_ieee: Optional[list[float]] = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -42,9 +45,11 @@ class BenchRecord:
 
 def record_of(job: Job, result: EvalResult) -> BenchRecord:
     compiled = next((b for b in result.baselines if b.name == "torch.compile"), None)
+    ieee = next((b for b in result.baselines if (b.name, b.numerics) == ("eager", "ieee")), None)
     return BenchRecord(job.problem.stem, job.level, job.label, job.sample, result.verdict.value,
                        result.speedup, compiled.speedup if compiled else None, result.speedup_interval,
-                       round(result.seconds, 3), result.explanation[:EXPLANATION_HEAD])
+                       round(result.seconds, 3), result.explanation[:EXPLANATION_HEAD],
+                       ieee.speedup if ieee else None, ieee.interval if ieee else None)
 
 
 def problem_failure(job: Job, explanation: str, seconds: float = 0.0) -> BenchRecord:
@@ -107,4 +112,4 @@ def write_csv(records: list[BenchRecord], path: Path) -> None:
         for record in records:
             row = to_dict(record)
             writer.writerow(["" if row[n] is None else " ".join(f"{v:.4g}" for v in row[n])
-                             if n == "interval" else row[n] for n in names])
+                             if n in ("interval", "interval_ieee") else row[n] for n in names])
