@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
@@ -37,6 +37,9 @@ class Problem:
     sha256: str
     atol: Optional[float] = None
     rtol: Optional[float] = None
+    # what Model draws random numbers with, as its source reads (dropout modules, torch.rand in
+    # forward); the reference process also tries it (integrity/lint.draws_random)
+    random_draws: list[str] = field(default_factory=list)
 
     def tolerances(self, dtype_name: str) -> tuple[float, float]:
         atol, rtol = DEFAULT_TOLERANCES.get(dtype_name, (1e-4, 1e-4))
@@ -72,6 +75,32 @@ def _constant(tree: ast.Module, name: str, path: Path) -> Optional[float]:
     return None
 
 
+# torch functions that draw from the generator, called in forward
+RANDOM_CALLS = {"rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "randperm", "bernoulli",
+                "multinomial", "normal", "poisson", "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
+                "feature_alpha_dropout", "bernoulli_", "uniform_", "normal_", "exponential_", "random_",
+                "cauchy_", "log_normal_", "geometric_", "rrelu"}
+# modules that draw in training mode
+RANDOM_MODULES = {"Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout", "RReLU"}
+
+
+def _random_draws(tree: ast.Module) -> list[str]:
+    """The random functions Model's forward calls and the dropout modules it builds."""
+    found: list[str] = []
+    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"):
+        for method in (n for n in cls.body if isinstance(n, ast.FunctionDef)):
+            for node in ast.walk(method):
+                if not isinstance(node, ast.Call):
+                    continue
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                # self.dropout(x) calls a submodule, found where it is built
+                own = isinstance(func, ast.Attribute) and getattr(func.value, "id", "") == "self"
+                if name in RANDOM_MODULES or (method.name == "forward" and name in RANDOM_CALLS and not own):
+                    found += [name] if name not in found else []
+    return found
+
+
 def load_problem(path: str | Path) -> Problem:
     path = Path(path)
     if not path.is_file():
@@ -102,4 +131,5 @@ def load_problem(path: str | Path) -> Problem:
             "the forward arguments and `get_init_inputs()` returning the constructor arguments.")
     return Problem(path=str(path.resolve()), name=path.stem, source=source,
                    sha256=hashlib.sha256(source.encode()).hexdigest(),
-                   atol=_constant(tree, "ATOL", path), rtol=_constant(tree, "RTOL", path))
+                   atol=_constant(tree, "ATOL", path), rtol=_constant(tree, "RTOL", path),
+                   random_draws=_random_draws(tree))

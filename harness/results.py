@@ -190,6 +190,7 @@ class EvalResult:
     retimed_for_slowdown: Optional[Retimed] = None
     timed_calls_checked: Optional[int] = None
     worker_log: Optional[str] = None
+    model_mode: str = ""  # "train" or "eval" (EvalOptions.model_mode); "" in eval.json files from before
     phase_seconds: dict[str, float] = field(default_factory=dict)
     # Everything else an evaluation notes, for a person (static findings, the exception, the exit status);
     # eval.json files written before the fields above hold those here too.

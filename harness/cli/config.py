@@ -217,6 +217,10 @@ def add_eval_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", choices=["warn", "strict"],
                         help="strict: refuse candidates that call the reference op, torch.compile, fall back to "
                              "torch, or launch no kernel (default: warn)")
+    parser.add_argument("--model-mode", choices=["train", "eval"], default=None,
+                        help="train: both models run in the mode they are constructed in, training, as KernelBench "
+                             "runs them (BatchNorm on batch statistics, dropout active); eval: both in eval(), "
+                             "for inference kernels (default: train)")
     parser.add_argument("--gpus", default=None, metavar="0,1", help="GPUs to time on, one candidate at a time each")
     parser.add_argument("--jobs", type=COUNT, default=None, metavar="N", help="builds at once (default: half the cores)")
     parser.add_argument("--max-host-memory", type=parse_size, default=None, metavar="SIZE",
@@ -232,7 +236,7 @@ def eval_options(args: argparse.Namespace, evaluation: Optional[Evaluation] = No
     return EvalOptions(device=args.device or default_device(), trials=evaluation.trials,
                        build_timeout=args.build_timeout, run_timeout=args.run_timeout,
                        time_cap=evaluation.time_cap, compile_baseline=evaluation.compile_baseline,
-                       cache_dir=args.cache_dir, policy=evaluation.policy,
+                       cache_dir=args.cache_dir, policy=evaluation.policy, model_mode=evaluation.model_mode,
                        max_host_memory=args.max_host_memory, max_processes=args.max_processes)
 
 
@@ -242,7 +246,8 @@ def evaluation_options(args: argparse.Namespace, recorded: Optional[Evaluation] 
     names taken from the record, and the names a flag overrode."""
     base = recorded or Evaluation()
     given = {"trials": args.trials, "time_cap": args.time_cap, "policy": args.policy,
-             "compile_baseline": args.compile_baseline, "gpus": parse_gpus(args.gpus)}
+             "compile_baseline": args.compile_baseline, "model_mode": args.model_mode,
+             "gpus": parse_gpus(args.gpus)}
     values, kept, overridden = {}, [], []
     for name, flag in given.items():
         if flag is None:

@@ -70,6 +70,9 @@ def eval_panel(result: EvalResult) -> Panel:
     if result.build:
         b = result.build
         summary.add_row("build", "cached" if b.cached else f"{b.seconds:.1f} s" + ("" if b.ok else " (failed)"))
+    if result.model_mode:
+        summary.add_row("models", f"{result.model_mode} mode" + (" (as constructed, as KernelBench runs them)"
+                                                                 if result.model_mode == "train" else ""))
     if result.check:
         c = result.check
         summary.add_row("check", f"{c.trials} trial(s), max abs err {c.max_abs_error:.3g}, "

@@ -51,6 +51,12 @@ class EvalOptions:
     max_host_memory: Optional[int] = None  # bytes for a candidate's whole process tree; None: default_host_memory()
     max_processes: int = MAX_PROCESSES
     max_log_bytes: int = MAX_LOG_BYTES
+    # "train": both models run in the mode they are constructed in (training, as KernelBench
+    # runs them: BatchNorm on batch statistics, dropout active); "eval": both in eval()
+    model_mode: str = "train"
+    # bytes the problem may use on its device, both processes together; None: what the device
+    # has free when the reference starts (tests set it to see the fit refusal)
+    memory_limit: Optional[int] = None
 
     def rel_se_target(self) -> float:
         """Queued GPU samples are steady enough to stop at 0.2%; a CPU's wander more."""
@@ -60,6 +66,44 @@ class EvalOptions:
 
     def resolved_cache(self) -> Path:
         return Path(self.cache_dir) if self.cache_dir else builds.default_cache_dir()
+
+
+class DoesNotFit(ProblemError):
+    """The problem needs more memory than its device has free; said before the first trial."""
+
+
+def _gb(n: float) -> str:
+    return f"{n / 1e9:.3g} GB"
+
+
+def fit_refusal(problem: Problem, ready: OracleReady, device: str, limit: Optional[int],
+                host_limit: Optional[int]) -> Optional[str]:
+    """The paragraph that refuses a problem too big for its device, or None when it fits.
+
+    The harness keeps, at the most: in the reference process one input draw, the reference's
+    outputs and the candidate's outputs it compares; in the candidate worker one input draw and
+    the candidate's outputs (timing draws one set at a time); and the timing's cache-flush buffer."""
+    inputs, outputs = ready.input_bytes, ready.output_bytes
+    kept = inputs + 2 * outputs + FLUSH_BYTES
+    needed = inputs + outputs + kept
+    where = "the GPU" if device != "cpu" else "the host"
+    free = limit if limit is not None else ready.available_bytes
+    if free and needed > free:
+        given = " (the limit given)" if limit is not None else " free"
+        return (f"Problem file {problem.path} does not fit: one evaluation needs about {_gb(needed)} "
+                f"(inputs {_gb(inputs)}, outputs {_gb(outputs)}, kept copies {_gb(kept)}: the reference's outputs "
+                f"and the candidate's side by side, and the timing's cache flush); {where} has {_gb(free)}{given}. "
+                "Make get_inputs() smaller, or use a device with more memory.")
+    worker = inputs + outputs + FLUSH_BYTES
+    if device == "cpu" and host_limit and worker > host_limit:
+        return (f"Problem file {problem.path} does not fit: the candidate's process needs about {_gb(worker)} "
+                f"(inputs {_gb(inputs)}, outputs {_gb(outputs)}), over the host-memory limit of {_gb(host_limit)} "
+                "(--max-host-memory). Raise the limit or make get_inputs() smaller.")
+    return None
+
+
+# the timing's cache-flush buffer, at most (max(2 x L2, 64 MB) on a GPU, 2 x the CPU's caches)
+FLUSH_BYTES = 256 << 20
 
 
 class _Stop(Exception):
@@ -183,6 +227,7 @@ class Evaluator:
         self._current: Optional[Child] = None  # the worker in flight
         self._closed = False  # after close, a timing thread still running starts no process
         self.environment = None
+        self.memory: dict[str, dict[str, int]] = {}  # peak bytes by process, as their replies said
 
     def __enter__(self) -> "Evaluator":
         return self
@@ -216,12 +261,17 @@ class Evaluator:
         log = self.logs / f"oracle-{self.problem.name}-{os.getpid()}-{self.options.gpu or 0}.log"
         self.oracle = Child("oracle", log, env=self._env(), registry=self.registry)
         self.oracle.send(to_dict(OracleSpec(self.problem.path, self.options.device, self.problem.tolerance_table(),
-                                            str(self.cache), **self.seeds)))
+                                            str(self.cache), model_mode=self.options.model_mode, **self.seeds)))
         # the reference's own start (torch's import, the problem's lint) is no candidate's run: a short
         # --run-timeout meant for candidates must not fail it on a busy machine
         ready = self._oracle_says(time.monotonic() + max(self.options.run_timeout, ORACLE_START_S), OracleReady)
         self.oracle_info = ready
         self.problem_warnings = list(ready.warnings)
+        refusal = fit_refusal(self.problem, ready, self.options.device, self.options.memory_limit,
+                              self.limits.host_memory)
+        if refusal:
+            self._end_children()
+            raise DoesNotFit(refusal)
         self.environment = collect_environment(self.options.device, ready.device_name, ready.capability)
 
     def prepare(self) -> None:
@@ -241,7 +291,8 @@ class Evaluator:
         """The build step alone: needs CPU cores only, so a pool runs many at once."""
         started = time.monotonic()
         path = Path(candidate)
-        result = EvalResult(Verdict.CRASHED, "", problem=self.problem.path, candidate=str(path))
+        result = EvalResult(Verdict.CRASHED, "", problem=self.problem.path, candidate=str(path),
+                            model_mode=self.options.model_mode)
         try:
             source = path.read_text()
         except (OSError, UnicodeDecodeError) as exc:
@@ -329,6 +380,8 @@ class Evaluator:
             if self.keep_spare and self.oracle and self._spare is None:
                 self._spare = self._spawn_worker(spare=True)
             result.seconds = time.monotonic() - built.started
+            result.details["peak_memory"] = {role: dict(use) for role, use in self.memory.items()}
+            self.memory.pop("candidate_worker", None)  # the next candidate has a worker of its own
         return result
 
     def _build(self, path: Path, entry: builds.BuildEntry) -> BuildResult:
@@ -425,7 +478,8 @@ class Evaluator:
         built.result.worker_log = str(worker.log_path)
         spec = self._import_spec(built.path, built.entry)
         worker.send(to_dict(CandidateSpec(spec.candidate, spec.lock, spec.pch_lock, problem=self.problem.path,
-                                          env=built.entry.env(), device=self.options.device, **self.seeds)))
+                                          env=built.entry.env(), device=self.options.device,
+                                          model_mode=self.options.model_mode, **self.seeds)))
 
     def _await_ready(self, worker: Child, result: EvalResult) -> None:
         try:
@@ -450,10 +504,12 @@ class Evaluator:
         reply = _read(kind, message)
         if reply.error:
             raise _child_error(reply, reply.phase or doing)
+        _note_memory(self.memory.setdefault("candidate_worker", {}), reply)
         return reply, message
 
-    def _oracle_says(self, deadline: float, kind: type[R]) -> R:
-        """The reference process's next reply. Its failure is the problem's, and ends the process."""
+    def _oracle_says(self, deadline: float, kind: type[R], doing: Optional[str] = None) -> R:
+        """The reference process's next reply. Its failure is the problem's, and ends the process;
+        running out of memory is the device's limit (`doing`: what the candidate was at, if anything)."""
         log = self.oracle.log_path
         try:
             reply = from_dict(kind, self.oracle.recv(deadline).header)
@@ -461,10 +517,21 @@ class Evaluator:
             self._end_children()
             raise ProblemError(f"Problem file {self.problem.path}: the reference process failed "
                                f"({exc or 'timed out'}); see {log}.") from None
+        if reply.error == "out_of_memory":
+            self.oracle.stop()
+            self.oracle = None
+            first = str(reply.message).strip().splitlines()[:1]
+            if doing is None:
+                raise DoesNotFit(f"Problem file {self.problem.path}: the reference ran out of memory while it was "
+                                 f"being loaded and linted ({''.join(first)}); the problem does not fit the "
+                                 "device's free memory. Make get_inputs() smaller, or free the device.")
+            raise _Stop(Verdict.RUNTIME_ERROR, f"The reference process ran out of GPU memory while {doing}, beside "
+                        f"this candidate's process: {''.join(first)}", exception=reply.exception)
         if reply.error:
             self._end_children()
             raise ProblemError(f"Problem file {self.problem.path} could not be used: "
                                f"{reply.exception}: {reply.message}".strip())
+        _note_memory(self.memory.setdefault("reference", {}), reply)
         return reply
 
     def _check(self, worker: Child, result: EvalResult) -> CheckResult:
@@ -472,7 +539,7 @@ class Evaluator:
         total = CheckResult(True)
         for trial in range(self.options.trials):
             self.oracle.send(to_dict(Request(Command.MAKE_TRIAL)))
-            made = self._oracle_says(deadline, TrialMade)
+            made = self._oracle_says(deadline, TrialMade, f"drawing trial {trial + 1}")
             worker.send(to_dict(Request(Command.TRIAL, seed=made.seed)))
             reply, outputs = self._talk(worker, deadline, f"running trial {trial + 1}", TrialOutputs, raw=True)
             self._refuse_tampering(reply)
@@ -486,7 +553,7 @@ class Evaluator:
                     "for the same seed. Draw inputs from torch's random functions (torch.randn, torch.rand, "
                     "...) so a seed reproduces them.")
             self.oracle.forward(outputs, cmd=Command.COMPARE.value)
-            check = self._oracle_says(deadline, Checked).check
+            check = self._oracle_says(deadline, Checked, f"comparing trial {trial + 1}").check
             check.trials = trial + 1
             changed = reply.inputs_changed
             if changed:
@@ -580,7 +647,7 @@ class Evaluator:
                 "synchronized (another stream or thread): it was timed synchronously, every stream counted")
             timings = {name: speedups.synchronous(t) for name, t in timings.items()}
         self.oracle.forward(message, cmd=Command.VERIFY_TIMED.value)
-        check = self._oracle_says(deadline, Checked).check
+        check = self._oracle_says(deadline, Checked, "re-checking the timed outputs").check
         result.timed_calls_checked = check.trials
         if not check.passed:
             # Trials synchronize the device before reading outputs; timed calls follow one another
@@ -593,7 +660,7 @@ class Evaluator:
         self.oracle.send(to_dict(Request(Command.TIME_REFERENCE, compile_baseline=o.compile_baseline,
                                          rule=Rule(o.rel_se_target(), min(o.time_cap, 3.0), o.min_samples),
                                          default_numerics=numerics)))
-        alone = self._oracle_says(deadline, ReferenceTimed).timings
+        alone = self._oracle_says(deadline, ReferenceTimed, "timing the reference alone").timings
         return timings, alone
 
     def _slowed_down(self, beside: Timing, alone: Timing) -> bool:
@@ -612,6 +679,12 @@ class Evaluator:
         if ratio > REFERENCE_SLOWDOWN_WARN:
             result.warnings.append(f"the reference ran {ratio:.2f}x slower beside the candidate than alone "
                                    f"({beside.median:.4g} ms vs {alone.median:.4g} ms)")
+
+
+def _note_memory(peaks: dict[str, int], reply: Reply) -> None:
+    for key, value in (reply.memory or {}).items():
+        if isinstance(value, int):
+            peaks[key] = max(peaks.get(key, 0), value)
 
 
 def _slowdown(beside: Timing, alone: Timing) -> float:

@@ -49,6 +49,7 @@ class CandidateSpec(BuildSpec):
     init_seed: int = 0
     param_seed: int = 0
     env: dict[str, str] = field(default_factory=dict)  # the candidate's cache entry; the process may be a spare
+    model_mode: str = "train"  # EvalOptions.model_mode
 
 
 @dataclass
@@ -59,6 +60,7 @@ class OracleSpec:
     cache_dir: str
     init_seed: int
     param_seed: int
+    model_mode: str = "train"  # EvalOptions.model_mode
 
 
 # --- requests -----------------------------------------------------------------
@@ -94,6 +96,9 @@ class Reply:
     traceback: str = ""
     phase: str = ""  # what the worker was doing, when it knows better than the harness
     kind: str = ""  # the reply's class name, so that a reply out of order is seen as one
+    # the replying process's peak memory so far, in bytes: "host" (VmHWM), and on a GPU "gpu"
+    # (torch.cuda.max_memory_allocated) and "device_used" (the whole device, every process)
+    memory: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.kind = self.kind or type(self).__name__
@@ -129,6 +134,9 @@ class OracleReady(Reply):
     peaks: Optional[Peaks] = None
     hardware: list[str] = field(default_factory=list)  # facts for the first prompt, one a line
     inputs: list[str] = field(default_factory=list)  # how forward's arguments arrive, one a line
+    input_bytes: int = 0  # one draw of get_inputs()
+    output_bytes: int = 0  # the reference's outputs for it
+    available_bytes: int = 0  # memory free for the problem on the device (for both processes together)
 
 
 @dataclass

@@ -13,6 +13,7 @@ from typing import Callable, Optional
 import torch
 
 from ..problem import tolerance
+from .digest import checksum
 
 # std below this share of |mean| counts as barely varying, whatever the tolerances
 RELATIVE_SPREAD = 1e-3
@@ -24,18 +25,23 @@ def lint_reference(model: Callable, make_inputs: Callable[[], list], runs: int =
 
     `make_inputs` draws one input set from a fresh seed; `tolerances` maps a
     dtype name ("float32", ...) and "default" to (atol, rtol), as the check
-    uses them. Only the first draw is kept: big problems stay affordable."""
+    uses them. Only the first draw's outputs and every draw's checksum are kept, each
+    draw's inputs freed before the next: big problems stay affordable."""
     tolerances = tolerances or {"default": (1e-4, 1e-4)}
     runs = max(2, runs)
-    first_inputs = list(make_inputs())
-    first = _outputs(model, first_inputs)
+    inputs = list(make_inputs())
+    first_sum = checksum(inputs)
+    first = _outputs(model, inputs)
     same_inputs, same_outputs = True, [True] * len(first)
     for _ in range(runs - 1):
+        del inputs
         inputs = list(make_inputs())
         outputs = _outputs(model, inputs)
-        same_inputs = same_inputs and _equal_inputs(first_inputs, inputs)
+        same_inputs = same_inputs and checksum(inputs) == first_sum
         same_outputs = [same and _close(a, b, tolerance(tolerances, str(a.dtype)))
                         for same, a, b in zip(same_outputs, first, outputs)]
+        del outputs
+    del inputs
     warnings = []
     if same_inputs:
         warnings.append(f"get_inputs() gave the same inputs on {runs} draws from different seeds: every trial "
@@ -59,18 +65,41 @@ def _outputs(model: Callable, inputs: list) -> list[torch.Tensor]:
 
 
 
-def _equal_inputs(a: list, b: list) -> bool:
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b):
-        if isinstance(x, torch.Tensor) != isinstance(y, torch.Tensor):
-            return False
-        if isinstance(x, torch.Tensor):
-            if x.shape != y.shape or x.dtype != y.dtype or not torch.equal(x, y.to(x.device)):
-                return False
-        elif x != y:
-            return False
-    return True
+def draws_random(model: Callable, inputs: list, restore: Callable[[], None]) -> Optional[str]:
+    """A warning if the reference's outputs depend on the random generator: the same inputs,
+    from the same module state, give different outputs under two seeds and the same under one.
+
+    The harness reseeds before every call, so a copy of the reference passes; a kernel
+    passes only if it draws the same numbers in the same order as PyTorch's generator."""
+    runs = []
+    for seed in (1, 2, 1):
+        restore()
+        torch.manual_seed(seed)
+        runs.append(_outputs(model, inputs))
+        if len(runs) == 2 and _identical(runs[0], runs[1]):
+            return None
+        if len(runs) == 2:
+            runs[1] = None  # only the first is compared again
+    if not _identical(runs[0], runs[2]):
+        return None  # it changes from call to call whatever the seed: not the generator's doing
+    return ("Model.forward draws random numbers (dropout in training mode, torch.rand, bernoulli, ...): on the "
+            "same inputs it gives different outputs under different generator seeds. The harness reseeds before "
+            "every call, so a copy of Model passes, but a kernel matches only if it draws the same numbers in the "
+            "same order as PyTorch's generator. For an inference kernel evaluate with --model-mode eval (dropout "
+            "off), or set the dropout probability to 0 in the problem.")
+
+
+def _identical(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(map(identical, a, b))
+
+
+def identical(a, b) -> bool:
+    """Bit for bit the same output, NaN where NaN."""
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        # torch.equal holds no temporary; NaN (unequal to itself) needs the slower look
+        return a.shape == b.shape and a.dtype == b.dtype and (torch.equal(a, b) or (a.is_floating_point() and bool(
+            torch.isclose(a, b, rtol=0, atol=0, equal_nan=True).all())))
+    return a == b
 
 
 def _close(a: torch.Tensor, b: torch.Tensor, tol: tuple[float, float]) -> bool:

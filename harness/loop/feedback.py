@@ -265,6 +265,7 @@ def feedback_context(n: int, result: EvalResult, thresholds: Thresholds, history
         "target": thresholds.target,
         "warnings": warning_lines(result, hidden),
         "notes": [line for line in [compared, *(notes or [])] if line],
+        "model_mode": result.model_mode,
         "advice": advice(result, thresholds, best_of(history)),
         "history": history_table(history + [Past(n, result, approach)]),
     }

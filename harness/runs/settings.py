@@ -71,4 +71,5 @@ class Evaluation:
     time_cap: float = 10.0
     policy: str = "warn"
     compile_baseline: bool = False
+    model_mode: str = "train"  # "eval": both models in eval() (inference kernels)
     gpus: Optional[list[int]] = None  # physical indices; None: the first GPU

@@ -11,14 +11,15 @@ import os
 
 import torch
 
+from ...integrity import digest as digests
 from ...integrity import guards
 from ...integrity.guards import Guard, L2Watch, ThreadWatch, findings
 from ...integrity.recheck import TimedOutputs
 from ...results import from_dict, to_dict
 from .. import channel, check, timing
 from ..protocol import CandidateReady, CandidateSpec, Command, Reply, Request, Timed, TrialOutputs
-from .common import (build_model, checksum, classify_import_error, copy_parameters, error_message, import_candidate,
-                     import_file, inputs_from_seed, randomize_parameters, settle, sync)
+from .common import (State, build_model, classify_import_error, copy_parameters, error_message, import_candidate,
+                     import_file, in_mode, inputs_from_seed, memory_use, randomize_parameters, settle, sync)
 
 # Every callable the harness relies on here, the engine's own modules included, as
 # they were before candidate code ran. The labels keep the short names verdicts have
@@ -29,10 +30,11 @@ for _label, _namespace in (("torch", torch), ("torch.nn.functional", torch.nn.fu
                            ("torch.cuda.Event", torch.cuda.Event), ("time", timing.time),
                            ("harness.timing", timing), ("harness.timing.Clock", timing.Clock),
                            ("harness.channel", channel), ("harness.check", check),
-                           ("harness.guards", guards)):
+                           ("harness.guards", guards), ("harness.digest", digests)):
     GUARD.take(_label, _namespace)
 # the functions this module calls after candidate code has run, kept unswappable
 _send, _time_interleaved, _at_default_numerics = channel.send, timing.time_interleaved, guards.at_default_numerics
+_digest, _totals, _changed, _memory_use = digests.digest, digests.totals, digests.changed, memory_use
 
 
 def candidate_role(conn, header: dict) -> None:
@@ -65,7 +67,9 @@ def candidate_role(conn, header: dict) -> None:
         randomize_parameters(reference, spec.param_seed)
         candidate = build_model(model_new, init_args, spec.init_seed)
         warnings = copy_parameters(reference, candidate)
-        reference, candidate = reference.to(device).eval(), candidate.to(device).eval()
+        reference = in_mode(reference.to(device), spec.model_mode)
+        candidate = in_mode(candidate.to(device), spec.model_mode)
+        state = State(reference, candidate)
     except BaseException as exc:  # noqa: BLE001
         channel.send(conn, error_message("runtime_error", exc, phase="constructing ModelNew"))
         return
@@ -73,25 +77,30 @@ def candidate_role(conn, header: dict) -> None:
     while True:
         request = from_dict(Request, channel.recv(conn).header)
         if request.cmd is Command.TRIAL:
-            inputs = inputs_from_seed(problem, device, request.seed)
-            digest = checksum(inputs)  # taken before the candidate sees them
-            pristine = [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
-            try:
+            phase = "drawing the trial's inputs"
+            try:  # inside the try: running out of memory here is still this candidate's run
+                state.restore()
+                inputs = inputs_from_seed(problem, device, request.seed)
+                # taken before the candidate sees them: block sums, not a second copy of the inputs
+                before = _digest(inputs)
+                digest = _totals(before)
+                phase = "running ModelNew"
                 with torch.no_grad():
                     outputs = candidate(*inputs)
                 sync(device)
-                changed = [i for i, (a, b) in enumerate(zip(inputs, pristine))
-                           if isinstance(a, torch.Tensor) and not torch.equal(a, b)]
+                changed = _changed(before, _digest(inputs))
+                del inputs, before
                 tensors: list = []
                 tree = channel.flatten(outputs, tensors)
                 sync(device)
             except BaseException as exc:  # noqa: BLE001
-                channel.send(conn, error_message("runtime_error", exc, phase="running ModelNew"))
+                channel.send(conn, error_message("runtime_error", exc, phase=phase))
                 return
             _send(
                 conn, to_dict(TrialOutputs(outputs=tree, inputs_changed=changed, checksum=digest,
-                                           **findings(GUARD, watch, l2))),
+                                           memory=_memory_use(device), **findings(GUARD, watch, l2))),
                 tensors)
+            del outputs, tensors, tree  # nothing of a trial outlives its reply
         elif request.cmd is Command.TIME:
             make_inputs = lambda seed: inputs_from_seed(problem, device, seed)  # noqa: E731
             observed = TimedOutputs(device)
@@ -106,6 +115,8 @@ def candidate_role(conn, header: dict) -> None:
                 channel.send(conn, error_message("runtime_error", exc, phase="timing"))
                 return
             samples, tensors = observed.message()
-            _send(conn, to_dict(Timed(timings=results, timed=samples, **findings(GUARD, watch, l2))), tensors)
+            _send(conn, to_dict(Timed(timings=results, timed=samples, memory=_memory_use(device),
+                                      **findings(GUARD, watch, l2))), tensors)
+            del observed, samples, tensors
         else:
             return

@@ -130,9 +130,61 @@ def inputs_from_seed(problem, device: torch.device, seed: int) -> list:
     return to_device(list(values), device) if isinstance(values, (list, tuple)) else values
 
 
-def checksum(values: list) -> list:
-    """A cheap digest of inputs, to confirm two processes made the same ones."""
-    return [float(v.detach().double().sum()) if isinstance(v, torch.Tensor) else repr(v) for v in values]
+def memory_use(device: torch.device) -> dict[str, int]:
+    """This process's peak memory so far (protocol.Reply.memory)."""
+    use = {}
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                use["host"] = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    if device.type == "cuda":
+        free, total = torch.cuda.mem_get_info(device)
+        use["gpu"], use["device_used"] = torch.cuda.max_memory_allocated(device), total - free
+    return use
+
+
+def tensor_bytes(values: list) -> int:
+    return sum(v.nbytes for v in values if isinstance(v, torch.Tensor))
+
+
+def memory_available(device: torch.device) -> int:
+    """Bytes free for more tensors: the GPU's free memory, or on a CPU the host's available memory."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def in_mode(model: torch.nn.Module, mode: str) -> torch.nn.Module:
+    """"train" leaves the model in the mode it was constructed in (training, unless the
+    problem says otherwise), as KernelBench runs it; "eval" puts it in eval()."""
+    return model.eval() if mode == "eval" else model
+
+
+class State:
+    """The buffers of models (BatchNorm's running statistics, counters) as they were when taken.
+
+    Forward may change buffers, and the reference process calls the reference more often
+    (at load, for the lint) than the candidate worker calls either model. Restoring this
+    before every correctness trial and every re-check, in both processes, makes trial k
+    the first call after construction for both models. Timing does not restore: there
+    both models are called alike, and a buffer a call updates (running statistics in
+    training mode) is one the outputs do not read, in either mode."""
+
+    def __init__(self, *models: torch.nn.Module):
+        self.saved = [(b, b.detach().clone()) for m in models for b in m.buffers()]
+
+    def restore(self) -> None:
+        with torch.no_grad():
+            for buffer, value in self.saved:
+                buffer.copy_(value)
 
 
 SAMPLED_ELEMENTS = 2048

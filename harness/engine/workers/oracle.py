@@ -21,8 +21,9 @@ from ...problem import tolerance
 from ...results import CheckResult, as_list, from_dict, to_dict
 from .. import channel, check, timing
 from ..protocol import Checked, Command, OracleReady, OracleSpec, ReferenceTimed, Request, TrialMade
-from .common import (build_model, check_inputs, checksum, error_message, import_file, inputs_from_seed,
-                     randomize_parameters, settle, sync)
+from ...integrity.digest import checksum
+from .common import (State, build_model, check_inputs, error_message, import_file, in_mode, inputs_from_seed,
+                     memory_available, memory_use, randomize_parameters, settle, sync, tensor_bytes)
 
 
 def problem_roofline(problem, device: torch.device, device_name: str, cache_dir: str | None) -> dict:
@@ -45,15 +46,7 @@ def changed_by_default_numerics(reference, inputs: list, exact: list) -> bool:
     where they do not, one timing of the reference serves as both baselines."""
     with torch.no_grad(), pytorch_default_numerics():
         usual = as_list(reference(*inputs))
-    return len(exact) != len(usual) or not all(_identical(a, b) for a, b in zip(exact, usual))
-
-
-def _identical(a, b) -> bool:
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        # torch.equal holds no temporary; NaN (unequal to itself) needs the slower look
-        return a.shape == b.shape and a.dtype == b.dtype and (torch.equal(a, b) or bool(
-            torch.isclose(a, b, rtol=0, atol=0, equal_nan=True).all()))
-    return a == b
+    return len(exact) != len(usual) or not all(map(lint.identical, exact, usual))
 
 
 def check_outputs(outputs) -> None:
@@ -112,6 +105,18 @@ def input_facts(problem, inputs: list) -> list[str]:
     return facts
 
 
+def _failure(exc: BaseException) -> str:
+    """How the harness should read a failure of the reference: running out of memory is the
+    device's limit, not a broken problem file."""
+    return "out_of_memory" if isinstance(exc, torch.OutOfMemoryError) else "problem_error"
+
+
+def free_cache(device: torch.device) -> None:
+    """Between phases: what this process freed goes back to the device, for the candidate's process."""
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
 def oracle_role(conn, header: dict) -> None:
     spec = from_dict(OracleSpec, header)
     device = torch.device(spec.device)
@@ -123,7 +128,8 @@ def oracle_role(conn, header: dict) -> None:
         check_inputs(init_args, "get_init_inputs()")
         reference = build_model(problem.Model, init_args, spec.init_seed)
         randomize_parameters(reference, spec.param_seed)
-        reference = reference.to(device).eval()
+        reference = in_mode(reference.to(device), spec.model_mode)
+        state = State(reference)
         compiled = None
         probe = new_seed()
         sample = inputs_from_seed(problem, device, probe)
@@ -134,15 +140,22 @@ def oracle_role(conn, header: dict) -> None:
         with torch.no_grad():
             exact = reference(*sample)
         check_outputs(exact)
+        # the footprint, for the harness to say before the first trial whether the problem fits
+        sizes = {"input_bytes": tensor_bytes(sample), "output_bytes": tensor_bytes(as_list(exact))}
+        sizes["available_bytes"] = memory_available(device) + sizes["input_bytes"] + sizes["output_bytes"]
         numerics_differ = changed_by_default_numerics(reference, sample, as_list(exact))
         arguments = input_facts(problem, sample)
-        del sample, exact
+        del exact
+        random_draws = lint.draws_random(reference, sample, state.restore)
+        del sample
     except BaseException as exc:  # noqa: BLE001
-        channel.send(conn, error_message("problem_error", exc))
+        channel.send(conn, error_message(_failure(exc), exc))
         return
     info = OracleReady(ready=True, device_name=platform.processor() or platform.machine(),
                        reproducible=reproducible, numerics_differ=numerics_differ,
-                       hardware=hardware_facts(device), inputs=arguments)
+                       hardware=hardware_facts(device), inputs=arguments, **sizes)
+    if random_draws:
+        info.warnings.append(random_draws)
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         info.device_name, info.capability = props.name, f"{props.major}.{props.minor}"
@@ -156,11 +169,13 @@ def oracle_role(conn, header: dict) -> None:
                                                 tolerances=tolerances)
     except Exception as exc:  # noqa: BLE001
         info.warnings.append(f"the problem lint could not run: {type(exc).__name__}: {exc}")
+    free_cache(device)
+    info.memory = memory_use(device)
     channel.send(conn, to_dict(info))
-    outputs = None
+    outputs, output_bytes = None, 0
     while True:
         # a candidate's outputs may not be much bigger than the reference's (plus the timed samples)
-        limit = 4 * sum(t.nbytes for t in as_list(outputs) if isinstance(t, torch.Tensor)) + (64 << 20)
+        limit = 4 * output_bytes + (64 << 20)
         try:
             message = channel.recv(conn, max_bytes=limit, pin=device.type == "cuda")
         except channel.ChannelError as exc:
@@ -174,16 +189,20 @@ def oracle_role(conn, header: dict) -> None:
             # The worker makes the same inputs from the seed: 8 bytes travel, not the tensors.
             seed = new_seed()
             try:
+                outputs = None
+                state.restore()  # trial k sees the state the candidate's model sees: as constructed
                 inputs = inputs_from_seed(problem, device, seed)
                 check_inputs(inputs, "get_inputs()")
                 digest = checksum(inputs)
                 with torch.no_grad():
                     outputs = reference(*inputs)
                 sync(device)
+                del inputs
+                output_bytes = tensor_bytes(as_list(outputs))
             except BaseException as exc:  # noqa: BLE001
-                channel.send(conn, error_message("problem_error", exc))
+                channel.send(conn, error_message(_failure(exc), exc))
                 return
-            channel.send(conn, to_dict(TrialMade(seed=seed, checksum=digest)))
+            channel.send(conn, to_dict(TrialMade(seed=seed, checksum=digest, memory=memory_use(device))))
         elif cmd is Command.COMPARE:
             tree, candidate = message.header.get("outputs"), None
             try:
@@ -192,8 +211,11 @@ def oracle_role(conn, header: dict) -> None:
                                        lambda dtype: tolerance(tolerances, dtype))
             except channel.ChannelError as exc:
                 result = CheckResult(False, reasons=[f"its outputs are unreadable: {exc}"])
+            # both sides' outputs go as soon as they are compared
             del message, candidate
-            channel.send(conn, to_dict(Checked(check=result)))
+            outputs = None
+            free_cache(device)
+            channel.send(conn, to_dict(Checked(check=result, memory=memory_use(device))))
         elif cmd is Command.TIME_REFERENCE:
             request = from_dict(Request, message.header)
             # The reference alone, in a process no candidate touched: the yardstick
@@ -211,17 +233,20 @@ def oracle_role(conn, header: dict) -> None:
                         entries["compiled_defaults"] = timing.Timed(make_inputs, at_default_numerics(compiled))
                 results = timing.time_interleaved(entries, device, timing.StopRule(**to_dict(request.rule)))
             except BaseException as exc:  # noqa: BLE001
-                channel.send(conn, error_message("problem_error", exc))
+                channel.send(conn, error_message(_failure(exc), exc))
                 return
-            channel.send(conn, to_dict(ReferenceTimed(timings=results)))
+            free_cache(device)
+            channel.send(conn, to_dict(ReferenceTimed(timings=results, memory=memory_use(device))))
         elif cmd is Command.VERIFY_TIMED:
             def reference_outputs(seed: int) -> list:
+                state.restore()
                 with torch.no_grad():
                     return as_list(reference(*inputs_from_seed(problem, device, seed)))
 
             result = verify_timed(message.header.get("timed") or [], message.tensors, reference_outputs,
                                   tolerances)
             del message
-            channel.send(conn, to_dict(Checked(check=result)))
+            free_cache(device)
+            channel.send(conn, to_dict(Checked(check=result, memory=memory_use(device))))
         else:
             return
