@@ -77,3 +77,26 @@ def test_the_first_prompt_says_the_reference_draws_random_numbers():
     assert "The reference draws random numbers (Dropout" in text
     plain = first_prompt(Prompts(), load_problem(BATCHNORM), cpu, accept=1.5, target=2.0, trials=5)
     assert "random numbers" not in plain
+
+
+MB = 1 << 20
+# what a process holds besides the problem's tensors: torch itself (~220 MB resident), the
+# temporaries of the digest, the lint and the comparison (a few slices of 16M elements), the
+# timing's cache-flush buffer
+MARGIN = 400 * MB
+REFERENCE_MARGIN = 600 * MB
+
+
+def test_the_engine_keeps_no_copy_it_does_not_need(cpu_options, tmp_path):
+    """Peak resident memory per process: the candidate worker holds one input draw and its outputs,
+    the reference process one draw, its outputs and the candidate's."""
+    candidate = tmp_path / "relu.py"
+    candidate.write_text("import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+                         "    def forward(self, x):\n        return torch.relu(x)\n")
+    options = dataclasses.replace(cpu_options, trials=1, time_cap=0.1, min_samples=1)
+    result = evaluate(PROBLEMS / "big_relu.py", candidate, options)
+    assert result.verdict is Verdict.CORRECT, result.explanation
+    size = (1 << 26) * 4  # the input, and the output likewise
+    peaks = result.details["peak_memory"]
+    assert peaks["candidate_worker"]["host"] <= 2 * size + MARGIN, peaks
+    assert peaks["reference"]["host"] <= 3 * size + REFERENCE_MARGIN, peaks

@@ -54,11 +54,45 @@ def compare(reference: Any, candidate: Any, candidate_devices: list[str],
     return result
 
 
+# elements compared at once: the temporaries of a comparison stay a few slices of this size,
+# not several copies of a multi-GB output
+CHUNK = 1 << 24
+
+
 def _compare_values(label: str, ref: torch.Tensor, cand: torch.Tensor,
                     tol: tuple[float, float], result: CheckResult) -> None:
-    atol, rtol = tol
     if ref.numel() == 0:
         return
+    refs, cands = ref.reshape(-1), cand.reshape(-1)
+    mismatches, nonfinite, flat = 0, 0, None
+    for start in range(0, refs.numel(), CHUNK):
+        bad, nan = _compare_chunk(refs[start:start + CHUNK], cands[start:start + CHUNK], tol, result)
+        count = int(bad.sum())
+        if count and flat is None:
+            flat = start + int(bad.nonzero()[0, 0])
+        mismatches, nonfinite = mismatches + count, nonfinite + nan
+        del bad
+    atol, rtol = tol
+    if nonfinite:
+        result.reasons.append(f"{label} has {nonfinite} non-finite value(s) where the reference is finite")
+    if mismatches:
+        result.passed = False
+        result.mismatch_share = mismatches / ref.numel()
+        index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), ref.shape))
+        result.first_bad_index = list(index)
+        result.reasons.append(
+            f"{label} differs from the reference in {mismatches} of {ref.numel()} elements "
+            f"({result.mismatch_share:.2%}); first at index {list(index)}: "
+            f"got {cand[index].item():.6g}, expected {ref[index].item():.6g} "
+            f"(atol={atol:g}, rtol={rtol:g})")
+
+
+def _compare_chunk(ref: torch.Tensor, cand: torch.Tensor, tol: tuple[float, float],
+                   result: CheckResult) -> tuple[torch.Tensor, int]:
+    """Where one slice differs, and its non-finite values where the reference is finite;
+    the largest errors go into `result`."""
+    atol, rtol = tol
+    nonfinite = 0
     if not ref.dtype.is_floating_point:
         bad = cand != ref
         diff = (cand.to(torch.float64) - ref.to(torch.float64)).abs()
@@ -67,20 +101,7 @@ def _compare_values(label: str, ref: torch.Tensor, cand: torch.Tensor,
         r, c = (ref, cand) if ref.dtype in (torch.float32, torch.float64) else (ref.float(), cand.float())
         bad = ~torch.isclose(c, r, rtol=rtol, atol=atol, equal_nan=True)
         nonfinite = int((~torch.isfinite(c) & torch.isfinite(r)).sum())
-        if nonfinite:
-            result.reasons.append(f"{label} has {nonfinite} non-finite value(s) where the reference is finite")
         diff = (c - r).abs_().nan_to_num_(nan=0.0, posinf=0.0)
         result.max_rel_error = max(result.max_rel_error, float((diff / r.abs().clamp_min(1e-12)).max()))
     result.max_abs_error = max(result.max_abs_error, float(diff.max()))
-    mismatches = int(bad.sum())
-    if mismatches:
-        result.passed = False
-        result.mismatch_share = mismatches / bad.numel()
-        flat = int(bad.reshape(-1).nonzero()[0, 0])
-        index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), bad.shape))
-        result.first_bad_index = list(index)
-        result.reasons.append(
-            f"{label} differs from the reference in {mismatches} of {bad.numel()} elements "
-            f"({result.mismatch_share:.2%}); first at index {list(index)}: "
-            f"got {cand[index].item():.6g}, expected {ref[index].item():.6g} "
-            f"(atol={atol:g}, rtol={rtol:g})")
+    return bad, nonfinite

@@ -2,33 +2,35 @@
 
 Two processes show they drew the same inputs by exchanging a checksum, and the
 candidate worker sees that a candidate changed its inputs in place by comparing
-a digest taken before the call with one taken after. Both are sums in float64
-over blocks of the flattened tensor, converted a slice at a time, so the extra
-memory is one slice (CHUNK elements in float64), never a float64 copy of the input.
+a digest taken before the call with one taken after. Both read a tensor's raw
+bytes as 32-bit words and add them up per block, wrapping: integer sums are exact
+in any order (the same on every device and thread count), a change to any one
+element moves its block's sum, and nothing the size of the input is allocated.
 """
 from __future__ import annotations
 
 import torch
 
-CHUNK = 1 << 24  # elements converted to float64 at once: 128 MB
-BLOCK = 1 << 12  # elements per block sum: a change anywhere moves its block's sum
+CHUNK = 1 << 24  # elements (or words) handled at once: bounds any temporary
+BLOCK = 1 << 12  # words per block sum
 
 
 def block_sums(value: torch.Tensor) -> torch.Tensor:
-    """float64 sums of consecutive BLOCK-element blocks of `value` flattened (the last may be short),
-    on the tensor's device."""
-    flat = value.detach().reshape(-1)
-    if flat.dtype.is_complex:
-        flat = torch.view_as_real(flat).reshape(-1)
+    """int32 sums (wrapping) of consecutive BLOCK-word blocks of the tensor's bytes, on its device;
+    a last short block, and bytes past the last whole word, are summed apart."""
+    raw = value.detach().reshape(-1).view(torch.uint8)
+    whole = raw.numel() // 4 * 4
+    words = raw[:whole].view(torch.int32)
     parts = []
-    for start in range(0, flat.numel(), CHUNK):
-        piece = flat[start:start + CHUNK].to(torch.float64)
+    for start in range(0, words.numel(), CHUNK):
+        piece = words[start:start + CHUNK]
         full = piece.numel() // BLOCK * BLOCK
-        parts.append(piece[:full].view(-1, BLOCK).sum(1))
+        parts.append(piece[:full].view(-1, BLOCK).sum(1, dtype=torch.int32))
         if full < piece.numel():
-            parts.append(piece[full:].sum().reshape(1))
-        del piece
-    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64, device=flat.device)
+            parts.append(piece[full:].sum(dtype=torch.int32).reshape(1))
+    if whole < raw.numel():
+        parts.append(raw[whole:].sum(dtype=torch.int32).reshape(1))
+    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.int32, device=raw.device)
 
 
 def digest(values: list) -> list:
@@ -38,7 +40,7 @@ def digest(values: list) -> list:
 
 def totals(digests: list) -> list:
     """A number per input from its digest: the checksum two processes compare."""
-    return [float(d.sum()) if isinstance(d, torch.Tensor) else repr(d) for d in digests]
+    return [int(d.sum(dtype=torch.int64)) if isinstance(d, torch.Tensor) else repr(d) for d in digests]
 
 
 def checksum(values: list) -> list:
@@ -47,6 +49,5 @@ def checksum(values: list) -> list:
 
 
 def changed(before: list, after: list) -> list[int]:
-    """The indices of tensor inputs whose digest moved (NaN-safe: a NaN block equals itself)."""
-    return [i for i, (a, b) in enumerate(zip(before, after)) if isinstance(a, torch.Tensor)
-            and (a.shape != b.shape or not bool(torch.isclose(a, b, rtol=0, atol=0, equal_nan=True).all()))]
+    """The indices of tensor inputs whose digest moved."""
+    return [i for i, (a, b) in enumerate(zip(before, after)) if isinstance(a, torch.Tensor) and not torch.equal(a, b)]
