@@ -101,3 +101,12 @@ def test_bandwidth_lookup_prefers_specific_names():
     assert peak_bandwidth("NVIDIA GH200 480GB") == 4.0
     assert peak_bandwidth("NVIDIA L4") == 0.3 and peak_bandwidth("NVIDIA L40S") == 0.864
     assert peak_bandwidth("Some Future GPU") is None
+
+
+def test_the_first_prompt_says_the_reference_draws_random_numbers(problem):
+    cpu = DeviceInfo("cpu", "x86_64", "cpu")
+    dropout = load_problem(REPO / "tests" / "problems" / "dropout_train.py")
+    assert dropout.random_draws == ["Dropout"]
+    text = first_prompt(Prompts(), dropout, cpu, accept=1.5, target=2.0, trials=5, **FACTS)
+    assert "The reference draws random numbers (Dropout" in text
+    assert "random numbers" not in first_prompt(Prompts(), problem, cpu, accept=1.5, target=2.0, trials=5, **FACTS)

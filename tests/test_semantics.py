@@ -66,19 +66,6 @@ def test_a_problem_larger_than_the_memory_limit_is_refused_before_any_trial(cpu_
     assert "\n" not in text
 
 
-def test_the_first_prompt_says_the_reference_draws_random_numbers():
-    from harness import DeviceInfo, load_problem
-    from harness.loop.prompts import Prompts, first_prompt
-
-    cpu = DeviceInfo("cpu", "x86_64", "cpu")
-    dropout = load_problem(PROBLEMS / "dropout_train.py")
-    assert dropout.random_draws == ["Dropout"]
-    text = first_prompt(Prompts(), dropout, cpu, accept=1.5, target=2.0, trials=5)
-    assert "The reference draws random numbers (Dropout" in text
-    plain = first_prompt(Prompts(), load_problem(BATCHNORM), cpu, accept=1.5, target=2.0, trials=5)
-    assert "random numbers" not in plain
-
-
 MB = 1 << 20
 # what a process holds besides the problem's tensors: torch itself (~220 MB resident), the
 # temporaries of the digest, the lint and the comparison (a few slices of 16M elements), the
