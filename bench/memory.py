@@ -13,14 +13,13 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from harness import EvalOptions  # noqa: E402
 from harness.engine.evaluate import FLUSH_BYTES, Evaluator  # noqa: E402
-from kernelbench_sweep import model_copy  # noqa: E402
+from harness.suite.jobs import write_copy  # noqa: E402
 
 
 def gb(n) -> str:
@@ -43,7 +42,7 @@ def main() -> None:
         table.add_column(column, justify="left" if column in ("problem", "verdict", "process") else "right")
     with tempfile.TemporaryDirectory() as tmp:
         for problem in args.problems:
-            candidate = args.candidate or model_copy(problem, Path(tmp))
+            candidate = args.candidate or write_copy(problem, Path(tmp))
             with Evaluator(problem, options, keep_spare=False) as evaluator:
                 result = evaluator.evaluate(candidate)
                 info = evaluator.oracle_info

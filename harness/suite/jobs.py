@@ -83,18 +83,23 @@ def find_jobs(problems: Path, candidates: Path) -> list[Job]:
 COPY_SUFFIX = "\n\nclass ModelNew(Model):  # harness bench --copies: the reference itself\n    pass\n"
 
 
+def write_copy(problem: Path, directory: Path) -> Path:
+    """A candidate that is the problem's own Model: its source plus a subclass (an import of the
+    problem would not do: the candidate is imported in another process, from another place)."""
+    copy = directory / problem.name
+    try:
+        copy.write_text(problem.read_text() + COPY_SUFFIX)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SuiteError(f"Problem file {problem} cannot be read to copy: {exc}.") from None
+    return copy
+
+
 def copy_jobs(problems: Path, into: Path) -> list[Job]:
-    """Each problem with one candidate: its own source plus `ModelNew(Model)`, written under `into`."""
+    """Each problem with one candidate: its own copy (write_copy), written under `into`."""
     jobs = []
     for level, files in problem_levels(problems).items():
         (into / level).mkdir(parents=True, exist_ok=True)
-        for problem in files:
-            copy = into / level / problem.name
-            try:
-                copy.write_text(problem.read_text() + COPY_SUFFIX)
-            except (OSError, UnicodeDecodeError) as exc:
-                raise SuiteError(f"Problem file {problem} cannot be read to copy: {exc}.") from None
-            jobs.append(Job(problem, level, copy, "copy"))
+        jobs += [Job(problem, level, write_copy(problem, into / level), "copy") for problem in files]
     return jobs
 
 
