@@ -20,9 +20,9 @@ from ...integrity.recheck import verify_timed
 from ...problem import tolerance
 from ...results import CheckResult, as_list, from_dict, to_dict
 from .. import channel, check, timing
-from ..protocol import Checked, Command, OracleReady, OracleSpec, ReferenceTimed, Request, TrialMade
-from .common import (build_model, check_inputs, checksum, error_message, import_file, inputs_from_seed,
-                     randomize_parameters, settle, sync)
+from ..protocol import Checked, Command, OracleReady, OracleSpec, ReferenceTimed, Request, ShapeSet, TrialMade
+from .common import (Shapes, build_model, check_inputs, checksum, error_message, import_file, inputs_from_seed,
+                     randomize_parameters, settle, shape_variants, sync)
 
 
 def problem_roofline(problem, device: torch.device, device_name: str, cache_dir: str | None) -> dict:
@@ -112,6 +112,14 @@ def input_facts(problem, inputs: list) -> list[str]:
     return facts
 
 
+def build_reference(problem, spec: OracleSpec, device: torch.device) -> torch.nn.Module:
+    init_args = list(problem.get_init_inputs())
+    check_inputs(init_args, "get_init_inputs()")
+    reference = build_model(problem.Model, init_args, spec.init_seed)
+    randomize_parameters(reference, spec.param_seed)
+    return reference.to(device).eval()
+
+
 def oracle_role(conn, header: dict) -> None:
     spec = from_dict(OracleSpec, header)
     device = torch.device(spec.device)
@@ -119,11 +127,8 @@ def oracle_role(conn, header: dict) -> None:
     settle(device)
     try:
         problem = import_file(spec.problem, "problem")
-        init_args = list(problem.get_init_inputs())
-        check_inputs(init_args, "get_init_inputs()")
-        reference = build_model(problem.Model, init_args, spec.init_seed)
-        randomize_parameters(reference, spec.param_seed)
-        reference = reference.to(device).eval()
+        reference = build_reference(problem, spec, device)
+        shapes, variants = Shapes(problem), shape_variants(problem)
         compiled = None
         probe = new_seed()
         sample = inputs_from_seed(problem, device, probe)
@@ -142,7 +147,7 @@ def oracle_role(conn, header: dict) -> None:
         return
     info = OracleReady(ready=True, device_name=platform.processor() or platform.machine(),
                        reproducible=reproducible, numerics_differ=numerics_differ,
-                       hardware=hardware_facts(device), inputs=arguments)
+                       hardware=hardware_facts(device), inputs=arguments, shapes=variants)
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         info.device_name, info.capability = props.name, f"{props.major}.{props.minor}"
@@ -214,6 +219,22 @@ def oracle_role(conn, header: dict) -> None:
                 channel.send(conn, error_message("problem_error", exc))
                 return
             channel.send(conn, to_dict(ReferenceTimed(timings=results)))
+        elif cmd is Command.SHAPE:
+            # The reference at another shape, rebuilt afresh; one that cannot be built there is the
+            # problem's limit, not a candidate's failure: the main shape comes back.
+            request = from_dict(Request, message.header)
+            try:
+                shapes.set(request.shape or {})
+                reference = build_reference(problem, spec, device)
+                with torch.no_grad():  # a shape the reference cannot run is no shape to check a candidate at
+                    check_outputs(reference(*inputs_from_seed(problem, device, new_seed())))
+                reply = ShapeSet(applied=True)
+            except Exception as exc:  # noqa: BLE001
+                shapes.set({})
+                reference = build_reference(problem, spec, device)
+                reply = ShapeSet(reason=f"the reference cannot be built there: {type(exc).__name__}: {exc}"[:500])
+            outputs, compiled = None, None
+            channel.send(conn, to_dict(reply))
         elif cmd is Command.VERIFY_TIMED:
             def reference_outputs(seed: int) -> list:
                 with torch.no_grad():
