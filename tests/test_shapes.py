@@ -6,6 +6,7 @@ import pytest
 
 from conftest import CANDIDATES, PROBLEMS
 from harness import Evaluator, Verdict, from_json, to_json
+from harness.loop.feedback import Thresholds, feedback_context
 from harness.problem import derived_shapes, shape_names
 from harness.results import EvalResult
 
@@ -53,6 +54,8 @@ def test_hard_coded_row_length_fails_at_other_shapes(cpu_options, tmp_path):
     assert right.verdict is Verdict.CORRECT, right.explanation
     assert len(right.shapes) == 4 and all(s.passed for s in right.shapes)
     assert not any("other shape" in w for w in right.warnings)
+    # the loop's feedback names the failing shapes
+    assert any("batch_size=5, dim=31" in w for w in feedback_context(1, fixed, Thresholds(), [])["warnings"])
     back = from_json(EvalResult, to_json(fixed))
     assert back.shapes == fixed.shapes and back.shapes[0].passed is False
 

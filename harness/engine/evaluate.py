@@ -561,7 +561,7 @@ class Evaluator:
                     variant.passed, variant.reason = check.passed, ""
                 except _Stop as stop:
                     variant.passed, variant.reason = False, stop.explanation.removeprefix(
-                        Verdict.INCORRECT.sentence).strip()[:800]
+                        Verdict.INCORRECT.sentence).strip().rstrip(".")[:800]
                 except ChildDied:
                     variant.passed, variant.reason = False, "the candidate's process died"
         finally:

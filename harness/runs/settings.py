@@ -70,5 +70,6 @@ class Evaluation:
     trials: int = 5
     time_cap: float = 10.0
     policy: str = "warn"
+    shapes: str = "warn"  # other shapes: warn, strict or off
     compile_baseline: bool = False
     gpus: Optional[list[int]] = None  # physical indices; None: the first GPU
