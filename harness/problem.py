@@ -133,3 +133,35 @@ def load_problem(path: str | Path) -> Problem:
                    sha256=hashlib.sha256(source.encode()).hexdigest(),
                    atol=_constant(tree, "ATOL", path), rtol=_constant(tree, "RTOL", path),
                    random_draws=_random_draws(tree))
+
+
+# The functions whose module-level ints set a KernelBench problem's shape.
+_SHAPE_READERS = ("get_inputs", "get_init_inputs")
+
+
+def shape_names(source: str) -> list[str]:
+    """The module-level ints (`batch_size = 16`) that get_inputs() or get_init_inputs() read,
+    in the order the file assigns them."""
+    tree = ast.parse(source)
+    read = {node.id for fn in tree.body if isinstance(fn, ast.FunctionDef) and fn.name in _SHAPE_READERS
+            for node in ast.walk(fn) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    names = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) \
+                and type(node.value.value) is int and node.value.value > 0:
+            names += [t.id for t in node.targets if isinstance(t, ast.Name) and t.id in read and t.id not in names]
+    return names
+
+
+def derived_shapes(main: dict[str, int]) -> list[dict[str, int]]:
+    """Other shapes from the main one: every int halved, made odd, then small (1 and 3).
+    None is larger than the main shape, so each fits where the main one does."""
+    variants = [{k: max(1, n // 2) for k, n in main.items()},
+                {k: n - 1 if n % 2 == 0 and n > 1 else n for k, n in main.items()},
+                {k: 1 for k in main}, {k: min(3, n) for k, n in main.items()}]
+    unique: list[dict[str, int]] = []
+    for variant in variants:
+        if variant != main and variant not in unique:
+            unique.append(variant)
+    return unique
+

@@ -137,6 +137,19 @@ class Baseline:
 
 
 @dataclass
+class ShapeVariant:
+    """One shape other than the main one, at which the candidate was checked."""
+
+    values: dict[str, Any]  # the problem's module-level values at this shape
+    passed: Optional[bool] = None  # None: not checked (the reference failed there, or the worker had died)
+    reason: str = ""  # why it failed or was not checked
+
+    @property
+    def label(self) -> str:
+        return ", ".join(f"{name}={value!r}" for name, value in self.values.items())
+
+
+@dataclass
 class Environment:
     device: str
     device_name: str = ""
@@ -192,6 +205,9 @@ class EvalResult:
     worker_log: Optional[str] = None
     model_mode: str = ""  # "train" or "eval" (EvalOptions.model_mode); "" in eval.json files from before
     phase_seconds: dict[str, float] = field(default_factory=dict)
+    shapes: list[ShapeVariant] = field(default_factory=list)  # the check at other shapes; empty when not run
+    # CUDA: why the candidate's forward cannot be captured in a CUDA graph; None where it can or was not tried
+    not_capturable: Optional[str] = None
     # Everything else an evaluation notes, for a person (static findings, the exception, the exit status);
     # eval.json files written before the fields above hold those here too.
     details: dict[str, Any] = field(default_factory=dict)
@@ -199,6 +215,10 @@ class EvalResult:
     @property
     def ok(self) -> bool:
         return self.verdict is Verdict.CORRECT
+
+    @property
+    def failed_shapes(self) -> list[ShapeVariant]:
+        return [s for s in self.shapes if s.passed is False]
 
 
 def speedup_text(speedup: Optional[float], interval: Optional[list[float]] = None) -> str:

@@ -221,6 +221,8 @@ def add_eval_options(parser: argparse.ArgumentParser) -> None:
                         help="train: both models run in the mode they are constructed in, training, as KernelBench "
                              "runs them (BatchNorm on batch statistics, dropout active); eval: both in eval(), "
                              "for inference kernels (default: train)")
+    parser.add_argument("--shapes", choices=["warn", "strict", "off"],
+                        help="other shapes than the main one: warn on a failure (default), strict: reject, off: skip")
     parser.add_argument("--gpus", default=None, metavar="0,1", help="GPUs to time on, one candidate at a time each")
     parser.add_argument("--jobs", type=COUNT, default=None, metavar="N", help="builds at once (default: half the cores)")
     parser.add_argument("--max-host-memory", type=parse_size, default=None, metavar="SIZE",
@@ -237,6 +239,7 @@ def eval_options(args: argparse.Namespace, evaluation: Optional[Evaluation] = No
                        build_timeout=args.build_timeout, run_timeout=args.run_timeout,
                        time_cap=evaluation.time_cap, compile_baseline=evaluation.compile_baseline,
                        cache_dir=args.cache_dir, policy=evaluation.policy, model_mode=evaluation.model_mode,
+                       shapes=evaluation.shapes,
                        max_host_memory=args.max_host_memory, max_processes=args.max_processes)
 
 
@@ -245,7 +248,7 @@ def evaluation_options(args: argparse.Namespace, recorded: Optional[Evaluation] 
     """The evaluation options: flags over `recorded` (a resumed run's) over defaults. Also the
     names taken from the record, and the names a flag overrode."""
     base = recorded or Evaluation()
-    given = {"trials": args.trials, "time_cap": args.time_cap, "policy": args.policy,
+    given = {"trials": args.trials, "time_cap": args.time_cap, "policy": args.policy, "shapes": args.shapes,
              "compile_baseline": args.compile_baseline, "model_mode": args.model_mode,
              "gpus": parse_gpus(args.gpus)}
     values, kept, overridden = {}, [], []

@@ -98,6 +98,15 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
     return print_show(console, args.run, args.runs_dir, args.round, file)
 
 
+def cmd_export(args: argparse.Namespace, console: Console) -> int:
+    from ..runs.export import export
+
+    done = export(args.run, args.name, args.output, args.runs_dir)
+    console.print(f"Wrote {done.path}: `pip install {done.path}`, then `import {done.module}` registers "
+                  f"torch.ops.{done.op.replace('::', '.')}.")
+    return 0
+
+
 def cmd_promote(args: argparse.Namespace, console: Console) -> int:
     from ..runs.history import promote
 
@@ -152,6 +161,13 @@ def add_history_commands(commands) -> None:
     p.add_argument("--force", action="store_true", help="overwrite even a kernel at least as fast")
     runs_dir(p)
     p.set_defaults(handler=cmd_promote)
+    p = commands.add_parser("export", help="write a candidate's kernel as an installable package: a torch "
+                            "custom op with a fake implementation, and a ModelNew")
+    p.add_argument("run", help=run_help + ", or a candidate .py file")
+    p.add_argument("--name", required=True, metavar="LIB::OP", help="the op's name, such as mykernels::layer_norm")
+    p.add_argument("-o", "--output", type=Path, default=None, metavar="DIR", help="where (default ./LIB_OP)")
+    runs_dir(p)
+    p.set_defaults(handler=cmd_export)
     p = commands.add_parser("replay", help="evaluate a run's best candidate, or a kernel file, again and compare "
                             "with the record")
     p.add_argument("run", help=run_help + ", or a candidate .py file (kernels/<problem>.py finds its problem)")

@@ -77,6 +77,14 @@ def eval_panel(result: EvalResult) -> Panel:
         c = result.check
         summary.add_row("check", f"{c.trials} trial(s), max abs err {c.max_abs_error:.3g}, "
                                  f"max rel err {c.max_rel_error:.3g}")
+    if result.shapes:
+        failed = len(result.failed_shapes)
+        unchecked = sum(s.passed is None for s in result.shapes)
+        summary.add_row("shapes", Text(f"{len(result.shapes) - failed - unchecked} other shape(s) passed, "
+                                       f"{failed} failed" + (f", {unchecked} not checked" if unchecked else ""),
+                                       style="yellow" if failed else ""))
+    if result.not_capturable:
+        summary.add_row("graph", Text(f"not capturable: {result.not_capturable}", style="yellow"))
     line = result.roofline
     if line and result.timings:
         summary.add_row("roofline", roofline_text(line))

@@ -19,8 +19,8 @@ from ..device import gpu_arch, require_cuda
 from ..integrity import roofline, static
 from ..files import new_seed
 from ..problem import Problem, ProblemError, load_problem
-from ..results import (BuildResult, CheckResult, EvalResult, Retimed, Timing, Verdict, from_dict, speedup_text,
-                       to_dict)
+from ..results import (BuildResult, CheckResult, EvalResult, Retimed, ShapeVariant, Timing, Verdict, from_dict,
+                       speedup_text, to_dict)
 from . import build as builds
 from . import speedups
 from .device_lock import DeviceLock, device_key
@@ -28,7 +28,7 @@ from .environment import collect_environment
 from .process import (MAX_LOG_BYTES, MAX_PROCESSES, REGISTRY, Child, ChildBrokeProtocol, ChildDied, ChildTimeout, Limits,
                       default_host_memory, prune_logs)
 from .protocol import (BuildDone, BuildSpec, CandidateReady, CandidateSpec, Checked, Command, Guarded, OracleReady,
-                       OracleSpec, ReferenceTimed, Reply, Request, Rule, Timed, TrialMade, TrialOutputs)
+                       OracleSpec, ReferenceTimed, Reply, Request, Rule, ShapeSet, Timed, TrialMade, TrialOutputs)
 
 Phase = Callable[[str], None]
 R = TypeVar("R", bound=Reply)
@@ -47,6 +47,7 @@ class EvalOptions:
     min_samples: int = 10
     gpu: Optional[int] = None  # physical GPU index; children see only that GPU
     policy: str = "warn"  # "strict": static findings (reference op, torch.compile, ...) reject
+    shapes: str = "warn"  # other shapes: "warn" on a failure, "strict" rejects, "off" skips the check
     logs_dir: Optional[Path] = None  # where run logs go; default inside the cache
     max_host_memory: Optional[int] = None  # bytes for a candidate's whole process tree; None: default_host_memory()
     max_processes: int = MAX_PROCESSES
@@ -360,7 +361,12 @@ class Evaluator:
                 finally:
                     for child in paused:
                         child.resume()
-            phases["time"] = time.monotonic() - mark
+            phases["time"], mark = time.monotonic() - mark, time.monotonic()
+            # after timing: a candidate that breaks at another shape may leave a CUDA context unusable
+            notify("checking other shapes")
+            self._check_graph(worker, result)
+            self._check_shapes(worker, result)
+            phases["shapes"] = time.monotonic() - mark
             result.baselines = speedups.baselines(result.timings)
             headline = result.baselines[0]
             result.speedup, result.speedup_interval = headline.speedup, headline.interval
@@ -534,10 +540,13 @@ class Evaluator:
         _note_memory(self.memory.setdefault("reference", {}), reply)
         return reply
 
-    def _check(self, worker: Child, result: EvalResult) -> CheckResult:
-        deadline = time.monotonic() + self.options.run_timeout
+    def _check(self, worker: Child, result: EvalResult, trials: Optional[int] = None,
+               deadline: Optional[float] = None) -> CheckResult:
+        """Trials on fresh inputs, each compared by the oracle; the first failure stops with INCORRECT
+        (and sets result.check)."""
+        deadline = deadline or time.monotonic() + self.options.run_timeout
         total = CheckResult(True)
-        for trial in range(self.options.trials):
+        for trial in range(trials or self.options.trials):
             self.oracle.send(to_dict(Request(Command.MAKE_TRIAL)))
             made = self._oracle_says(deadline, TrialMade, f"drawing trial {trial + 1}")
             worker.send(to_dict(Request(Command.TRIAL, seed=made.seed)))
@@ -569,6 +578,72 @@ class Evaluator:
                 raise _Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} Trial {trial + 1}: "
                             + "; ".join(check.reasons) + ".")
         return total
+
+    def _check_graph(self, worker: Child, result: EvalResult) -> None:
+        """CUDA: forward captured in a CUDA graph on one trial's inputs, then replayed on another's,
+        both compared with the reference. What stops a capture, or a replay that does not match,
+        is a note (serving stacks replay graphs), not a verdict."""
+        if self.options.device == "cpu":
+            return
+        deadline = time.monotonic() + self.options.run_timeout
+        for replay in range(2):
+            self.oracle.send(to_dict(Request(Command.MAKE_TRIAL)))
+            made = self._oracle_says(deadline, TrialMade)
+            worker.send(to_dict(Request(Command.GRAPH, seed=made.seed)))
+            reply, outputs = self._talk(worker, deadline, "replaying its CUDA graph", TrialOutputs, raw=True)
+            self._refuse_tampering(reply)
+            if reply.not_capturable or reply.checksum != made.checksum:
+                result.not_capturable = reply.not_capturable or "its inputs were not the trial's"
+                return
+            self.oracle.forward(outputs, cmd=Command.COMPARE.value)
+            check = self._oracle_says(deadline, Checked).check
+            if not check.passed:
+                result.not_capturable = (f"replayed on {'new' if replay else 'its captured'} inputs, its outputs "
+                                         f"do not match the reference: {'; '.join(check.reasons)}")[:500]
+                return
+
+    def _check_shapes(self, worker: Child, result: EvalResult) -> None:
+        """The candidate at the problem's other shapes, both models rebuilt afresh at each; the
+        main shape comes back in the oracle at the end. A failure warns, or rejects under strict."""
+        if self.options.shapes == "off" or not self.oracle_info.shapes:
+            return
+        deadline = time.monotonic() + self.options.run_timeout
+        trials = min(2, self.options.trials)
+        try:
+            for values in self.oracle_info.shapes:
+                variant = ShapeVariant(values)
+                result.shapes.append(variant)
+                if not worker.alive():
+                    variant.reason = "not checked: the candidate's process had stopped"
+                    continue
+                self.oracle.send(to_dict(Request(Command.SHAPE, shape=values)))
+                ready = self._oracle_says(deadline, ShapeSet)
+                if not ready.applied:
+                    variant.reason = f"not checked: {ready.reason}"
+                    continue
+                try:
+                    worker.send(to_dict(Request(Command.SHAPE, shape=values)))
+                    self._talk(worker, deadline, f"rebuilding ModelNew at {variant.label}", ShapeSet)
+                    check = self._check(worker, EvalResult(Verdict.CORRECT, ""), trials, deadline)
+                    variant.passed, variant.reason = check.passed, ""
+                except _Stop as stop:
+                    variant.passed, variant.reason = False, stop.explanation.removeprefix(
+                        Verdict.INCORRECT.sentence).strip().rstrip(".")[:800]
+                except ChildDied:
+                    variant.passed, variant.reason = False, "the candidate's process died"
+        finally:
+            if self.oracle and self.oracle.alive():
+                self.oracle.send(to_dict(Request(Command.SHAPE, shape={})))
+                self._oracle_says(deadline + ORACLE_START_S, ShapeSet)
+        failed = result.failed_shapes
+        if not failed:
+            return
+        said = "; ".join(f"at {s.label}: {s.reason}" for s in failed)
+        if self.options.shapes == "strict":
+            raise _Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} It is correct at the main shape but not "
+                        f"at {len(failed)} other shape(s) (--shapes strict): {said}"[:3000])
+        result.warnings.append(f"incorrect at {len(failed)} of {len(result.shapes)} other shape(s), timed at the "
+                               f"main shape only: {said}"[:3000])
 
     def _judge_speed(self, result: EvalResult) -> None:
         """Place the time against the hardware's limits; refuse the impossible."""

@@ -27,6 +27,9 @@ class Command(str, enum.Enum):
     # to the candidate worker
     TRIAL = "trial"  # run on the inputs of a seed and return the outputs
     TIME = "time"  # time candidate and reference interleaved
+    GRAPH = "graph"  # CUDA: forward captured in a CUDA graph once, replayed on a seed's inputs; return the outputs
+    # to both: set the problem's module-level values to a shape and rebuild the models; {} is the main shape
+    SHAPE = "shape"
     # to any worker
     EXIT = "exit"
 
@@ -82,6 +85,8 @@ class Request:
     compile_baseline: bool = False  # TIME_REFERENCE
     # TIME, TIME_REFERENCE: also time the reference under PyTorch's default float32 settings
     default_numerics: bool = False
+    shape: Optional[dict[str, Any]] = None  # SHAPE
+
 
 
 # --- replies ------------------------------------------------------------------
@@ -137,6 +142,8 @@ class OracleReady(Reply):
     input_bytes: int = 0  # one draw of get_inputs()
     output_bytes: int = 0  # the reference's outputs for it
     available_bytes: int = 0  # memory free for the problem on the device (for both processes together)
+    # other shapes to check: the problem's get_shape_variants(), or derived from its module-level ints
+    shapes: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -156,6 +163,16 @@ class TrialOutputs(Guarded):
     outputs: Any = None  # the tree channel.flatten made; the tensors travel beside the header
     inputs_changed: list[int] = field(default_factory=list)
     checksum: list = field(default_factory=list)
+    not_capturable: str = ""  # GRAPH: why forward could not be captured; no outputs then
+
+
+@dataclass
+class ShapeSet(Reply):
+    """Both models rebuilt at the requested shape; `applied` false (with `reason`) where the
+    process could not, and it went back to the main shape."""
+
+    applied: bool = False
+    reason: str = ""
 
 
 @dataclass

@@ -70,6 +70,7 @@ class Evaluation:
     trials: int = 5
     time_cap: float = 10.0
     policy: str = "warn"
+    shapes: str = "warn"  # other shapes: warn, strict or off
     compile_baseline: bool = False
     model_mode: str = "train"  # "eval": both models in eval() (inference kernels)
     gpus: Optional[list[int]] = None  # physical indices; None: the first GPU

@@ -17,9 +17,10 @@ from ...integrity.guards import Guard, L2Watch, ThreadWatch, findings
 from ...integrity.recheck import TimedOutputs
 from ...results import from_dict, to_dict
 from .. import channel, check, timing
-from ..protocol import CandidateReady, CandidateSpec, Command, Reply, Request, Timed, TrialOutputs
-from .common import (State, build_model, classify_import_error, copy_parameters, error_message, import_candidate,
-                     import_file, in_mode, inputs_from_seed, memory_use, randomize_parameters, settle, sync)
+from ..protocol import CandidateReady, CandidateSpec, Command, Reply, Request, ShapeSet, Timed, TrialOutputs
+from .common import (Shapes, State, build_model, classify_import_error, copy_parameters, error_message,
+                     import_candidate, import_file, in_mode, inputs_from_seed, memory_use, randomize_parameters,
+                     settle, sync)
 
 # Every callable the harness relies on here, the engine's own modules included, as
 # they were before candidate code ran. The labels keep the short names verdicts have
@@ -61,22 +62,45 @@ def candidate_role(conn, header: dict) -> None:
         channel.send(conn, to_dict(Reply(error="import_error",
                                          message="the file defines no ModelNew subclass of torch.nn.Module")))
         return
-    init_args = list(problem.get_init_inputs())
     try:
-        reference = build_model(problem.Model, init_args, spec.init_seed)
-        randomize_parameters(reference, spec.param_seed)
-        candidate = build_model(model_new, init_args, spec.init_seed)
-        warnings = copy_parameters(reference, candidate)
-        reference = in_mode(reference.to(device), spec.model_mode)
-        candidate = in_mode(candidate.to(device), spec.model_mode)
+        reference, candidate, warnings = build_pair(problem, model_new, spec, device)
         state = State(reference, candidate)
     except BaseException as exc:  # noqa: BLE001
         channel.send(conn, error_message("runtime_error", exc, phase="constructing ModelNew"))
         return
     channel.send(conn, to_dict(CandidateReady(ready=True, warnings=warnings, **findings(GUARD, watch, l2))))
+    shapes, graph = Shapes(problem), None
     while True:
         request = from_dict(Request, channel.recv(conn).header)
-        if request.cmd is Command.TRIAL:
+        if request.cmd is Command.SHAPE:
+            graph = None
+            try:
+                shapes.set(request.shape or {})
+                reference, candidate, _ = build_pair(problem, model_new, spec, device)
+                state = State(reference, candidate)
+            except BaseException as exc:  # noqa: BLE001
+                # at another shape a failure is that shape's verdict: the process goes on to the next
+                channel.send(conn, error_message("runtime_error", exc, phase="constructing ModelNew at the shape"))
+                continue
+            _send(conn, to_dict(ShapeSet(applied=True)))
+        elif request.cmd is Command.GRAPH:
+            inputs = inputs_from_seed(problem, device, request.seed)
+            try:
+                if graph is None:
+                    graph = CapturedForward(candidate, inputs)
+                outputs = graph.replay(inputs)
+                tensors: list = []
+                tree = channel.flatten(outputs, tensors)
+            except NotCapturable as exc:
+                _send(conn, to_dict(TrialOutputs(not_capturable=str(exc), **findings(GUARD, watch, l2))))
+                continue
+            except BaseException as exc:  # noqa: BLE001
+                channel.send(conn, error_message("runtime_error", exc, phase="replaying the CUDA graph"))
+                return
+            _send(conn, to_dict(TrialOutputs(outputs=tree, checksum=_totals(_digest(inputs)),
+                                             **findings(GUARD, watch, l2))),
+                  tensors)
+        elif request.cmd is Command.TRIAL:
             phase = "drawing the trial's inputs"
             try:  # inside the try: running out of memory here is still this candidate's run
                 state.restore()
@@ -95,6 +119,8 @@ def candidate_role(conn, header: dict) -> None:
                 sync(device)
             except BaseException as exc:  # noqa: BLE001
                 channel.send(conn, error_message("runtime_error", exc, phase=phase))
+                if shapes.main:  # at another shape: that shape's failure, the process goes on
+                    continue
                 return
             _send(
                 conn, to_dict(TrialOutputs(outputs=tree, inputs_changed=changed, checksum=digest,
@@ -120,3 +146,47 @@ def candidate_role(conn, header: dict) -> None:
             del observed, samples, tensors
         else:
             return
+
+
+def build_pair(problem, model_new, spec: CandidateSpec, device: torch.device):
+    """The reference and ModelNew built afresh from get_init_inputs(), with the same parameters."""
+    init_args = list(problem.get_init_inputs())
+    reference = build_model(problem.Model, init_args, spec.init_seed)
+    randomize_parameters(reference, spec.param_seed)
+    candidate = build_model(model_new, init_args, spec.init_seed)
+    warnings = copy_parameters(reference, candidate)
+    return in_mode(reference.to(device), spec.model_mode), in_mode(candidate.to(device), spec.model_mode), warnings
+
+
+class NotCapturable(Exception):
+    """The candidate's forward could not be captured in a CUDA graph; the message says why."""
+
+
+class CapturedForward:
+    """The candidate's forward captured once in a CUDA graph on static inputs; each replay
+    copies new inputs into them first, as a serving stack does."""
+
+    def __init__(self, model: torch.nn.Module, inputs: list):
+        self.static = [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
+        try:
+            # warm-up on a side stream, as torch.cuda.graphs asks: lazy inits stay out of the capture
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side), torch.no_grad():
+                model(*self.static)
+            torch.cuda.current_stream().wait_stream(side)
+            torch.cuda.synchronize()
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph), torch.no_grad():
+                self.outputs = model(*self.static)
+            torch.cuda.synchronize()
+        except Exception as exc:  # noqa: BLE001 - any failure to capture is the note's reason
+            raise NotCapturable(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]) from None
+
+    def replay(self, inputs: list):
+        for static, new in zip(self.static, inputs):
+            if isinstance(static, torch.Tensor):
+                static.copy_(new)
+        self.graph.replay()
+        torch.cuda.synchronize()
+        return self.outputs

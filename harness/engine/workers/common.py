@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from ...integrity.guards import full_precision
+from ...problem import derived_shapes, shape_names
 from ...results import to_dict
 from ..build import file_lock
 from ..protocol import BuildSpec, Reply
@@ -209,3 +210,33 @@ def settle(device: torch.device) -> None:
     # One intra-op thread on CPU: timings that a busy machine barely moves.
     if device.type == "cpu":
         torch.set_num_threads(1)
+
+
+def shape_variants(problem) -> list[dict]:
+    """The shapes to check besides the main one: what the problem's get_shape_variants()
+    declares, else ones derived from the module-level ints its input functions read."""
+    declared = getattr(problem, "get_shape_variants", None)
+    if callable(declared):
+        variants = list(declared())
+        for variant in variants:
+            if not isinstance(variant, dict) or not all(isinstance(k, str) and hasattr(problem, k) for k in variant):
+                raise TypeError(f"get_shape_variants() must return a list of dicts naming the problem's "
+                                f"module-level values, not {variant!r}")
+        return variants
+    source = Path(problem.__file__).read_text()
+    return derived_shapes({name: getattr(problem, name) for name in shape_names(source)
+                           if type(getattr(problem, name, None)) is int})
+
+
+class Shapes:
+    """The problem module's values at the main shape, and a way to set another shape."""
+
+    def __init__(self, problem):
+        self.problem = problem
+        self.main: dict[str, Any] = {}
+
+    def set(self, values: dict) -> None:
+        """Set `values` on the module ({} restores the main shape)."""
+        for name, value in {**self.main, **values}.items():
+            self.main.setdefault(name, getattr(self.problem, name))
+            setattr(self.problem, name, value)

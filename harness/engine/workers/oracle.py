@@ -20,10 +20,10 @@ from ...integrity.recheck import verify_timed
 from ...problem import tolerance
 from ...results import CheckResult, as_list, from_dict, to_dict
 from .. import channel, check, timing
-from ..protocol import Checked, Command, OracleReady, OracleSpec, ReferenceTimed, Request, TrialMade
+from ..protocol import Checked, Command, OracleReady, OracleSpec, ReferenceTimed, Request, ShapeSet, TrialMade
 from ...integrity.digest import checksum
-from .common import (State, build_model, check_inputs, error_message, import_file, in_mode, inputs_from_seed,
-                     memory_available, memory_use, randomize_parameters, settle, sync, tensor_bytes)
+from .common import (Shapes, State, build_model, check_inputs, error_message, import_file, in_mode, inputs_from_seed,
+                     memory_available, memory_use, randomize_parameters, settle, shape_variants, sync, tensor_bytes)
 
 
 def problem_roofline(problem, device: torch.device, device_name: str, cache_dir: str | None) -> dict:
@@ -117,6 +117,14 @@ def free_cache(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
+def build_reference(problem, spec: OracleSpec, device: torch.device) -> torch.nn.Module:
+    init_args = list(problem.get_init_inputs())
+    check_inputs(init_args, "get_init_inputs()")
+    reference = build_model(problem.Model, init_args, spec.init_seed)
+    randomize_parameters(reference, spec.param_seed)
+    return in_mode(reference.to(device), spec.model_mode)
+
+
 def oracle_role(conn, header: dict) -> None:
     spec = from_dict(OracleSpec, header)
     device = torch.device(spec.device)
@@ -124,12 +132,9 @@ def oracle_role(conn, header: dict) -> None:
     settle(device)
     try:
         problem = import_file(spec.problem, "problem")
-        init_args = list(problem.get_init_inputs())
-        check_inputs(init_args, "get_init_inputs()")
-        reference = build_model(problem.Model, init_args, spec.init_seed)
-        randomize_parameters(reference, spec.param_seed)
-        reference = in_mode(reference.to(device), spec.model_mode)
+        reference = build_reference(problem, spec, device)
         state = State(reference)
+        shapes, variants = Shapes(problem), shape_variants(problem)
         compiled = None
         probe = new_seed()
         sample = inputs_from_seed(problem, device, probe)
@@ -153,7 +158,7 @@ def oracle_role(conn, header: dict) -> None:
         return
     info = OracleReady(ready=True, device_name=platform.processor() or platform.machine(),
                        reproducible=reproducible, numerics_differ=numerics_differ,
-                       hardware=hardware_facts(device), inputs=arguments, **sizes)
+                       hardware=hardware_facts(device), inputs=arguments, shapes=variants, **sizes)
     if random_draws:
         info.warnings.append(random_draws)
     if device.type == "cuda":
@@ -237,6 +242,24 @@ def oracle_role(conn, header: dict) -> None:
                 return
             free_cache(device)
             channel.send(conn, to_dict(ReferenceTimed(timings=results, memory=memory_use(device))))
+        elif cmd is Command.SHAPE:
+            # The reference at another shape, rebuilt afresh; one that cannot be built there is the
+            # problem's limit, not a candidate's failure: the main shape comes back.
+            request = from_dict(Request, message.header)
+            try:
+                shapes.set(request.shape or {})
+                reference = build_reference(problem, spec, device)
+                state = State(reference)
+                with torch.no_grad():  # a shape the reference cannot run is no shape to check a candidate at
+                    check_outputs(reference(*inputs_from_seed(problem, device, new_seed())))
+                reply = ShapeSet(applied=True)
+            except Exception as exc:  # noqa: BLE001
+                shapes.set({})
+                reference = build_reference(problem, spec, device)
+                state = State(reference)
+                reply = ShapeSet(reason=f"the reference cannot be built there: {type(exc).__name__}: {exc}"[:500])
+            outputs, compiled = None, None
+            channel.send(conn, to_dict(reply))
         elif cmd is Command.VERIFY_TIMED:
             def reference_outputs(seed: int) -> list:
                 state.restore()

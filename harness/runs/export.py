@@ -1,0 +1,212 @@
+"""`harness export`: a candidate's kernel as a small installable package that registers it
+as a torch.library custom op, with a fake implementation so torch.compile traces it.
+
+The candidate file is read statically (ast), never run here: its load_inline call's
+arguments must be literals (or module-level string constants), and ModelNew.forward must
+return one call of the extension on tensors and plain constants.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from ..errors import HarnessError
+from ..results import EvalResult, speedup_text
+from .history import load
+from .store import StoreError
+
+_OP_NAME = re.compile(r"^([A-Za-z_]\w*)::([A-Za-z_]\w*)$")
+
+
+class ExportError(HarnessError):
+    """A candidate that cannot be exported; the message says why."""
+
+
+@dataclass
+class Exported:
+    path: Path
+    module: str
+    op: str
+
+
+def export(target: str, name: str, out: Optional[Path], runs_dir: Path) -> Exported:
+    """Write the package for a candidate file, or for a run's best candidate (with its figures)."""
+    match = _OP_NAME.match(name)
+    if not match:
+        raise ExportError(f"--name must be lib::op (letters, digits and _), such as mykernels::layer_norm; "
+                          f"got `{name}`.")
+    lib, op = match.groups()
+    figures = None
+    if Path(target).suffix == ".py":
+        candidate = Path(target)
+        if not candidate.is_file():
+            raise ExportError(f"Candidate file {candidate} does not exist.")
+    else:
+        store, record = load(target, runs_dir)
+        if record.best is None:
+            raise ExportError(f"Run {store.id} has no correct candidate to export.")
+        candidate = store.path / record.best.candidate
+        try:
+            figures = (store.id, store.round_dir(record.best.round, record.best.sample) / "eval.json",
+                       store.load_round(record.best.round).samples[record.best.sample].eval)
+        except (StoreError, IndexError) as exc:
+            raise ExportError(f"The best round of {store.id} cannot be read: {exc}") from None
+    source = candidate.read_text()
+    kernel = _parse(source, candidate)
+    module = f"{lib}_{op}"
+    root = Path(out or module)
+    package = root / module
+    package.mkdir(parents=True, exist_ok=True)
+    (root / "pyproject.toml").write_text(
+        f'[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        f'[project]\nname = "{module.replace("_", "-")}"\nversion = "0.1.0"\ndependencies = ["torch"]\n\n'
+        f'[tool.setuptools]\npackages = ["{module}"]\n')
+    (package / "__init__.py").write_text(_module_text(kernel, lib, op, candidate))
+    (root / "README.md").write_text(_readme(module, lib, op, candidate, figures))
+    return Exported(root, module, name)
+
+
+@dataclass
+class _Kernel:
+    ext: str  # the name the candidate binds its extension to
+    build: dict  # load_inline's keyword arguments, literals
+    function: str  # the extension function forward calls
+    args: list[tuple[str, str]]  # (name, schema type) of the op's arguments
+    model_new: str  # ModelNew's source
+
+
+def _parse(source: str, path: Path) -> _Kernel:
+    def refuse(why: str) -> ExportError:
+        return ExportError(f"Candidate {path} cannot be exported: {why}.")
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise refuse(f"it has a syntax error at line {exc.lineno}") from None
+    constants: dict = {}
+    builds = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            value = node.value
+            if isinstance(value, ast.Call) and getattr(value.func, "id", getattr(value.func, "attr", "")) == "load_inline":
+                builds.append((node.targets[0].id, value))
+                continue
+            try:
+                constants[node.targets[0].id] = ast.literal_eval(value)
+            except ValueError:
+                pass
+    if len(builds) != 1:
+        raise refuse(f"it has {len(builds)} module-level `name = load_inline(...)` assignments where the export "
+                     "needs exactly one, found without running the file")
+    ext, call = builds[0]
+    if call.args:
+        raise refuse("its load_inline call passes positional arguments; the export reads keyword arguments only")
+    build = {}
+    for keyword in call.keywords:
+        value = keyword.value
+        try:
+            build[keyword.arg] = constants[value.id] if isinstance(value, ast.Name) else ast.literal_eval(value)
+        except (KeyError, ValueError):
+            raise refuse(f"load_inline's {keyword.arg}= is not a literal nor a module-level constant "
+                         f"(`{ast.unparse(value)}`)") from None
+    model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelNew"), None)
+    forward = model and next((n for n in model.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None)
+    if forward is None:
+        raise refuse("it defines no ModelNew class with a forward method")
+    params = [a.arg for a in forward.args.args[1:]]
+    body = [s for s in forward.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    ret = body[0].value if len(body) == 1 and isinstance(body[0], ast.Return) else None
+    if not (isinstance(ret, ast.Call) and isinstance(ret.func, ast.Attribute)
+            and isinstance(ret.func.value, ast.Name) and ret.func.value.id == ext and not ret.keywords):
+        raise refuse(f"ModelNew.forward must keep its work in one call, `return {ext}.<function>(...)` on tensors "
+                     "(its arguments or its own parameters) and constants; it does other work too, which the op "
+                     "would not carry")
+    args = []
+    for i, arg in enumerate(ret.args):
+        if isinstance(arg, ast.Name) and arg.id in params:
+            args.append((arg.id, "torch.Tensor"))
+        elif isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name) and arg.value.id == "self":
+            args.append((arg.attr, "torch.Tensor"))
+        elif isinstance(arg, ast.Constant) and type(arg.value) in (int, float, bool):
+            args.append((f"arg{i}", type(arg.value).__name__))
+        else:
+            raise refuse(f"argument {i + 1} of its {ext}.{ret.func.attr}(...) call, `{ast.unparse(arg)}`, is neither "
+                         "a tensor (a forward argument, a self attribute) nor a number")
+    return _Kernel(ext, build, ret.func.attr, args, ast.get_source_segment(source, model))
+
+
+def _module_text(kernel: _Kernel, lib: str, op: str, candidate: Path) -> str:
+    signature = ", ".join(f"{name}: {kind}" for name, kind in kernel.args)
+    names = ", ".join(name for name, _ in kernel.args)
+    first = next(name for name, kind in kernel.args if kind == "torch.Tensor")
+    return f'''"""{lib}::{op}, exported by `harness export` from {candidate.name}.
+
+The extension builds with torch.utils.cpp_extension.load_inline at first use; the op is a
+torch.library custom op with a fake implementation, so torch.compile(fullgraph=True) traces it.
+"""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.cpp_extension import load_inline
+
+_BUILD = {json.dumps(kernel.build, indent=4)}
+_built = None
+
+
+def _extension():
+    global _built
+    if _built is None:
+        _built = load_inline(**_BUILD)
+    return _built
+
+
+@torch.library.custom_op("{lib}::{op}", mutates_args=())
+def {op}({signature}) -> torch.Tensor:
+    return _extension().{kernel.function}({names})
+
+
+@{op}.register_fake
+def _({names}):
+    # the kernel's output is shaped like its first tensor argument
+    return torch.empty_like({first})
+
+
+class {kernel.ext}:
+    """What the candidate's ModelNew calls its extension: here, the op."""
+
+    {kernel.function} = staticmethod({op})
+
+
+{kernel.model_new}
+'''
+
+
+def _readme(module: str, lib: str, op: str, candidate: Path, figures) -> str:
+    lines = [f"# {module}", "", f"`torch.ops.{lib}.{op}`, exported by `harness export` from `{candidate}`.", "",
+             "```python", f"import {module}", f"y = torch.ops.{lib}.{op}(...)  # or {module}.ModelNew(...)", "```", "",
+             "The C++/CUDA source builds with `load_inline` at first use (the candidate's own sources and flags). "
+             "The fake implementation assumes the output is shaped like the first tensor argument; "
+             "`torch.library.opcheck` checks that.", "", "## Measured"]
+    if figures is None:
+        lines.append("No figures: exported from a loose file, not a run. `harness replay` measures it.")
+    else:
+        run, path, result = figures
+        lines += _figures(result) + ["", f"From run `{run}`, `{path}`."]
+    return "\n".join(lines) + "\n"
+
+
+def _figures(result: EvalResult) -> list[str]:
+    env = result.environment
+    lines = [f"- speedup: {speedup_text(result.speedup, result.speedup_interval)}"]
+    lines += [f"- {name}: {t.median:.4g} ms median over {t.n} samples" for name, t in result.timings.items()]
+    if env:
+        lines.append(f"- device: {env.device_name} ({env.device}), torch {env.torch}")
+    if result.shapes:
+        lines.append(f"- other shapes: {sum(bool(s.passed) for s in result.shapes)} of {len(result.shapes)} passed")
+    if result.not_capturable:
+        lines.append(f"- not capturable in a CUDA graph: {result.not_capturable}")
+    return lines
