@@ -44,7 +44,7 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _jobs(args: argparse.Namespace, scratch: Path):
-    from ..suite.jobs import SuiteError, copy_jobs, find_jobs, run_jobs
+    from ..suite.jobs import SuiteError, copy_jobs, find_jobs, problem_levels, run_jobs
 
     if args.runs:
         if args.problems or args.copies:
@@ -57,6 +57,7 @@ def _jobs(args: argparse.Namespace, scratch: Path):
             raise SuiteError("Give either a candidate directory or --copies, not both.")
         return copy_jobs(args.problems, scratch)
     if args.candidates is None:
+        problem_levels(args.problems)  # a missing problem directory is said first
         raise SuiteError(f"Give a candidate directory after {args.problems}, or --copies.")
     return find_jobs(args.problems, args.candidates)
 

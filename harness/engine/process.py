@@ -71,9 +71,10 @@ def become_subreaper() -> None:
     ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
-def _pythonpath() -> str:
-    """Children import this very harness package, wherever it was imported from."""
-    root = str(Path(__file__).resolve().parent.parent)
+def pythonpath() -> str:
+    """Children import this very harness package, wherever it was imported from: the folder
+    that holds the package goes first on their path."""
+    root = str(Path(__file__).resolve().parents[2])
     rest = os.environ.get("PYTHONPATH")
     return f"{root}{os.pathsep}{rest}" if rest else root
 
@@ -332,7 +333,7 @@ class Child:
                     [sys.executable, "-m", "harness.engine.workers", role, str(child_fd)],
                     pass_fds=(child_fd,), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                     start_new_session=True, cwd=self.scratch,
-                    env={**os.environ, "PYTHONPATH": _pythonpath(), "TMPDIR": self.scratch, **(env or {}),
+                    env={**os.environ, "PYTHONPATH": pythonpath(), "TMPDIR": self.scratch, **(env or {}),
                          MARK: self.mark})
             _live.add(self)
             if registry:

@@ -22,7 +22,7 @@ from typing import Optional
 from ..errors import HarnessError
 from ..results import from_json
 from .ncu import Profile, findings, parse_raw
-from .process import _pythonpath
+from .process import pythonpath
 
 SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "MemoryWorkloadAnalysis_Tables", "WarpStateStats",
             "SchedulerStats")
@@ -74,7 +74,7 @@ def worker_command(spec_file: str) -> list[str]:
 def run_child(command: list[str], time_limit_s: float, what: str) -> str:
     """The child's output; a ProfileError when it fails or runs too long."""
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             start_new_session=True, env={**os.environ, "PYTHONPATH": _pythonpath()})
+                             start_new_session=True, env={**os.environ, "PYTHONPATH": pythonpath()})
     try:
         output, _ = child.communicate(timeout=time_limit_s)
     except subprocess.TimeoutExpired:

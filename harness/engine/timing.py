@@ -30,6 +30,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from ..results import Timing
 from ..stats import rel_se_of_median, summarize
 
 # Taken at import, before any candidate code runs in this process.

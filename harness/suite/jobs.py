@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from ..errors import HarnessError
 from ..runs.history import load
-from ..runs.store import CANDIDATE_FILE
 
 _SAMPLE = re.compile(r"sample_(\d+)$")
 

@@ -19,7 +19,7 @@ from ...results import from_dict, to_dict
 from .. import channel, check, timing
 from ..protocol import CandidateReady, CandidateSpec, Command, Reply, Request, ShapeSet, Timed, TrialOutputs
 from .common import (Shapes, State, build_model, classify_import_error, copy_parameters, error_message,
-                     import_candidate, import_file, in_mode, inputs_from_seed, memory_use, randomize_parameters,
+                     import_candidate, import_file, in_mode, inputs_from_seed, memory_use, reference_from,
                      settle, sync)
 
 # Every callable the harness relies on here, the engine's own modules included, as
@@ -151,8 +151,7 @@ def candidate_role(conn, header: dict) -> None:
 def build_pair(problem, model_new, spec: CandidateSpec, device: torch.device):
     """The reference and ModelNew built afresh from get_init_inputs(), with the same parameters."""
     init_args = list(problem.get_init_inputs())
-    reference = build_model(problem.Model, init_args, spec.init_seed)
-    randomize_parameters(reference, spec.param_seed)
+    reference = reference_from(problem, init_args, spec)
     candidate = build_model(model_new, init_args, spec.init_seed)
     warnings = copy_parameters(reference, candidate)
     return in_mode(reference.to(device), spec.model_mode), in_mode(candidate.to(device), spec.model_mode), warnings

@@ -117,6 +117,14 @@ def build_model(cls, init_args: list, init_seed: int):
     return cls(*init_args)
 
 
+def reference_from(problem, init_args: list, spec) -> torch.nn.Module:
+    """The problem's Model built from the spec's seeds, its parameters moved off their init:
+    the same in every process that builds it (not yet placed on a device)."""
+    reference = build_model(problem.Model, init_args, spec.init_seed)
+    randomize_parameters(reference, spec.param_seed)
+    return reference
+
+
 def to_device(values: list, device: torch.device) -> list:
     return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
 

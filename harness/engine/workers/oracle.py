@@ -22,8 +22,8 @@ from ...results import CheckResult, as_list, from_dict, to_dict
 from .. import channel, check, timing
 from ..protocol import Checked, Command, OracleReady, OracleSpec, ReferenceTimed, Request, ShapeSet, TrialMade
 from ...integrity.digest import checksum
-from .common import (Shapes, State, build_model, check_inputs, error_message, import_file, in_mode, inputs_from_seed,
-                     memory_available, memory_use, randomize_parameters, settle, shape_variants, sync, tensor_bytes)
+from .common import (Shapes, State, check_inputs, error_message, import_file, in_mode, inputs_from_seed,
+                     memory_available, memory_use, reference_from, settle, shape_variants, sync, tensor_bytes)
 
 
 def problem_roofline(problem, device: torch.device, device_name: str, cache_dir: str | None) -> dict:
@@ -120,9 +120,7 @@ def free_cache(device: torch.device) -> None:
 def build_reference(problem, spec: OracleSpec, device: torch.device) -> torch.nn.Module:
     init_args = list(problem.get_init_inputs())
     check_inputs(init_args, "get_init_inputs()")
-    reference = build_model(problem.Model, init_args, spec.init_seed)
-    randomize_parameters(reference, spec.param_seed)
-    return in_mode(reference.to(device), spec.model_mode)
+    return in_mode(reference_from(problem, init_args, spec).to(device), spec.model_mode)
 
 
 def oracle_role(conn, header: dict) -> None:
