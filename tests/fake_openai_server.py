@@ -4,7 +4,10 @@ Real HTTP on 127.0.0.1, so the real `openai` client is exercised end to end:
 authentication (401), unknown models (404), scripted failures such as a 429
 with Retry-After or a context-length error, an endpoint that never answers, and recorded
 answers. Like some real endpoints it can refuse empty assistant turns and, for reasoning
-models, `max_tokens`. Every request body is kept for asserts, with its arrival time.
+models, `max_tokens`. A request with `stream: true` is answered with server-sent events:
+the reasoning and the content in pieces, then the finish reason, then the usage where
+`stream_options.include_usage` asks for it. Every request body is kept for asserts, with
+its arrival time.
 """
 from __future__ import annotations
 
@@ -156,16 +159,39 @@ class FakeOpenAI:
                 message = {"role": "assistant", "content": reply.content}
                 if reply.reasoning is not None:
                     message["reasoning_content"] = reply.reasoning
-                self._send(200, {
-                    "id": f"chatcmpl-{fake.attempts}", "object": "chat.completion",
-                    "created": int(time.time()), "model": body["model"],
-                    "choices": [{"index": 0, "message": message,
-                                 "finish_reason": reply.finish_reason}],
-                    "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                              "total_tokens": prompt_tokens + completion_tokens,
-                              # as OpenAI reports them: the prefix served from its cache, reasoning
-                              "prompt_tokens_details": {"cached_tokens": len(body["messages"][0]["content"]) // 4},
-                              "completion_tokens_details": {"reasoning_tokens": reasoning_tokens}}})
+                usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                         "total_tokens": prompt_tokens + completion_tokens,
+                         # as OpenAI reports them: the prefix served from its cache, reasoning
+                         "prompt_tokens_details": {"cached_tokens": len(body["messages"][0]["content"]) // 4},
+                         "completion_tokens_details": {"reasoning_tokens": reasoning_tokens}}
+                head = {"id": f"chatcmpl-{fake.attempts}", "created": int(time.time()), "model": body["model"]}
+                if body.get("stream"):
+                    return self._stream(head, reply, usage if (body.get("stream_options") or {}).get(
+                        "include_usage") else None)
+                self._send(200, {**head, "object": "chat.completion",
+                                 "choices": [{"index": 0, "message": message,
+                                              "finish_reason": reply.finish_reason}],
+                                 "usage": usage})
+
+            def _stream(self, head: dict, reply: Reply, usage: Optional[dict]):
+                """The answer as server-sent events, a few characters at a time."""
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()  # no length: the body ends when the connection closes
+
+                def event(choices: list, **extra):
+                    chunk = {**head, "object": "chat.completion.chunk", "choices": choices, **extra}
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+
+                event([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+                for key, text in (("reasoning_content", reply.reasoning or ""), ("content", reply.content)):
+                    for i in range(0, len(text), 7):
+                        event([{"index": 0, "delta": {key: text[i:i + 7]}, "finish_reason": None}])
+                event([{"index": 0, "delta": {}, "finish_reason": reply.finish_reason}])
+                if usage is not None:
+                    event([], usage=usage)
+                self.wfile.write(b"data: [DONE]\n\n")
 
         return Handler
 

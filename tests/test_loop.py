@@ -212,6 +212,7 @@ def test_identical_answers_get_the_earlier_verdict_unevaluated(tmp_path):
         paths: list = []
 
         def evaluate(self, paths, on_event=None):
+            paths = list(paths)
             self.paths += paths
             return super().evaluate(paths, on_event)
 

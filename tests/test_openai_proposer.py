@@ -198,3 +198,29 @@ def test_the_wall_time_cuts_a_request_in_flight(fake_openai):
     with pytest.raises(OutOfTime):
         proposer.propose(Conversation("system text", [], "first prompt"), lambda line: None, time_left=0.5)
     assert fake_openai.attempts == 1
+
+
+def test_streaming_assembles_content_reasoning_usage_and_the_finish_reason(fake_openai):
+    seed = (SEEDS / "001_20d8256f19674b42.txt").read_text()
+    fake_openai.answer(Reply(seed, reasoning="weighing options " * 5),
+                       Reply("cut short", finish_reason="length"))
+    proposer = make(fake_openai, stream=True)
+    proposal = ask(proposer)
+    sent = fake_openai.requests[0]
+    assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
+    assert proposal.answer == f"<think>\n{('weighing options ' * 5).strip()}\n</think>\n\n{seed}"
+    assert proposal.tokens.completion == len(seed) // 4 and proposal.tokens.prompt > 0
+    assert proposal.tokens.reasoning == len("weighing options " * 5) // 4 and not proposal.cut_off
+    assert ask(proposer).cut_off
+
+
+def test_stream_is_a_config_and_flag_setting(tmp_path):
+    from harness.cli.config import ConfigError, load_config, resolve
+
+    config = tmp_path / "h.toml"
+    config.write_text('[endpoint]\nmodel = "m"\nstream = true\n[limits]\nbeam = 3\n')
+    assert load_config(config) == {"model": "m", "stream": True, "beam": 3}
+    assert resolve({"config": str(config), "device": "cpu"}).stream is True
+    config.write_text('[endpoint]\nstream = "yes"\n')
+    with pytest.raises(ConfigError, match=r"h\.toml, \[endpoint\]: stream must be true or false"):
+        load_config(config)

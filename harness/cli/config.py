@@ -6,8 +6,8 @@ The TOML file has up to three tables:
     [endpoint]   base_url, model, api_key_env, temperature, max_tokens, token_param,
                  reasoning_effort, extra_body (a table of request fields), prices
                  (USD per million tokens: prompt, cached, completion),
-                 request_timeout, max_retries
-    [limits]     rounds, accept, target, samples, wall_time, token_budget, budget_usd,
+                 request_timeout, max_retries, stream
+    [limits]     rounds, accept, target, samples, beam, wall_time, token_budget, budget_usd,
                  window, restart_after, plateau
     [run]        proposer, device, prompts, runs_dir
 
@@ -41,8 +41,8 @@ class ConfigError(HarnessError):
 
 _TABLES = {
     "endpoint": ("base_url", "model", "api_key_env", "temperature", "max_tokens", "token_param",
-                 "reasoning_effort", "extra_body", "prices", "request_timeout", "max_retries"),
-    "limits": ("rounds", "accept", "target", "samples", "wall_time", "token_budget", "budget_usd",
+                 "reasoning_effort", "extra_body", "prices", "request_timeout", "max_retries", "stream"),
+    "limits": ("rounds", "accept", "target", "samples", "beam", "wall_time", "token_budget", "budget_usd",
                "window", "restart_after", "plateau"),
     "run": ("proposer", "device", "prompts", "runs_dir"),
 }
@@ -65,6 +65,10 @@ def _coerce(name: str, value: Any) -> Any:
     kind = _TYPES[name]
     if name in ("wall_time", "request_timeout"):
         return parse_duration(value)
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise ValueError(f"{name} must be true or false, not `{value}`")
+        return value
     if kind == "dict":
         if not isinstance(value, dict):
             raise ValueError(f"{name} must be a table such as {{ top_k = 20 }}, not `{value}`")
@@ -155,6 +159,8 @@ def check(s: Settings) -> None:
         problems.append("the human proposer writes one candidate per round: leave --samples at 1")
     if not 0 < s.accept <= s.target:
         problems.append(f"need 0 < --accept <= --target, got accept {s.accept} and target {s.target}")
+    if s.beam < 0:
+        problems.append(f"--beam must be 0 (one chain from the best) or more, not {s.beam}")
     if s.window < 0:
         problems.append(f"--window must be 0 (keep all) or more, not {s.window}")
     for name in ("restart_after", "plateau"):

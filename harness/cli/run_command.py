@@ -19,7 +19,8 @@ from rich.console import Console
 from ..device import describe
 from ..engine.pool import Pool
 from ..errors import HarnessError
-from ..loop.loop import Loop, restore
+from ..integrity.roofline import Headroom, headroom
+from ..loop.loop import CEILING_SHARE, Loop, restore
 from ..loop.prompts import Prompts, candidate_template, first_prompt, system_prompt
 from ..loop.proposers.base import Proposer
 from ..loop.proposers.files import FilesProposer, expand
@@ -54,7 +55,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="round budget (default 10; none for the human proposer)")
     parser.add_argument("--accept", type=POSITIVE, help="acceptable speedup (default 1.5)")
     parser.add_argument("--target", type=POSITIVE, help="speedup that ends the run (default 2.0)")
-    parser.add_argument("--samples", type=COUNT, help="answers asked for per round (default 1)")
+    parser.add_argument("--samples", type=COUNT, help="answers asked for per round, each told a different "
+                                                      "direction and built as it arrives (default 1)")
+    parser.add_argument("--beam", type=number(int, 0), metavar="N",
+                        help="keep the N best correct candidates; each sample starts from one of them, drawn "
+                             "by speedup (default 0: one chain from the best)")
     parser.add_argument("--config", help="TOML file with [endpoint], [limits] and [run] tables")
     parser.add_argument("--prompts", help="directory of prompt templates overriding prompts/")
     parser.add_argument("--files", nargs="+", metavar="F",
@@ -71,6 +76,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds one request may take, per attempt (default 600)")
     parser.add_argument("--max-retries", dest="max_retries", type=number(int, 0), metavar="N",
                         help="retries of a failed or timed-out request, with backoff (default 2)")
+    parser.add_argument("--stream", action="store_true", default=None,
+                        help="ask for answers as server-sent events (config: stream = true)")
     parser.add_argument("--wall-time", dest="wall_time", type=SECONDS,
                         help="time budget, also while waiting on the model: seconds, or 30m, 2h")
     parser.add_argument("--token-budget", dest="token_budget", type=COUNT,
@@ -116,7 +123,8 @@ def _proposer(settings: Settings, store: RunStore, rounds: list[Round], prompts:
                           max_tokens=settings.max_tokens, window=settings.window,
                           timeout=settings.request_timeout, max_retries=settings.max_retries,
                           api_key_env=settings.api_key_env, token_param=settings.token_param,
-                          reasoning_effort=settings.reasoning_effort, extra_body=settings.extra_body)
+                          reasoning_effort=settings.reasoning_effort, extra_body=settings.extra_body,
+                          stream=settings.stream)
 
 
 def _open(args: argparse.Namespace, flags: dict, held: ExitStack) -> tuple[RunStore, Run, list[Round]]:
@@ -168,13 +176,27 @@ def _resumed_options(run: Run, kept: list[str], overridden: list[str]) -> str:
     return f"Evaluation options from the run's record: {listed(kept)}; overridden by flags: {listed(overridden)}."
 
 
-def _first(pool: Pool, prompts: Prompts, problem, settings: Settings, trials: int) -> tuple[str, list[str]]:
-    """The first prompt, with the facts the reference process finds (hardware, inputs, peaks),
-    and the problem's warnings, which every result carries and no candidate can act on."""
+def _first(pool: Pool, prompts: Prompts, problem, settings: Settings, trials: int
+           ) -> tuple[str, list[str], Headroom]:
+    """The first prompt, with the facts the reference process finds (hardware, inputs, peaks,
+    the reference's own time); the problem's warnings, which every result carries and no
+    candidate can act on; and the headroom the reference leaves."""
     facts, environment = pool.facts()
+    reference = pool.reference_time()
+    room = headroom(reference.median, reference.overhead, facts.roofline, facts.peaks)
     return first_prompt(prompts, problem, describe(settings.device), accept=settings.accept,
-                        target=settings.target, trials=trials, facts=facts,
-                        environment=environment), facts.warnings
+                        target=settings.target, trials=trials, facts=facts, environment=environment,
+                        headroom=room), facts.warnings, room
+
+
+def ceiling_note(room: Headroom, target: float) -> str:
+    """A warning when the target is beyond what the hardware allows; empty otherwise."""
+    if room.ceiling is None or target <= room.ceiling:
+        return ""
+    return (f"The target {target:g}x is above the physical ceiling of about {room.ceiling:.2f}x: the reference "
+            f"takes {room.reference_ms:.4g} ms, and a kernel at least its floor of {room.roofline.floor_ms:.4g} ms "
+            f"(the problem's bytes at the measured peak) plus {room.host_ms:.2g} ms of host time for a call. "
+            f"The run stops with reason `ceiling` once the best is within {1 - CEILING_SHARE:.0%} of it.")
 
 
 def _dry_run(args: argparse.Namespace, flags: dict, console: Console) -> None:
@@ -187,8 +209,10 @@ def _dry_run(args: argparse.Namespace, flags: dict, console: Console) -> None:
     args.device = settings.device
     options = eval_options(args)
     with Pool(problem.path, options, parse_gpus(args.gpus), args.jobs) as pool:
-        text = _first(pool, prompts, problem, settings, options.trials)[0]
+        text, _, room = _first(pool, prompts, problem, settings, options.trials)
     console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
+    if note := ceiling_note(room, settings.target):
+        Console(stderr=True).print(f"warning: {note}", markup=False, highlight=False, soft_wrap=True)
 
 
 def run_main(args: argparse.Namespace, console: Optional[Console] = None) -> int:
@@ -236,7 +260,14 @@ def _run(args: argparse.Namespace, console: Console, held: ExitStack) -> int:
 
     try:
         with Pool(problem.path, options, run.evaluation.gpus, args.jobs) as evaluator:
-            first, problem_warnings = _first(evaluator, prompts, problem, settings, options.trials)
+            first, problem_warnings, room = _first(evaluator, prompts, problem, settings, options.trials)
+            run.ceiling = room.ceiling
+            note = ceiling_note(room, settings.target)
+            if note:
+                console.print(f"warning: {note}", markup=False, highlight=False, soft_wrap=True)
+                if note not in run.notes:  # a resumed run measures again
+                    run.notes.append(note)
+                store.event("ceiling", ceiling=room.ceiling, target=settings.target)
             with Display(console, run, elapsed) as display:
                 # a resumed run goes on with the first prompt it was given
                 Loop(run=run, store=store, rounds=rounds, proposer=proposer, evaluator=evaluator,

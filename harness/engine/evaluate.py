@@ -733,10 +733,24 @@ class Evaluator:
             raise _Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} It passed the check trials, but "
                         f"while being timed {'; '.join(check.reasons)}. {why}.", timed_check=to_dict(check))
         self.oracle.send(to_dict(Request(Command.TIME_REFERENCE, compile_baseline=o.compile_baseline,
-                                         rule=Rule(o.rel_se_target(), min(o.time_cap, 3.0), o.min_samples),
-                                         default_numerics=numerics)))
+                                         rule=self._alone_rule(), default_numerics=numerics)))
         alone = self._oracle_says(deadline, ReferenceTimed, "timing the reference alone").timings
         return timings, alone
+
+    def _alone_rule(self) -> Rule:
+        o = self.options
+        return Rule(o.rel_se_target(), min(o.time_cap, 3.0), o.min_samples)
+
+    def time_reference(self) -> Timing:
+        """The reference alone, as users run it, before any candidate: its time for a run's
+        first prompt and the ceiling a run can reach. Holds the device's timing lock."""
+        self.start_oracle()
+        numerics = self.oracle_info.numerics_differ
+        with DeviceLock(self.cache, device_key(self.options.device, self.options.gpu), _quiet):
+            self.oracle.send(to_dict(Request(Command.TIME_REFERENCE, rule=self._alone_rule(),
+                                             default_numerics=numerics)))
+            timings = self._oracle_says(time.monotonic() + self.options.run_timeout, ReferenceTimed).timings
+        return timings["reference_defaults" if numerics else "reference"]
 
     def _slowed_down(self, beside: Timing, alone: Timing) -> bool:
         """Past the refusal threshold, both as a ratio and in time."""

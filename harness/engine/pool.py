@@ -13,10 +13,10 @@ import queue
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Iterable, Optional, Sequence
 
 from ..problem import Problem, ProblemError, load_problem
-from ..results import Environment, EvalResult
+from ..results import Environment, EvalResult, Timing
 from .evaluate import EvalOptions, Evaluator
 from .protocol import OracleReady
 
@@ -66,18 +66,23 @@ class Pool:
         for evaluator in self.evaluators:
             evaluator.prepare()
 
-    def evaluate(self, candidates: Sequence[str | Path], on_event: Optional[Event] = None,
+    def reference_time(self) -> Timing:
+        """The reference alone on the first slot's device, before any candidate."""
+        return self.evaluators[0].time_reference()
+
+    def evaluate(self, candidates: Iterable[str | Path], on_event: Optional[Event] = None,
                  on_result: Optional[Finished] = None) -> list[EvalResult]:
-        """Results in the order given; raises ProblemError for a bad problem."""
+        """Results in the order given; raises ProblemError for a bad problem. `candidates` may be
+        a generator: each one is built as soon as it is drawn, while the next is still coming."""
         notify = on_event or (lambda index, phase: None)
         finished = on_result or (lambda index, result: None)
         built: "queue.Queue" = queue.Queue()
-        results: list[Optional[EvalResult]] = [None] * len(candidates)
+        results: dict[int, EvalResult] = {}
         failures: list[BaseException] = []
 
-        def build(index: int) -> None:
+        def build(index: int, candidate: str | Path) -> None:
             try:
-                built.put((index, self.evaluators[0].build(candidates[index], lambda p: notify(index, p))))
+                built.put((index, self.evaluators[0].build(candidate, lambda p: notify(index, p))))
             except BaseException as exc:  # noqa: BLE001 - handed to the caller below
                 failures.append(exc)
 
@@ -104,17 +109,26 @@ class Pool:
         timing_waits = self.evaluators[0].options.device == "cpu"
         if not timing_waits:
             _start(timers)
-        with ThreadPoolExecutor(max_workers=self.build_jobs) as builders:
-            list(builders.map(build, range(len(candidates))))
-        if timing_waits:
-            _start(timers)
-        for _ in timers:
-            built.put(None)
-        for thread in timers:
-            thread.join()
+        count, drawn = 0, False
+        try:
+            with ThreadPoolExecutor(max_workers=self.build_jobs) as builders:
+                for count, candidate in enumerate(candidates, 1):
+                    builders.submit(build, count - 1, candidate)
+            drawn = True
+        finally:
+            if not drawn:  # drawing the next candidate failed (an interrupt): nothing more is timed
+                while not built.empty():
+                    built.get_nowait()
+            elif timing_waits:
+                _start(timers)
+            for _ in timers:
+                built.put(None)
+            for thread in timers:
+                if thread.is_alive():
+                    thread.join()
         if failures:
             raise next((f for f in failures if isinstance(f, ProblemError)), failures[0])
-        return [r for r in results if r is not None]
+        return [results[i] for i in range(count) if i in results]
 
 
 def _start(threads: list[threading.Thread]) -> None:

@@ -46,6 +46,31 @@ def assess(bytes_: Optional[int], flops: Optional[int], peaks: Optional[Peaks], 
     return out
 
 
+@dataclass
+class Headroom:
+    """The reference's time against the hardware, before any candidate: how far a kernel can go.
+
+    A candidate's call takes at least the floor (the declared bytes at the measured peak
+    bandwidth) plus the host's time for a call that does nothing (`host_ms`, an empty call
+    under the same clock), so no speedup beyond `ceiling` can be measured."""
+
+    reference_ms: float
+    host_ms: float
+    roofline: Optional[Roofline] = None  # where the problem declares its bytes or flops
+
+    @property
+    def ceiling(self) -> Optional[float]:
+        floor = self.roofline.floor_ms if self.roofline else None
+        if not floor or self.reference_ms <= 0:
+            return None
+        return self.reference_ms / (floor + max(self.host_ms, 0.0))
+
+
+def headroom(reference_ms: float, host_ms: float, declared: dict[str, int], peaks: Optional[Peaks]) -> Headroom:
+    line = assess(declared.get("bytes"), declared.get("flops"), peaks, reference_ms) if declared else None
+    return Headroom(reference_ms, host_ms, line)
+
+
 def impossible(roofline: Roofline, median_ms: float) -> bool:
     return roofline.floor_ms is not None and median_ms < IMPOSSIBLE_SHARE * roofline.floor_ms
 

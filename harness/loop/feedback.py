@@ -201,11 +201,30 @@ def best_of(history: list[Past]) -> Optional[tuple[int, float]]:
     return (best.n, best.eval.speedup) if best else None
 
 
-def pinned_note(best: Past) -> str:
-    """What the pinned copy of the best candidate says about itself."""
+def pinned_note(best: Past, standing: str = "the best correct candidate so far",
+                ask: str = "Build on it unless the feedback says otherwise.") -> str:
+    """What the pinned copy of a candidate (the best, or a sample's parent) says about itself."""
     times = ", ".join(f"{name} {_ms(best.eval, name)} ms" for name in (CANDIDATE, REFERENCE))
-    return (f"The answer above is round {best.n}'s, the best correct candidate so far: "
-            f"{best.eval.speedup:.2f}x ({times}). Build on it unless the feedback says otherwise.")
+    return f"The answer above is round {best.n}'s, {standing}: {best.eval.speedup:.2f}x ({times}). {ask}"
+
+
+def parent_note(parent: Past, rank: int, width: int) -> str:
+    """The pinned note of a sample's parent under --beam."""
+    return pinned_note(parent, f"number {rank} of the {width} best correct candidates kept",
+                       "Start from it and make it faster; the feedback below is on the last round.")
+
+
+def direction_line(direction: str) -> str:
+    """What a sample is asked to try, after the round's prompt (--samples K)."""
+    return f"\n\nFor this answer, try {direction}." if direction else ""
+
+
+def sample_line(i: int, result: EvalResult, direction: str = "", parent: Optional[tuple[int, float]] = None) -> str:
+    """One sample's outcome in short, with what it tried and where it started."""
+    tried = [direction.split(":")[0]] if direction else []
+    tried += [f"from round {parent[0]}'s {parent[1]:.2f}x"] if parent else []
+    label = f"sample {i + 1}" + (f" ({', '.join(tried)})" if tried else "")
+    return f"{label}: {result.verdict.value} {headline(result)}".rstrip()
 
 
 def stalled(history: list[Past]) -> int:

@@ -15,24 +15,31 @@ import dataclasses
 import hashlib
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterable, Optional, Protocol
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Callable, Iterable, Iterator, Optional, Protocol
 
 from ..results import EvalResult, Tokens, Verdict
 from ..runs.settings import cost_usd
-from ..runs.store import (CANDIDATE_FILE, Best, Outcome, Round, RoundSummary, Run, RunStore, Sample, Status,
-                          StopReason, utc_now)
+from ..runs.store import (CANDIDATE_FILE, Best, Outcome, Parent, Round, RoundSummary, Run, RunStore, Sample,
+                          Status, StopReason, utc_now)
+from . import search
 from .extract import approach, extract, strip_reasoning
-from .feedback import APPROACH_CHARS, Past, Thresholds, feedback_text, headline, pinned_note, stalled
+from .feedback import (APPROACH_CHARS, Past, Thresholds, direction_line, feedback_text, parent_note, pinned_note,
+                       sample_line, stalled)
 from .observer import Observer
 from .prompts import Prompts
 from .proposers.base import Conversation, Exhausted, OutOfTime, Proposer, ProposerError, Turn
 
 
-class Evaluates(Protocol):
-    """A batch of candidates in, their results out in order (harness.engine.pool.Pool)."""
+# The run stops once the best is this close to the physical ceiling: no more can be measured.
+CEILING_SHARE = 0.95
 
-    def evaluate(self, candidates: list[str], on_event: Optional[Callable[[int, str], None]] = None
+
+class Evaluates(Protocol):
+    """Candidates in, their results out in order (harness.engine.pool.Pool); each candidate is
+    built as soon as the iterable yields it."""
+
+    def evaluate(self, candidates: Iterable[str], on_event: Optional[Callable[[int, str], None]] = None
                  ) -> list[EvalResult]: ...
 
 
@@ -62,6 +69,8 @@ def conclusion(run: Run, rounds: list[Round], thresholds: Thresholds) -> str:
         StopReason.ERROR: "on an error",
         StopReason.PLATEAU: f"after {run.settings.plateau} round(s) without a measurable gain",
         StopReason.BUDGET: "at the --budget-usd budget",
+        StopReason.CEILING: f"at the physical ceiling (about {run.ceiling or 0:.2f}x: the reference's time over "
+                            "its floor plus host time)",
     }
     best = run.best
     if best and best.speedup >= thresholds.target:
@@ -138,6 +147,8 @@ class Loop:
         s = self.run.settings
         if self.run.best and self.run.best.speedup >= self.thresholds.target:
             return StopReason.TARGET
+        if self.run.best and self.run.ceiling and self.run.best.speedup >= CEILING_SHARE * self.run.ceiling:
+            return StopReason.CEILING
         if s.rounds is not None and len(self.rounds) >= s.rounds:
             return StopReason.ROUNDS
         if s.wall_time is not None and self.elapsed() >= s.wall_time:
@@ -162,7 +173,7 @@ class Loop:
         if last.sample.same_as is not None:
             notes.append(f"This file is identical to round {last.sample.same_as}'s: its verdict is repeated "
                          "without building or measuring it again. Change something.")
-        others = [f"sample {i + 1}: {s.eval.verdict.value} {headline(s.eval)}".rstrip()
+        others = [sample_line(i, s.eval, s.direction, s.parent and (s.parent.round, s.parent.speedup))
                   for i, s in enumerate(last.samples) if i != last.chosen]
         if others:
             notes.append(f"The feedback above is on sample {last.chosen + 1} of {len(last.samples)}; the others: "
@@ -177,40 +188,68 @@ class Loop:
                              last.sample.approach, notes, self.hidden_warnings)
         return text, fresh
 
-    def _conversation(self, prompt: str, fresh: bool) -> Conversation:
-        """The rounds since the last restart, and the best candidate pinned."""
+    def _conversation(self, prompt: str, fresh: bool, direction: str = "", parent: Optional[Parent] = None,
+                      members: Optional[list[Parent]] = None) -> Conversation:
+        """One sample's conversation: the rounds since the last restart with the best candidate
+        pinned; under --beam, its parent pinned in their place. The sample's direction follows
+        the prompt."""
+        asked = prompt + direction_line(direction)
+        if parent is not None and members:
+            sample = self.rounds[parent.round - 1].samples[parent.sample]
+            note = parent_note(Past(parent.round, sample.eval, sample.approach), members.index(parent) + 1,
+                               len(members))
+            return Conversation(self.system, [], asked, first=self.first,
+                                pinned=Turn(note, strip_reasoning(sample.answer), parent.round))
         start = max((i for i, r in enumerate(self.rounds) if r.fresh), default=0)
         chain = [] if fresh else self.rounds[start:]
-        turns = [Turn(r.prompt, strip_reasoning(r.answer), r.n) for r in chain]
+        turns = [Turn(r.prompt + direction_line(r.sample.direction), strip_reasoning(r.answer), r.n) for r in chain]
         pinned = None
         best = self.run.best
         if best is not None:
             sample = self.rounds[best.round - 1].samples[best.sample]
             note = pinned_note(Past(best.round, sample.eval, sample.approach))
             pinned = Turn(note, strip_reasoning(sample.answer), best.round)
-        return Conversation(self.system, turns, prompt, first=self.first, pinned=pinned)
+        return Conversation(self.system, turns, asked, first=self.first, pinned=pinned)
 
     def _round(self, n: int) -> Round:
         started, t0 = utc_now(), time.monotonic()
         prompt, fresh = self._prompt(n)
         self.store.write_prompt(n, prompt)
-        conversation = self._conversation(prompt, fresh)
-        k = self.run.settings.samples
-        if k > 1 and self.proposer.concurrent:
-            with ThreadPoolExecutor(k) as threads:
-                samples = list(threads.map(lambda i: self._ask(n, i, conversation), range(k)))
-        else:
-            samples = [self._ask(n, i, conversation) for i in range(k)]
-        self._evaluate(n, samples)
+        s = self.run.settings
+        k = s.samples
+        members = search.beam(self.rounds, s.beam) if s.beam else []
+        plans = [(search.direction(n, i, k), search.draw(members, self.run.id, n, i)) for i in range(k)]
+
+        def ask(i: int) -> Sample:
+            direction, parent = plans[i]
+            return self._ask(n, i, self._conversation(prompt, fresh, direction, parent, members), direction, parent)
+
+        samples: list[Optional[Sample]] = [None] * k
+        self._evaluate(n, samples, self._arrivals(ask, k))
         return Round(n=n, prompt=prompt, samples=samples, chosen=pick(samples), started=started,
                      seconds=time.monotonic() - t0, fresh=fresh)
+
+    def _arrivals(self, ask: Callable[[int], Sample], k: int) -> Iterator[tuple[int, Sample]]:
+        """A round's samples as their answers arrive: all asked at once where the proposer allows."""
+        if k == 1 or not self.proposer.concurrent:
+            for i in range(k):
+                yield i, ask(i)
+            return
+        threads = ThreadPoolExecutor(k)
+        futures = {threads.submit(ask, i): i for i in range(k)}
+        try:
+            for future in as_completed(futures):
+                yield futures[future], future.result()
+        finally:  # on an error the others are not waited for
+            threads.shutdown(wait=False, cancel_futures=True)
 
     def _phase(self, n: int, i: int, phase: str) -> None:
         self.observer.phase(n, i, phase)
         self.store.event("phase", round=n, sample=i + 1, phase=phase)
 
-    def _ask(self, n: int, i: int, conversation: Conversation) -> Sample:
-        """One answer, recorded and extracted; its evaluation comes with the round's batch."""
+    def _ask(self, n: int, i: int, conversation: Conversation, direction: str = "",
+             parent: Optional[Parent] = None) -> Sample:
+        """One answer, recorded and extracted; evaluated as soon as it is handed on."""
         self._phase(n, i, "asking")
         wall_time = self.run.settings.wall_time
         time_left = None if wall_time is None else wall_time - self.elapsed()
@@ -235,21 +274,29 @@ class Loop:
         return Sample(answer=proposal.answer, origin=proposal.origin, extraction=status,
                       candidate=code, eval=result, tokens=proposal.tokens,
                       ask_seconds=proposal.seconds, eval_seconds=0.0, cut_off=proposal.cut_off,
-                      approach=approach(proposal.answer, code, APPROACH_CHARS), same_as=same_as)
+                      approach=approach(proposal.answer, code, APPROACH_CHARS), same_as=same_as,
+                      direction=direction, parent=parent)
 
-    def _evaluate(self, n: int, samples: list[Sample]) -> None:
-        """All of a round's new candidates through the pool: built at once, timed one per GPU;
-        a sample identical to another of the round takes that one's result."""
+    def _evaluate(self, n: int, samples: list[Optional[Sample]], arrivals: Iterator[tuple[int, Sample]]) -> None:
+        """A round's samples into `samples` as they arrive, each new candidate handed to the pool at
+        once (built while the other answers are still coming, timed one per GPU); a sample
+        identical to another of the round takes that one's result."""
         first: dict[str, int] = {}
-        for i, sample in enumerate(samples):
-            if sample.candidate is not None:
-                self.store.write_candidate(n, i, sample.candidate)
-                if sample.eval is None:
-                    first.setdefault(_digest(sample.candidate), i)
-        todo = list(first.values())
-        paths = [str(self.store.round_dir(n, i) / CANDIDATE_FILE) for i in todo]
+        todo: list[int] = []  # the sample of each candidate handed on, in order
+
+        def candidates() -> Iterator[str]:
+            for i, sample in arrivals:
+                samples[i] = sample
+                if sample.candidate is None:
+                    continue
+                path = self.store.write_candidate(n, i, sample.candidate)
+                if sample.eval is None and _digest(sample.candidate) not in first:
+                    first[_digest(sample.candidate)] = i
+                    todo.append(i)
+                    yield str(path)
+
         t0 = time.monotonic()
-        results = self.evaluator.evaluate(paths, on_event=lambda j, phase: self._phase(n, todo[j], phase))
+        results = self.evaluator.evaluate(candidates(), on_event=lambda j, phase: self._phase(n, todo[j], phase))
         for i, result in zip(todo, results):
             samples[i].eval, samples[i].eval_seconds = result, result.seconds
         for sample in samples:

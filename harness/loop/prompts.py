@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING, Any, Optional
 import jinja2
 
 from ..errors import HarnessError
+from ..integrity.roofline import roofline_text
 
 if TYPE_CHECKING:
     from ..device import DeviceInfo
     from ..engine.protocol import OracleReady
+    from ..integrity.roofline import Headroom
     from ..problem import Problem
     from ..results import Environment
 
@@ -89,12 +91,18 @@ def system_prompt(prompts: Prompts) -> str:
 
 
 def first_prompt(prompts: Prompts, problem: "Problem", device: "DeviceInfo", *, accept: float, target: float,
-                 trials: int, facts: "OracleReady", environment: "Environment") -> str:
+                 trials: int, facts: "OracleReady", environment: "Environment",
+                 headroom: Optional["Headroom"] = None) -> str:
     """The problem, the rules, and the facts the reference process found: hardware, measured
-    peaks, how the inputs arrive, versions."""
+    peaks, how the inputs arrive, versions; and the reference's own time against its floor."""
+    reference = None
+    if headroom is not None:
+        reference = {"ms": headroom.reference_ms, "host_ms": headroom.host_ms, "ceiling": headroom.ceiling,
+                     "roofline": roofline_text(headroom.roofline) if headroom.roofline else ""}
     return prompts.render(FIRST, problem=problem, device=device, tolerance=tolerance_text(problem),
                           accept=accept, target=target, trials=trials, hardware=facts.hardware,
-                          inputs=facts.inputs, peaks=facts.peaks, environment=environment).strip() + "\n"
+                          inputs=facts.inputs, peaks=facts.peaks, environment=environment,
+                          reference=reference).strip() + "\n"
 
 
 def candidate_template(prompts: Prompts, problem: "Problem", *, accept: float, target: float) -> str:

@@ -32,10 +32,12 @@ class Settings:
     # endpoint still fails in about half an hour (3 x 10 min), not hours.
     request_timeout: float = 600.0  # seconds per attempt
     max_retries: int = 2  # on rate limits, timeouts and 5xx, with backoff
+    stream: bool = False  # ask for the answer as server-sent events
     rounds: Optional[int] = 10  # None: no limit (a person at an editor stops with Ctrl-C)
     accept: float = 1.5
     target: float = 2.0
     samples: int = 1
+    beam: int = 0  # the best correct candidates kept as parents; 0: one chain from the best
     wall_time: Optional[float] = None  # seconds
     token_budget: Optional[int] = None
     budget_usd: Optional[float] = None  # needs prices

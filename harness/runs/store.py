@@ -70,6 +70,17 @@ class Sample:
     cut_off: bool = False
     approach: str = ""  # the approach in the answer's own words, cut short
     same_as: Optional[int] = None  # the round whose identical candidate's verdict this repeats
+    direction: str = ""  # the direction this sample was asked to take (--samples K)
+    parent: Optional["Parent"] = None  # the candidate it was asked to improve (--beam N)
+
+
+@dataclass
+class Parent:
+    """A correct earlier candidate a sample starts from."""
+
+    round: int
+    sample: int  # 0-based
+    speedup: float
 
 
 @dataclass
@@ -147,6 +158,7 @@ class StopReason(enum.StrEnum):
     FILES_EXHAUSTED = "files_exhausted"
     PLATEAU = "plateau"  # rounds without a measurable gain, after a restart from the best
     BUDGET = "budget"  # --budget-usd spent
+    CEILING = "ceiling"  # the best is within reach of the physical ceiling: no target above it is reachable
     INTERRUPTED = "interrupted"
     ERROR = "error"
 
@@ -177,6 +189,9 @@ class Run:
     rounds: list[RoundSummary] = field(default_factory=list)
     evaluation: Optional[Evaluation] = None  # None in runs recorded before it was kept
     heartbeat: str = ""  # refreshed while a process runs it; "" in runs recorded before it was kept
+    # the highest speedup the hardware allows: the reference's time over its floor plus host time
+    ceiling: Optional[float] = None
+    notes: list[str] = field(default_factory=list)  # said at the start, for whoever reads the run later
 
 
 def utc_now() -> str:

@@ -8,13 +8,16 @@ Endpoints differ, and each difference is met where it shows: `max_tokens`
 refused (reasoning models want `max_completion_tokens`) is asked again with the
 other name; a context-length error halves the window and asks again. The request
 runs in a daemon thread so that the run's wall time ends the wait whatever the
-client is doing (a retry, a backoff).
+client is doing (a retry, a backoff). With `stream`, the answer comes as
+server-sent events and is assembled here, content and reasoning apart, with the
+usage the last event carries.
 """
 from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Optional
 
 import openai
 
@@ -32,7 +35,7 @@ class OpenAIProposer:
                  window: int = 0, timeout: float = 600.0, max_retries: int = 2,
                  api_key_env: str = "OPENAI_API_KEY", token_param: Optional[str] = None,
                  reasoning_effort: Optional[str] = None, extra_body: Optional[dict] = None,
-                 patience: float = 1800.0, first_wait: float = 30.0):
+                 patience: float = 1800.0, first_wait: float = 30.0, stream: bool = False):
         self.model = model
         self.timeout = timeout
         self.base_url = base_url or DEFAULT_URL
@@ -42,6 +45,7 @@ class OpenAIProposer:
         self.token_param = token_param or "max_tokens"
         self.extra_body = extra_body or None
         self.patience, self.first_wait = patience, first_wait
+        self.stream = stream
         self.options: dict[str, Any] = {}
         if temperature is not None:
             self.options["temperature"] = temperature
@@ -55,16 +59,15 @@ class OpenAIProposer:
                 time_left: Optional[float] = None) -> Proposal:
         started = time.monotonic()
         deadline = None if time_left is None else started + time_left
-        response = self._complete(conversation, say, deadline)
-        if not response.choices:
+        answer = self._complete(conversation, say, deadline)
+        if answer is None:
             raise ProposerError(f"The endpoint {self.base_url} returned no choices for `{self.model}`.")
-        choice = response.choices[0]
-        tokens = _tokens(response.usage)
-        return Proposal(answer=_answer_text(choice.message), origin=f"openai:{self.model}",
-                        tokens=tokens, seconds=time.monotonic() - started,
-                        cut_off=choice.finish_reason == "length")
+        return Proposal(answer=_with_reasoning(answer.content, answer.reasoning), origin=f"openai:{self.model}",
+                        tokens=_tokens(answer.usage), seconds=time.monotonic() - started,
+                        cut_off=answer.finish_reason == "length")
 
-    def _complete(self, conversation: Conversation, say: Callable[[str], None], deadline: Optional[float]) -> Any:
+    def _complete(self, conversation: Conversation, say: Callable[[str], None], deadline: Optional[float]
+                  ) -> Optional["Answer"]:
         """One completion, asked again where the endpoint's answer says how to succeed; none
         past the run's wall time (`deadline`)."""
         waited, wait = 0.0, self.first_wait
@@ -103,14 +106,23 @@ class OpenAIProposer:
                 time.sleep(wait)
                 waited, wait = waited + wait, min(2 * wait, 600.0)
 
-    def _create(self, conversation: Conversation, options: dict[str, Any], deadline: Optional[float]) -> Any:
+    def _create(self, conversation: Conversation, options: dict[str, Any], deadline: Optional[float]
+                ) -> Optional["Answer"]:
         time_left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
         # Each attempt is cut at the time left too, so an abandoned request ends by itself soon after.
         timeout = self.timeout if time_left is None else min(self.timeout, time_left)
-        try:
-            return _within(time_left, lambda: self.client.chat.completions.create(
+        if self.stream:  # the last event carries the usage, where the server is asked for it
+            options = {**options, "stream": True, "stream_options": {"include_usage": True}}
+
+        def create() -> Optional[Answer]:
+            response = self.client.chat.completions.create(
                 model=self.model, messages=conversation.messages(self.window), timeout=timeout,
-                extra_body=self.extra_body, **options))
+                extra_body=self.extra_body, **options)
+            return _assembled(response) if self.stream else _answer(response)
+
+        try:
+            # a stream is read in the same thread, so the wall time cuts it too
+            return _within(time_left, create)
         except (openai.BadRequestError, openai.RateLimitError, openai.InternalServerError):
             raise  # handled by the caller, which knows what to change
         except openai.AuthenticationError as exc:
@@ -203,12 +215,48 @@ def _context_exceeded(exc: openai.BadRequestError) -> bool:
         or "maximum context" in text
 
 
-def _answer_text(message: Any) -> str:
-    """The answer with its reasoning in `<think>` tags where the server returns it apart
-    (vLLM and SGLang's `reasoning_content`, Ollama's `reasoning`), so runs/ keeps it."""
-    content = message.content or ""
+@dataclass
+class Answer:
+    """One completion, from a whole response or assembled from a stream."""
+
+    content: str
+    reasoning: str
+    finish_reason: Optional[str]
+    usage: Any
+
+
+def _reasoning(message: Any) -> str:
+    """Reasoning the server returns apart: vLLM and SGLang's `reasoning_content`, Ollama's
+    `reasoning` (on a message, or on a stream's delta)."""
     extra = getattr(message, "model_extra", None) or {}
     reasoning = extra.get("reasoning_content") or extra.get("reasoning")
-    if isinstance(reasoning, str) and reasoning.strip():
+    return reasoning if isinstance(reasoning, str) else ""
+
+
+def _answer(response: Any) -> Optional[Answer]:
+    if not response.choices:
+        return None
+    choice = response.choices[0]
+    return Answer(choice.message.content or "", _reasoning(choice.message), choice.finish_reason, response.usage)
+
+
+def _assembled(chunks: Iterable[Any]) -> Optional[Answer]:
+    """A streamed answer put together: content and reasoning from the deltas, the finish
+    reason from the last choice, the usage from the event that has it."""
+    content, reasoning, finish, usage, choices = [], [], None, None, False
+    for chunk in chunks:
+        usage = getattr(chunk, "usage", None) or usage
+        for choice in chunk.choices or []:
+            choices = True
+            if choice.delta is not None:
+                content.append(choice.delta.content or "")
+                reasoning.append(_reasoning(choice.delta))
+            finish = choice.finish_reason or finish
+    return Answer("".join(content), "".join(reasoning), finish, usage) if choices else None
+
+
+def _with_reasoning(content: str, reasoning: str) -> str:
+    """The answer with its reasoning in `<think>` tags, so runs/ keeps it."""
+    if reasoning.strip():
         return f"<think>\n{reasoning.strip()}\n</think>\n\n{content}"
     return content
