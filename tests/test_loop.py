@@ -6,11 +6,13 @@ Python, so a vectorised plain-Python candidate clears a 2x target without a buil
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -230,6 +232,55 @@ def test_identical_answers_get_the_earlier_verdict_unevaluated(tmp_path):
     assert "identical to round 1's: its verdict is repeated" in rounds[2].prompt
 
 
+def test_beam_draws_each_samples_parent_from_the_best_and_shows_its_code(tmp_path):
+    from harness.loop.search import beam, draw
+
+    # round 1: three correct candidates; --beam 2 keeps B (1.8x) and C (1.5x), never A
+    answers = ["# correct 1.2\n# A", "# correct 1.8\n# B", "# correct 1.5\n# C"]
+    answers += [f"# correct 1.{n}\n# next {n}" for n in range(12)]
+    proposer = ScriptedProposer(*answers)
+    loop, store = stub_loop(tmp_path, proposer, samples=3, beam=2, rounds=3, plateau=0)
+    loop.execute()
+    rounds = store.load_rounds()
+    parents = [s.parent for r in rounds[1:] for s in r.samples]
+    assert {(p.round, p.sample) for p in parents} <= {(1, 1), (1, 2), (2, 0), (2, 1), (2, 2)}
+    assert all((p.round, p.sample) in {(1, 1), (1, 2)} for p in (s.parent for s in rounds[1].samples))
+    for conversation, sample in zip(proposer.seen[3:6], rounds[1].samples):
+        messages = conversation.messages(4)
+        code = "# B" if sample.parent.sample == 1 else "# C"
+        assert messages[2] == {"role": "assistant", "content": f"# correct 1.{8 if code == '# B' else 5}\n{code}"}
+        rank = 1 if code == "# B" else 2
+        assert f"number {rank} of the 2 best correct candidates kept: 1.{8 if rank == 1 else 5}0x" in \
+            messages[3]["content"] and "## Round 1: correct" in messages[3]["content"]
+    # seeded: the same run, round and sample draw the same parent; over many, both, the faster more often
+    members = beam(rounds[:1], 2)
+    assert [draw(members, "run", 2, i) for i in range(3)] == [draw(members, "run", 2, i) for i in range(3)]
+    drawn = [draw(members, "run", n, 0).sample for n in range(400)]
+    assert drawn.count(1) > drawn.count(2) > 100
+
+
+def test_samples_are_told_different_directions(tmp_path):
+    proposer = ScriptedProposer("# correct 1.2", "# incorrect 0", "# correct 1.3", "# correct 1.4")
+    loop, store = stub_loop(tmp_path, proposer, samples=2, rounds=2, plateau=0)
+    loop.execute()
+    asked = [c.prompt for c in proposer.seen]
+    assert asked[0].endswith("For this answer, try a different parallel decomposition: another mapping of rows, "
+                             "tiles or elements to blocks, warps and threads.")
+    assert "try fuse more" in asked[1] and "try fuse more" in asked[2]  # rotated from round to round
+    assert "sample 2 (fuse more): incorrect" in asked[2]
+    assert [s.direction.split(":")[0] for s in store.load_rounds()[0].samples] == [
+        "a different parallel decomposition", "fuse more"]
+
+
+def test_the_run_stops_at_the_physical_ceiling(tmp_path):
+    proposer = ScriptedProposer("# correct 1.2", "# correct 1.93", "# correct 1.99")
+    loop, _ = stub_loop(tmp_path, proposer, target=5.0)
+    loop.run.ceiling = 2.0
+    run = loop.execute()
+    assert (run.stop_reason, len(run.rounds)) == ("ceiling", 2)
+    assert "at the physical ceiling (about 2.00x" in run.message
+
+
 # --- real runs on CPU -------------------------------------------------------
 
 def test_files_run_reaches_the_target_and_stops(tmp_path, cache_dir, capsys):
@@ -350,18 +401,36 @@ def test_cost_per_round_and_run_and_the_dollar_budget(tmp_path, cache_dir, capsy
 def test_samples_are_asked_at_once_and_each_outcome_is_reported(tmp_path, cache_dir, capsys, fake_openai,
                                                                  monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    fake_openai.answer(*[Reply(f"Idea {k}: no code yet.", delay=1.0) for k in range(3)],
+    # the first answer (a correct candidate) comes at once, the others seconds later
+    fake_openai.answer(Reply(f"Rows in one call.\n```python\n{SLOW}```", delay=1.0),
+                       *[Reply(f"Idea {k}: no code yet.", delay=4.0) for k in range(2)],
                        *[Reply("Later.") for _ in range(3)])
     runs = tmp_path / "runs"
     rc = main([str(PROBLEM), "--model", MODEL, "--base-url", fake_openai.url, "--samples", "3", "--rounds", "2",
-               "--runs-dir", str(runs), *eval_flags(cache_dir)])
+               "--stream", "--runs-dir", str(runs), *eval_flags(cache_dir)])
     out = capsys.readouterr().out
     assert rc == 1, out
     # all three requests of round 1 arrived before the first answer went out
     assert sorted(fake_openai.arrivals)[2] < min(fake_openai.replies)
+    # each was told a different direction, and streamed
+    directions = [r["messages"][-1]["content"].split("For this answer, try ")[1].split(":")[0]
+                  for r in fake_openai.requests[:3]]
+    told = ["a different parallel decomposition", "fuse more", "vectorised, coalesced memory access"]
+    assert sorted(directions) == sorted(told)
+    assert all(r["stream"] for r in fake_openai.requests)
+    # the first candidate was built before the other answers had come
+    path = only_run(runs)
+    events = [json.loads(line) for line in (path / "events.jsonl").read_text().splitlines()]
+    (built,) = [e for e in events if e.get("phase") == "building"]  # whichever request got the code
+    others = [k for k in (1, 2, 3) if k != built["sample"]]
+    later = min(only_run(runs).joinpath("rounds", "001", *(["samples", str(k)] if k > 1 else []), "answer.md")
+                .stat().st_mtime for k in others)
+    assert datetime.fromisoformat(built["time"]).timestamp() < later - 1.0
     feedback = fake_openai.requests[3]["messages"][-1]["content"]
-    assert "The feedback above is on sample 1 of 3; the others: sample 2: no_code" in feedback
-    assert "sample 3: no_code" in feedback
+    assert "## Round 1: correct" in feedback
+    assert f"The feedback above is on sample {built['sample']} of 3; the others: " in feedback
+    for k in others:
+        assert f"sample {k} ({told[k - 1]}): no_code" in feedback
 
 
 def test_resume_after_the_process_is_killed(tmp_path, cache_dir, capsys):
@@ -518,6 +587,43 @@ def test_dry_run_prints_the_first_prompt_and_asks_nobody(tmp_path, capsys):
     assert "## The reference: `row_loop`" in out and not runs.exists()
     # facts from the reference process
     assert "- `x`: cpu float32 (256, 64), contiguous" in out and f"- {os.cpu_count()} cores" in out
+    # the reference's own time; no floor, nor a ceiling, without a roofline declaration
+    assert re.search(r"- The reference takes [0-9.]+ ms here \(median, timed alone\)\.\n", out)
+    assert "highest speedup" not in out
+
+
+LAYERNORM = PROBLEMS / "small_layernorm_roofline.py"
+LAYERNORM_COPY = ("import torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def __init__(self, shape):\n"
+                  "        super().__init__()\n        self.ln = nn.LayerNorm(shape)\n\n"
+                  "    def forward(self, x):\n        return self.ln(x)\n")
+
+
+def test_the_first_prompt_gives_the_floor_and_a_target_above_the_ceiling_is_warned_of(tmp_path, cache_dir, capsys):
+    rc = main([str(LAYERNORM), "--dry-run", "--target", "1000", *eval_flags(cache_dir)])
+    captured = capsys.readouterr()
+    assert rc == 0
+    reference = re.search(r"- The reference takes ([0-9.]+) ms here \(median, timed alone\):\n  .* GB/s = [0-9]+% "
+                          r"of the measured peak \(floor ([0-9.e-]+) ms\)", captured.out)
+    ceiling = re.search(r"the highest speedup that can be measured is about\n  ([0-9.]+)x", captured.out)
+    assert reference and ceiling, captured.out
+    assert float(reference[1]) / float(reference[2]) > float(ceiling[1])  # the host's time counts too
+    assert f"The target 1000x is above the physical ceiling of about {ceiling[1]}x" in captured.err
+    # a run says so at the start and keeps it in run.json
+    candidate = tmp_path / "copy.py"
+    candidate.write_text(LAYERNORM_COPY)
+    runs = tmp_path / "runs"
+    assert main([str(LAYERNORM), "--files", str(candidate), "--target", "1000", "--runs-dir", str(runs),
+                 *eval_flags(cache_dir)]) == 1
+    out = capsys.readouterr().out
+    record = run_json(only_run(runs))
+    assert record["ceiling"] > 1 and record["notes"][0].startswith("The target 1000x is above the physical ceiling")
+    assert "warning: The target 1000x is above the physical ceiling" in out
+    assert record["stop_reason"] == "files_exhausted"
+    from harness.cli.main import main as harness
+
+    assert harness(["show", str(only_run(runs))]) == 0
+    shown = capsys.readouterr().out
+    assert f"ceiling {record['ceiling']:.2f}x" in shown and "note: The target 1000x is above" in shown
 
 
 # --- bad input ----------------------------------------------------------------

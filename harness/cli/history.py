@@ -63,7 +63,10 @@ def print_show(console: Console, run: str, runs_dir: Path, round_n: Optional[int
                   f"  on {env.device_name or env.device if env else 'unknown device'}")
     console.print(f"status {record.status}" + (f", stopped by {record.stop_reason}" if record.stop_reason else "")
                   + (f", outcome {record.outcome}" if record.outcome else "")
-                  + f"; accept {record.settings.accept}x, target {record.settings.target}x")
+                  + f"; accept {record.settings.accept}x, target {record.settings.target}x"
+                  + (f", ceiling {record.ceiling:.2f}x" if record.ceiling else ""), markup=False)
+    for note in record.notes:
+        console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     table = Table()
     for column in ("round", "verdict", "candidate ms", "reference ms", "speedup", "tokens", "seconds"):
         table.add_column(column, justify="left" if column == "verdict" else "right")
