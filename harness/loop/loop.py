@@ -1,11 +1,14 @@
 """The optimization loop: propose, extract, evaluate, feed back, until a stop rule holds.
 
-Stop rules, checked before each round: the target reached, the round budget,
-the wall-time budget (also while waiting for an answer), the token budget, a
-plateau (rounds without a measurable gain). The run's result is its best correct
-candidate, and its code is pinned in every request whose window no longer holds
-it. After `restart_after` rounds without a measurable gain the conversation
-starts again from the best. A candidate identical to an earlier one gets that
+Stop rules, checked before each round: the target reached, the physical
+ceiling (the best within 5% of it), the round budget, the wall-time budget (also
+while waiting for an answer), the token budget, a plateau (rounds without a
+measurable gain). The run's result is its best correct candidate, and its code is
+pinned in every request whose window no longer holds it; under --beam a sample's
+parent, drawn from the best few, is pinned instead. A round's samples are asked
+at once, each told its own direction, and each is built as soon as it arrives.
+After `restart_after` rounds without a measurable gain the conversation starts
+again from the best. A candidate identical to an earlier one gets that
 one's verdict again, unbuilt. Everything a round produces is stored as it
 happens, so a killed run can resume from its last finished round.
 """
@@ -189,12 +192,12 @@ class Loop:
         return text, fresh
 
     def _conversation(self, prompt: str, fresh: bool, direction: str = "", parent: Optional[Parent] = None,
-                      members: Optional[list[Parent]] = None) -> Conversation:
+                      members: tuple[Parent, ...] | list[Parent] = ()) -> Conversation:
         """One sample's conversation: the rounds since the last restart with the best candidate
         pinned; under --beam, its parent pinned in their place. The sample's direction follows
         the prompt."""
         asked = prompt + direction_line(direction)
-        if parent is not None and members:
+        if parent is not None:  # drawn from `members`
             sample = self.rounds[parent.round - 1].samples[parent.sample]
             note = parent_note(Past(parent.round, sample.eval, sample.approach), members.index(parent) + 1,
                                len(members))
