@@ -73,7 +73,7 @@ def worker_command(spec_file: str) -> list[str]:
 
 
 NOT_INSTALLED = "ncu (Nsight Compute) is not installed: per-kernel times from the torch profiler instead"
-ON_CPU = "no ncu profile on the CPU (ncu profiles CUDA kernels): the torch profiler's CPU ops, by self time, instead"
+ON_CPU = "No ncu profile on the CPU (ncu profiles CUDA kernels): the torch profiler's CPU ops, by self time, instead"
 
 
 class Profiler:
