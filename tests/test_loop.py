@@ -306,6 +306,34 @@ def test_files_run_reaches_the_target_and_stops(tmp_path, cache_dir, capsys):
     assert "Target 2.0x reached in round 3" in out and str(path) in out
 
 
+def test_profile_run_on_cpu_feeds_back_the_torch_profilers_ops_and_says_once_why_not_ncu(tmp_path, cache_dir,
+                                                                                         capsys):
+    cands = tmp_path / "cands"
+    cands.mkdir()
+    (cands / "slow.py").write_text(SLOW)
+    (cands / "slow_b.py").write_text(SLOW.replace("range(2)", "range(3)"))
+    runs = tmp_path / "runs"
+    files = [cands / "slow.py", cands / "slow_b.py", seed("004")]
+    rc = main([str(PROBLEM), "--files", *map(str, files), "--runs-dir", str(runs), "--profile",
+               *eval_flags(cache_dir)])
+    out = capsys.readouterr().out
+    assert rc == 1, out  # nothing acceptable: the profiles cost time, never the run
+    path = only_run(runs)
+    record = run_json(path)
+    assert [r["verdict"] for r in record["rounds"]] == ["correct", "correct", "no_code"]
+    assert record["evaluation"]["profile"] is True
+    assert all(r["profile_seconds"] > 0 for r in record["rounds"][:2]) and record["rounds"][2]["profile_seconds"] == 0
+    profile = json.loads((path / "rounds" / "001" / "eval.json").read_text())["profile"]
+    assert profile["tool"] == "torch-cpu" and "aten::tanh" in {k["name"] for k in profile["kernels"]}
+    why = "No ncu profile on the CPU (ncu profiles CUDA kernels)"
+    assert " ".join(out.split()).count(why) == 1 and "profile " in out  # said once; each round's cost shown
+    second, third = ((path / "rounds" / n / "prompt.md").read_text() for n in ("002", "003"))
+    assert why in second and why not in third
+    for prompt in (second, third):
+        assert "Profile of one forward (torch profiler, CPU ops)" in prompt and "| kernel | ms |" in prompt
+        assert "| aten::tanh | " in prompt
+
+
 def test_openai_run_that_never_builds_ends_after_its_rounds(tmp_path, cache_dir, capsys,
                                                            fake_openai, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
@@ -530,14 +558,14 @@ def test_resume_takes_the_recorded_evaluation_options_unless_a_flag_overrides_on
     path = only_run(runs)
     assert run_json(path)["evaluation"] == {"trials": 2, "time_cap": 1.0, "policy": "warn",
                                             "shapes": "warn", "compile_baseline": False, "model_mode": "train",
-                                            "gpus": None}
+                                            "gpus": None, "profile": False, "profile_kernel": None}
     capsys.readouterr()
     # No --device, --trials or --policy: those come from the record; --time-cap overrides it.
     rc = main(["--resume", str(path), "--rounds", "2", "--time-cap", "0.5", "--cache-dir", str(cache_dir)])
     out = capsys.readouterr().out
     assert rc == 1, out
     assert ("Evaluation options from the run's record: trials 2, policy warn, shapes warn, compile_baseline False, "
-            "model_mode train, gpus None, "
+            "model_mode train, gpus None, profile False, profile_kernel None, "
             "device cpu; overridden by flags: time_cap 0.5.") in out
     assert run_json(path)["evaluation"]["time_cap"] == 0.5
     second = json.loads((path / "rounds" / "002" / "eval.json").read_text())
@@ -671,3 +699,21 @@ def test_gpu_files_run_from_seed_001_to_a_faster_candidate(tmp_path, cache_dir, 
     assert record["rounds"][0]["speedup"] < 1.5  # seed 001: one block per sample
     assert record["rounds"][1]["speedup"] >= 2.0 and record["outcome"] == "target"
     assert record["environment"]["arch"].startswith("sm_")
+
+
+@pytest.mark.gpu
+def test_gpu_profile_run_feeds_back_findings(tmp_path, cache_dir, capsys):
+    """ncu where it may read the counters, else the torch profiler: either way the grid of seed 001
+    (one block per sample) leaves most SMs idle, and the next feedback says so."""
+    runs = tmp_path / "runs"
+    rc = main([str(REPO / "problems" / "layernorm_4d.py"), "--files", str(seed("001")),
+               str(REPO / "kernels" / "layernorm_4d.py"), "--runs-dir", str(runs), "--device", "cuda",
+               "--cache-dir", str(cache_dir), "--profile", "--time-cap", "2"])
+    out = capsys.readouterr().out
+    path = only_run(runs)
+    record = run_json(path)
+    assert [r["verdict"] for r in record["rounds"]] == ["correct", "correct"], out
+    assert rc == 0 and record["rounds"][0]["profile_seconds"] > 0
+    second = (path / "rounds" / "002" / "prompt.md").read_text()
+    assert "Profile of one forward" in second and "| 16x1x1 |" in second
+    assert "Findings:" in second and "SMs idle" in second

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.engine.profile import PERMISSION_FIX, ProfileRequest, profile
+from harness.engine.profile import PERMISSION_FIX, Profiler, ProfileRequest, profile
 
 HERE = Path(__file__).parent
 SMALL = HERE / "problems" / "small_layernorm.py"
@@ -30,15 +30,26 @@ def test_reference_is_profiled_with_reference():
     assert "aten::layer_norm" in {k.name for k in result.kernels}
 
 
-def test_ncu_without_counter_permission_says_why_and_falls_back(tmp_path):
-    # a stand-in ncu that answers as ncu does for a user who may not read counters
+def refused_ncu(tmp_path):
+    """A stand-in ncu that answers as ncu does for a user who may not read counters, and counts its calls."""
     fake = tmp_path / "ncu"
-    fake.write_text("#!/bin/sh\necho '==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access "
-                    "NVIDIA GPU Performance Counters'\nexit 1\n")
+    fake.write_text(f"#!/bin/sh\necho x >> {tmp_path / 'calls'}\necho '==ERROR== ERR_NVGPUCTRPERM - The user does "
+                    "not have permission to access NVIDIA GPU Performance Counters'\nexit 1\n")
     fake.chmod(0o755)
-    result = profile(ProfileRequest(str(SMALL), str(CANDIDATE), "cpu"), ncu=str(fake))
+    return fake
+
+
+def test_ncu_without_counter_permission_says_why_and_falls_back(tmp_path):
+    result = profile(ProfileRequest(str(SMALL), str(CANDIDATE), "cpu"), ncu=str(refused_ncu(tmp_path)))
     assert "ERR_NVGPUCTRPERM" in result.note and PERMISSION_FIX in result.note
     assert result.tool == "torch-cpu" and result.kernels
+
+
+def test_a_refused_ncu_is_tried_once_and_each_profile_keeps_the_reason(tmp_path):
+    profiler = Profiler("cpu", ncu=str(refused_ncu(tmp_path)))
+    first, second = (profiler(ProfileRequest(str(SMALL), str(CANDIDATE), "cpu")) for _ in range(2))
+    assert (tmp_path / "calls").read_text().count("x") == 1
+    assert first.note == second.note and "ERR_NVGPUCTRPERM" in second.note
 
 
 def test_missing_candidate_is_a_usage_error():

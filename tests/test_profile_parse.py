@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from harness.engine import ncu
-from harness.results import from_json, to_json
+from harness.results import KernelProfile, Profile, from_json, to_json
 
 PROFILES = Path(__file__).parent / "profiles"
 
@@ -56,12 +56,12 @@ def test_classification_rules():
 
 def test_json_round_trip():
     kernels, sm_count = recorded("kernel")
-    profile = ncu.Profile("ncu", kernels, sm_count, ncu.findings(kernels, sm_count))
-    assert from_json(ncu.Profile, to_json(profile)) == profile
+    profile = Profile("ncu", kernels, sm_count, ncu.findings(kernels, sm_count))
+    assert from_json(Profile, to_json(profile)) == profile
 
 
 def test_heaviest_keeps_the_kernels_that_take_90_percent():
-    k = ncu.KernelProfile("a", 80.0)
+    k = KernelProfile("a", 80.0)
     kernels = [dataclasses.replace(k, name="small", duration_us=5.0), k,
                dataclasses.replace(k, name="b", duration_us=15.0)]
     assert [x.name for x in ncu.heaviest(kernels)] == ["a", "b"]

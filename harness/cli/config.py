@@ -245,7 +245,7 @@ def eval_options(args: argparse.Namespace, evaluation: Optional[Evaluation] = No
                        build_timeout=args.build_timeout, run_timeout=args.run_timeout,
                        time_cap=evaluation.time_cap, compile_baseline=evaluation.compile_baseline,
                        cache_dir=args.cache_dir, policy=evaluation.policy, model_mode=evaluation.model_mode,
-                       shapes=evaluation.shapes,
+                       shapes=evaluation.shapes, profile=evaluation.profile, profile_kernel=evaluation.profile_kernel,
                        max_host_memory=args.max_host_memory, max_processes=args.max_processes)
 
 
@@ -256,7 +256,9 @@ def evaluation_options(args: argparse.Namespace, recorded: Optional[Evaluation] 
     base = recorded or Evaluation()
     given = {"trials": args.trials, "time_cap": args.time_cap, "policy": args.policy, "shapes": args.shapes,
              "compile_baseline": args.compile_baseline, "model_mode": args.model_mode,
-             "gpus": parse_gpus(args.gpus)}
+             "gpus": parse_gpus(args.gpus),
+             # harness run's flags alone; other commands never profile
+             "profile": getattr(args, "profile", None), "profile_kernel": getattr(args, "profile_kernel", None)}
     values, kept, overridden = {}, [], []
     for name, flag in given.items():
         if flag is None:

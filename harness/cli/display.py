@@ -88,6 +88,7 @@ class Display:
         best = self.run.best
         line = f"round {rnd.n}: {result.verdict.value} {headline(result)}".rstrip()
         asked = f", model {sum(s.ask_seconds for s in rnd.samples):.1f} s" if self._model() else ""
+        asked += f", profile {rnd.profile_seconds:.1f} s" if rnd.profile_seconds else ""
         line += f"  (best {speedup_text(best.speedup) if best else '-'}, {rnd.seconds:.1f} s{asked}" \
                 f"{dollars(rnd.tokens, self.run.settings.prices)})"
         self.console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -101,8 +102,9 @@ def dollars(tokens: Tokens, prices: dict) -> str:
 
 def rounds_table(rounds: list[Round], prices: dict) -> Table:
     table = Table(title="Rounds", title_justify="left")
+    profiled = any(rnd.profile_seconds for rnd in rounds)
     for name in ("round", "verdict", "speedup", "cand ms", "ref ms", "build s", "tokens",
-                 "seconds"):
+                 "seconds", *(["profile s"] if profiled else [])):
         table.add_column(name, justify="left" if name == "verdict" else "right")
     for rnd in rounds:
         r = rnd.eval
@@ -112,7 +114,8 @@ def rounds_table(rounds: list[Round], prices: dict) -> Table:
                       speedup_text(r.speedup) if r.ok else "-",
                       f"{cand.median:.4g}" if cand else "-", f"{ref.median:.4g}" if ref else "-",
                       f"{r.build.seconds:.1f}" if r.build else "-",
-                      str(rnd.tokens.total) + dollars(rnd.tokens, prices), f"{rnd.seconds:.1f}")
+                      str(rnd.tokens.total) + dollars(rnd.tokens, prices), f"{rnd.seconds:.1f}",
+                      *([f"{rnd.profile_seconds:.1f}"] if profiled else []))
     return table
 
 

@@ -5,15 +5,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from ..engine.ncu import KernelProfile, Profile, short_name
-
-
-def _pct(value) -> str:
-    return "" if value is None else f"{value:.0f}%"
-
-
-def _dims(value) -> str:
-    return "" if value is None else "x".join(str(v) for v in value)
+from ..engine.ncu import TOOL_NAMES, dims_text, occupancy_text, pct_text, short_name
+from ..results import KernelProfile, Profile
 
 
 COLUMNS = ("kernel", "grid", "block", "time", "regs", "smem", "occ (theor.)", "DRAM", "SM", "L2 hit", "top stalls",
@@ -21,12 +14,10 @@ COLUMNS = ("kernel", "grid", "block", "time", "regs", "smem", "occ (theor.)", "D
 
 
 def kernel_row(k: KernelProfile) -> list[str]:
-    occupancy = _pct(k.achieved_occupancy) + (f" ({_pct(k.theoretical_occupancy)})"
-                                              if k.theoretical_occupancy is not None else "")
-    return [short_name(k.name), _dims(k.grid), _dims(k.block), f"{k.duration_us:,.1f} us",
+    return [short_name(k.name), dims_text(k.grid), dims_text(k.block), f"{k.duration_us:,.1f} us",
             "" if k.registers is None else str(k.registers),
-            "" if k.shared_mem_bytes is None else f"{k.shared_mem_bytes:,} B", occupancy,
-            _pct(k.dram_pct), _pct(k.sm_pct), _pct(k.l2_hit_pct),
+            "" if k.shared_mem_bytes is None else f"{k.shared_mem_bytes:,} B", occupancy_text(k),
+            pct_text(k.dram_pct), pct_text(k.sm_pct), pct_text(k.l2_hit_pct),
             ", ".join(f"{s.reason} {s.cycles:.1f}" for s in k.stalls), k.bottleneck]
 
 
@@ -45,7 +36,7 @@ def profile_table(kernels: list[KernelProfile], title: str) -> Table:
 def print_profile(console: Console, profile: Profile, what: str) -> None:
     if profile.note:
         console.print(f"[yellow]{profile.note}[/yellow]")
-    tool = {"ncu": "Nsight Compute", "torch": "torch profiler", "torch-cpu": "torch profiler, CPU ops"}[profile.tool]
+    tool = TOOL_NAMES[profile.tool]
     console.print(profile_table(profile.kernels, f"{what}: {len(profile.kernels)} kernel(s), {tool}, "
                                          f"{profile.seconds:.1f} s to profile"))
     for line in profile.findings:

@@ -92,6 +92,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plateau", type=int,
                         help="rounds without a measurable gain that end the run; 0 never (default 6)")
     parser.add_argument("--runs-dir", dest="runs_dir", help="where runs are stored (default runs/)")
+    parser.add_argument("--profile", action="store_true", default=None,
+                        help="profile each correct candidate's forward (ncu, else the torch profiler) and feed "
+                             "back its heaviest kernels and the findings")
+    parser.add_argument("--profile-kernel", dest="profile_kernel", metavar="REGEX",
+                        help="with --profile: only kernels whose name matches (ncu's --kernel-name)")
     parser.add_argument("--dry-run", dest="dry_run", action="store_true",
                         help="print the first prompt and exit: no endpoint, no run directory")
     # --device, --trials, timeouts, --cache-dir: the same flags as `harness eval`.

@@ -11,20 +11,23 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional, TypeVar
+from typing import Callable, Iterator, Optional, TypeVar
 
 from ..device import gpu_arch, require_cuda
+from ..errors import HarnessError
 from ..integrity import roofline, static
 from ..files import new_seed
 from ..problem import Problem, ProblemError, load_problem
-from ..results import (BuildResult, CheckResult, EvalResult, Retimed, ShapeVariant, Timing, Verdict, from_dict,
+from ..results import (BuildResult, CheckResult, EvalResult, Profile, Retimed, ShapeVariant, Timing, Verdict, from_dict,
                        speedup_text, to_dict)
 from . import build as builds
 from . import speedups
 from .device_lock import DeviceLock, device_key
 from .environment import collect_environment
+from .profile import TIME_LIMIT_S, Profiler, ProfileRequest
 from .process import (MAX_LOG_BYTES, MAX_PROCESSES, REGISTRY, Child, ChildBrokeProtocol, ChildDied, ChildTimeout, Limits,
                       default_host_memory, prune_logs)
 from .protocol import (BuildDone, BuildSpec, CandidateReady, CandidateSpec, Checked, Command, Guarded, OracleReady,
@@ -58,6 +61,10 @@ class EvalOptions:
     # bytes the problem may use on its device, both processes together; None: what the device
     # has free when the reference starts (tests set it to see the fit refusal)
     memory_limit: Optional[int] = None
+    # after a correct verdict, one forward under ncu (else the torch profiler), for the loop's feedback
+    profile: bool = False
+    profile_kernel: Optional[str] = None  # ncu's --kernel-name regex; None: every kernel, up to LAUNCH_COUNT
+    profile_time_limit: float = TIME_LIMIT_S
 
     def rel_se_target(self) -> float:
         """Queued GPU samples are steady enough to stop at 0.2%; a CPU's wander more."""
@@ -229,6 +236,7 @@ class Evaluator:
         self._closed = False  # after close, a timing thread still running starts no process
         self.environment = None
         self.memory: dict[str, dict[str, int]] = {}  # peak bytes by process, as their replies said
+        self.profiler = Profiler(self.options.device) if self.options.profile else None
 
     def __enter__(self) -> "Evaluator":
         return self
@@ -241,6 +249,8 @@ class Evaluator:
         self._end_children()
 
     def _end_children(self) -> None:
+        if self.profiler:
+            self.profiler.stop()
         if self._current:
             self._current.kill()
         if self._spare:
@@ -343,24 +353,8 @@ class Evaluator:
             result.check = self._check(worker, result)
             phases["check"], mark = time.monotonic() - mark, time.monotonic()
             notify("timing")
-            # Nothing else of ours may run while this candidate is timed: the staged worker
-            # touches the GPU, and on a machine with few cores a spare importing torch takes
-            # a core the timing needs (and would slow the reference beside the candidate
-            # but not alone, which reads as the candidate's doing).
-            paused = [c for c in (self._staged[1] if self._staged else None,
-                                  None if _MANY_CORES else self._spare) if c]
-            with DeviceLock(self.cache, device_key(self.options.device, self.options.gpu), notify) as lock:
-                if lock.waited_for:
-                    result.warnings.append(f"timing waited for another harness process (pid {lock.waited_for}) "
-                                           "to finish timing on this device")
-                    notify("timing")
-                for child in paused:
-                    child.pause()
-                try:
-                    result.timings = self._time(worker, result)
-                finally:
-                    for child in paused:
-                        child.resume()
+            with self._holding_device("timing", notify, result):
+                result.timings = self._time(worker, result)
             phases["time"], mark = time.monotonic() - mark, time.monotonic()
             # after timing: a candidate that breaks at another shape may leave a CUDA context unusable
             notify("checking other shapes")
@@ -375,6 +369,11 @@ class Evaluator:
             result.explanation = (f"{Verdict.CORRECT.sentence} Candidate {result.timings['candidate'].median:.4g} "
                                   f"ms, {headline.label} {headline.median_ms:.4g} ms: "
                                   f"{speedup_text(result.speedup, result.speedup_interval)}.")
+            if self.profiler:
+                worker.stop()  # its GPU memory and context are not the profiled forward's
+                mark = time.monotonic()
+                self._profile(built, result, notify)
+                phases["profile"] = time.monotonic() - mark
         except _Stop as stop:
             stop.fill(result)
         finally:
@@ -389,6 +388,41 @@ class Evaluator:
             result.details["peak_memory"] = {role: dict(use) for role, use in self.memory.items()}
             self.memory.pop("candidate_worker", None)  # the next candidate has a worker of its own
         return result
+
+    @contextmanager
+    def _holding_device(self, doing: str, notify: Phase, result: EvalResult) -> Iterator[None]:
+        """The device to this evaluation alone, across harness processes, while it times or profiles.
+
+        Nothing else of ours runs meanwhile: the staged worker touches the GPU, and on a machine
+        with few cores a spare importing torch takes a core the timing needs (and would slow the
+        reference beside the candidate but not alone, which reads as the candidate's doing)."""
+        paused = [c for c in (self._staged[1] if self._staged else None,
+                              None if _MANY_CORES else self._spare) if c]
+        with DeviceLock(self.cache, device_key(self.options.device, self.options.gpu), notify) as lock:
+            if lock.waited_for:
+                result.warnings.append(f"{doing} waited for another harness process (pid {lock.waited_for}) "
+                                       "to finish timing on this device")
+                notify(doing)
+            for child in paused:
+                child.pause()
+            try:
+                yield
+            finally:
+                for child in paused:
+                    child.resume()
+
+    def _profile(self, built: Built, result: EvalResult, notify: Phase) -> None:
+        """One forward of a correct candidate under the profiler, in a process of its own. A
+        profile that fails or runs past its limit is the profile's note, not the candidate's verdict."""
+        notify("profiling")
+        request = ProfileRequest(self.problem.path, str(built.path), self.options.device, self.options.profile_kernel,
+                                 time_limit_s=self.options.profile_time_limit, env=self._env(built.entry), **self.seeds)
+        started = time.monotonic()
+        with self._holding_device("profiling", notify, result):
+            try:
+                result.profile = self.profiler(request)
+            except (HarnessError, OSError, ValueError) as exc:
+                result.profile = Profile("none", note=f"no profile: {exc}", seconds=time.monotonic() - started)
 
     def _build(self, path: Path, entry: builds.BuildEntry) -> BuildResult:
         cached = entry.recorded()

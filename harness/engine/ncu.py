@@ -1,4 +1,4 @@
-"""Profiles as typed records, and the plain-language findings drawn from them.
+"""Nsight Compute output as profile records (results.py), and the plain-language findings drawn from them.
 
 Pure: `parse_raw` reads what `ncu --csv --page raw` wrote (its own messages and
 the program's output may come before the CSV header, the line starting "ID";
@@ -9,60 +9,14 @@ from __future__ import annotations
 
 import csv
 import re
-from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from ..errors import HarnessError
+from ..results import KernelProfile, Stall
 
 
 class ProfileParseError(HarnessError):
     """ncu output that holds no CSV table of kernels."""
-
-
-@dataclass
-class Stall:
-    reason: str  # ncu's name: long_scoreboard, barrier, ...
-    cycles: float  # warp cycles stalled on it per issued instruction
-
-
-@dataclass
-class KernelProfile:
-    """One kernel launch. Beyond name and duration every field may be missing:
-    the torch profiler fallback knows fewer, and ncu omits what a section lacks."""
-
-    name: str
-    duration_us: float
-    grid: Optional[list[int]] = None
-    block: Optional[list[int]] = None
-    registers: Optional[int] = None  # per thread
-    shared_mem_bytes: Optional[int] = None  # per block, static and dynamic
-    achieved_occupancy: Optional[float] = None  # % of the SM's warp slots
-    theoretical_occupancy: Optional[float] = None
-    occupancy_limiters: list[str] = field(default_factory=list)  # what caps the theoretical occupancy
-    dram_pct: Optional[float] = None  # of peak
-    sm_pct: Optional[float] = None  # compute (SM) throughput, of peak
-    l2_hit_pct: Optional[float] = None  # reads
-    sectors_per_request: Optional[float] = None  # global loads
-    bytes_per_sector: Optional[float] = None  # global loads: of the 32 bytes each sector moves, how many are used
-    bank_conflict_pct: Optional[float] = None  # of shared-memory wavefronts
-    stalls: list[Stall] = field(default_factory=list)  # the top reasons, largest first
-    bottleneck: str = ""  # memory, compute, latency or launch ("" when unknown)
-
-    @property
-    def blocks(self) -> Optional[int]:
-        return None if self.grid is None else self.grid[0] * self.grid[1] * self.grid[2]
-
-
-@dataclass
-class Profile:
-    """What `harness profile` found for one forward of one model."""
-
-    tool: str  # "ncu", "torch" (CUDA kernels) or "torch-cpu" (CPU ops)
-    kernels: list[KernelProfile] = field(default_factory=list)
-    sm_count: Optional[int] = None
-    findings: list[str] = field(default_factory=list)
-    note: str = ""  # why the fallback ran instead of ncu
-    seconds: float = 0.0  # what the profile cost, wall clock
 
 
 # --- parsing --------------------------------------------------------------------------------------------------------
@@ -215,12 +169,29 @@ def short_name(name: str, width: int = 60) -> str:
     depth, cut = 0, len(name)
     for i, ch in enumerate(name):
         depth += ch in "<"
-        depth -= ch in ">"
+        depth = max(0, depth - (ch in ">"))  # ncu writes an anonymous namespace as "unnamed>"
         if ch == "(" and depth == 0:
             cut = i
             break
     name = name[:cut]
     return name if len(name) <= width else name[:width - 3] + "..."
+
+
+TOOL_NAMES = {"ncu": "Nsight Compute", "torch": "torch profiler", "torch-cpu": "torch profiler, CPU ops"}
+
+
+def dims_text(value: Optional[list[int]]) -> str:
+    return "" if value is None else "x".join(str(v) for v in value)
+
+
+def pct_text(value: Optional[float]) -> str:
+    return "" if value is None else f"{value:.0f}%"
+
+
+def occupancy_text(k: KernelProfile) -> str:
+    """Achieved occupancy, and the theoretical in brackets where known."""
+    theoretical = f" ({pct_text(k.theoretical_occupancy)})" if k.theoretical_occupancy is not None else ""
+    return pct_text(k.achieved_occupancy) + theoretical
 
 
 def findings(kernels: list[KernelProfile], sm_count: Optional[int]) -> list[str]:

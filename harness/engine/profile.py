@@ -15,13 +15,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 from ..errors import HarnessError
-from ..results import from_json
-from .ncu import Profile, findings, parse_raw
+from ..results import Profile, from_json
+from .ncu import findings, parse_raw
 from .process import pythonpath
 
 SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "MemoryWorkloadAnalysis_Tables", "WarpStateStats",
@@ -47,6 +47,7 @@ class ProfileRequest:
     init_seed: int = 0
     param_seed: int = 0
     time_limit_s: float = TIME_LIMIT_S
+    env: dict[str, str] = field(default_factory=dict)  # for the child: the GPU it sees, the build cache
 
 
 def find_ncu() -> Optional[str]:
@@ -71,50 +72,79 @@ def worker_command(spec_file: str) -> list[str]:
     return [sys.executable, "-m", "harness.engine.workers", "profile", spec_file]
 
 
-def run_child(command: list[str], time_limit_s: float, what: str) -> str:
-    """The child's output; a ProfileError when it fails or runs too long."""
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             start_new_session=True, env={**os.environ, "PYTHONPATH": pythonpath()})
-    try:
-        output, _ = child.communicate(timeout=time_limit_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(child.pid, signal.SIGKILL)
-        child.communicate()
-        raise ProfileError(f"{what} ran past its {time_limit_s:.0f} s limit and was killed.") from None
-    if child.returncode != 0 and NO_PERMISSION not in output:
-        raise ProfileError(f"{what} failed (exit {child.returncode}): " + output.strip()[-2000:])
-    return output
+NOT_INSTALLED = "ncu (Nsight Compute) is not installed: per-kernel times from the torch profiler instead"
+ON_CPU = "No ncu profile on the CPU (ncu profiles CUDA kernels): the torch profiler's CPU ops, by self time, instead"
+
+
+class Profiler:
+    """Profiles forwards under ncu while it can, else under the torch profiler with the reason
+    as each profile's note. An ncu found missing, or refused the GPU's counters, is not tried
+    again: a loop profiling every round pays for the refusal once."""
+
+    def __init__(self, device: str, ncu: Optional[str] = None):
+        on_gpu = device.startswith("cuda")
+        self.ncu = ncu or (find_ncu() if on_gpu else None)
+        self.note = "" if self.ncu else NOT_INSTALLED if on_gpu else ON_CPU
+        self.child: Optional[subprocess.Popen] = None  # the profile in flight
+
+    def stop(self) -> None:
+        """End the profile in flight, its whole process group (ncu and the worker under it)."""
+        child = self.child
+        if child is not None and child.poll() is None:
+            try:
+                os.killpg(child.pid, signal.SIGKILL)
+            except ProcessLookupError:  # it ended meanwhile
+                pass
+
+    def run_child(self, command: list[str], time_limit_s: float, what: str, env: dict[str, str]) -> str:
+        """The child's output; a ProfileError when it fails or runs too long."""
+        self.child = child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                              start_new_session=True, env=env)
+        try:
+            output, _ = child.communicate(timeout=time_limit_s)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            child.communicate()
+            raise ProfileError(f"{what} ran past its {time_limit_s:.0f} s limit and was killed.") from None
+        finally:
+            self.stop()  # on any way out: nothing of it outlives the call
+            self.child = None
+        if child.returncode != 0 and NO_PERMISSION not in output:
+            raise ProfileError(f"{what} failed (exit {child.returncode}): " + output.strip()[-2000:])
+        return output
+
+    def __call__(self, request: ProfileRequest) -> Profile:
+        started = time.monotonic()
+        what = f"the profile of {request.candidate or 'the reference'}"
+        env = {**os.environ, **request.env, "PYTHONPATH": pythonpath()}
+        with tempfile.TemporaryDirectory(prefix="harness-profile-") as scratch:
+            spec_file, out, log = (os.path.join(scratch, n) for n in ("spec.json", "profile.json", "ncu.csv"))
+
+            def write_spec(tool: str) -> None:
+                spec = {"problem": os.path.abspath(request.problem), "device": request.device, "seed": request.seed,
+                        "init_seed": request.init_seed, "param_seed": request.param_seed, "tool": tool, "out": out,
+                        "candidate": os.path.abspath(request.candidate) if request.candidate else None}
+                Path(spec_file).write_text(json.dumps(spec))
+
+            if self.ncu:
+                write_spec("ncu")
+                command = ncu_command(self.ncu, spec_file, log, request.kernel_regex)
+                output = self.run_child(command, request.time_limit_s, what, env)
+                text = Path(log).read_text(errors="replace") if Path(log).exists() else output
+                if NO_PERMISSION not in text + output:
+                    kernels, sm_count = parse_raw(text, f"ncu's output for {request.candidate or 'the reference'}")
+                    return Profile("ncu", kernels, sm_count, findings(kernels, sm_count),
+                                   seconds=time.monotonic() - started)
+                self.ncu = None
+                self.note = f"ncu may not read the GPU's counters here ({NO_PERMISSION}); to fix it, {PERMISSION_FIX}"
+            write_spec("torch")
+            self.run_child(worker_command(spec_file), request.time_limit_s, what, env)
+            result = from_json(Profile, Path(out).read_text())
+        result.findings = findings(result.kernels, result.sm_count)
+        result.note, result.seconds = self.note, time.monotonic() - started
+        return result
 
 
 def profile(request: ProfileRequest, ncu: Optional[str] = None) -> Profile:
     """Profile one forward; `ncu` defaults to the one on PATH or in /usr/local/cuda."""
-    started = time.monotonic()
-    ncu = ncu or (find_ncu() if request.device.startswith("cuda") else None)
-    note = "" if ncu or not request.device.startswith("cuda") else \
-        "ncu (Nsight Compute) is not installed: per-kernel times from the torch profiler instead"
-    what = f"the profile of {request.candidate or 'the reference'}"
-    with tempfile.TemporaryDirectory(prefix="harness-profile-") as scratch:
-        spec_file, out, log = (os.path.join(scratch, n) for n in ("spec.json", "profile.json", "ncu.csv"))
-
-        def write_spec(tool: str) -> None:
-            spec = {"problem": os.path.abspath(request.problem), "device": request.device, "seed": request.seed,
-                    "init_seed": request.init_seed, "param_seed": request.param_seed, "tool": tool, "out": out,
-                    "candidate": os.path.abspath(request.candidate) if request.candidate else None}
-            Path(spec_file).write_text(json.dumps(spec))
-
-        if ncu:
-            write_spec("ncu")
-            output = run_child(ncu_command(ncu, spec_file, log, request.kernel_regex), request.time_limit_s, what)
-            text = Path(log).read_text(errors="replace") if Path(log).exists() else output
-            if NO_PERMISSION in text + output:
-                note = f"ncu may not read the GPU's counters here ({NO_PERMISSION}); to fix it, {PERMISSION_FIX}"
-            else:
-                kernels, sm_count = parse_raw(text, f"ncu's output for {request.candidate or 'the reference'}")
-                return Profile("ncu", kernels, sm_count, findings(kernels, sm_count),
-                               seconds=time.monotonic() - started)
-        write_spec("torch")
-        run_child(worker_command(spec_file), request.time_limit_s, what)
-        result = from_json(Profile, Path(out).read_text())
-    result.findings = findings(result.kernels, result.sm_count)
-    result.note, result.seconds = note, time.monotonic() - started
-    return result
+    return Profiler(request.device, ncu)(request)

@@ -14,6 +14,7 @@ from ..integrity.roofline import roofline_text
 from ..results import CheckResult, EvalResult, Verdict, speedup_text
 from ..engine.speedups import shown
 from ..stats import overlap
+from .profile_text import profile_lines
 from .prompts import FEEDBACK, Prompts
 
 # Names of the two timings every correct result has.
@@ -280,6 +281,7 @@ def feedback_context(n: int, result: EvalResult, thresholds: Thresholds, history
         "speedup_line": speedup_line(result) if result.ok else "",
         "roofline": roofline_text(result.roofline) if result.ok and result.roofline else "",
         "build": build_line(result),
+        "profile": profile_lines(result.profile) if result.ok else [],
         "accept": thresholds.accept,
         "target": thresholds.target,
         "warnings": warning_lines(result, hidden),

@@ -30,6 +30,7 @@ from .extract import approach, extract, strip_reasoning
 from .feedback import (APPROACH_CHARS, Past, Thresholds, direction_line, feedback_text, parent_note, pinned_note,
                        sample_line, stalled)
 from .observer import Observer
+from .profile_text import fallback_note
 from .prompts import Prompts
 from .proposers.base import Conversation, Exhausted, OutOfTime, Proposer, ProposerError, Turn
 
@@ -181,6 +182,9 @@ class Loop:
         if others:
             notes.append(f"The feedback above is on sample {last.chosen + 1} of {len(last.samples)}; the others: "
                          + "; ".join(others) + ".")
+        note = self._fallback_note(last)
+        if note:
+            notes.append(f"{note}.")
         since, every = stalled(history), self.run.settings.restart_after
         fresh = bool(every and since and since % every == 0 and self.run.best)
         if fresh:
@@ -190,6 +194,11 @@ class Loop:
         text = feedback_text(self.prompts, last.n, last.eval, self.thresholds, history[:-1],
                              last.sample.approach, notes, self.hidden_warnings)
         return text, fresh
+
+    def _fallback_note(self, rnd: Round) -> str:
+        """Why there is no ncu profile, where round `rnd` is the first to say it."""
+        return fallback_note([s.eval for s in rnd.samples],
+                             [s.eval for r in self.rounds if r.n < rnd.n for s in r.samples])
 
     def _conversation(self, prompt: str, fresh: bool, direction: str = "", parent: Optional[Parent] = None,
                       members: tuple[Parent, ...] | list[Parent] = ()) -> Conversation:
@@ -325,6 +334,10 @@ class Loop:
         self.store.event("round", round=rnd.n, verdict=rnd.eval.verdict.value,
                          speedup=rnd.eval.speedup if rnd.eval.ok else None,
                          tokens=rnd.tokens.total, seconds=round(rnd.seconds, 3))
+        note = self._fallback_note(rnd)
+        if note:
+            self.observer.say(f"{note}.")
+            self.store.event("note", round=rnd.n, text=note)
 
 
 def _digest(code: str) -> str:
@@ -351,7 +364,7 @@ def absorb(run: Run, store: RunStore, rnd: Round) -> None:
     run.rounds.append(RoundSummary(n=rnd.n, verdict=rnd.eval.verdict,
                                    speedup=rnd.eval.speedup if rnd.eval.ok else None,
                                    tokens=rnd.tokens.total, seconds=rnd.seconds,
-                                   samples=len(rnd.samples)))
+                                   samples=len(rnd.samples), profile_seconds=rnd.profile_seconds))
 
 
 def restore(run: Run, store: RunStore, rounds: list[Round]) -> None:

@@ -76,3 +76,5 @@ class Evaluation:
     compile_baseline: bool = False
     model_mode: str = "train"  # "eval": both models in eval() (inference kernels)
     gpus: Optional[list[int]] = None  # physical indices; None: the first GPU
+    profile: bool = False  # each correct candidate profiled, the kernels and findings fed back
+    profile_kernel: Optional[str] = None  # ncu's --kernel-name regex; None: every kernel

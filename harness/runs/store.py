@@ -110,6 +110,11 @@ class Round:
         return self.sample.eval
 
     @property
+    def profile_seconds(self) -> float:
+        """What profiling its samples cost (--profile)."""
+        return sum(s.eval.profile.seconds for s in self.samples if s.eval and s.eval.profile)
+
+    @property
     def tokens(self) -> Tokens:
         total = Tokens()
         for s in self.samples:
@@ -125,6 +130,7 @@ class RoundSummary:
     tokens: int
     seconds: float
     samples: int = 1
+    profile_seconds: float = 0.0  # of `seconds`, spent profiling (--profile)
 
 
 @dataclass

@@ -3,7 +3,8 @@
 Run as `python -m harness.engine.workers profile SPEC.json`, under ncu or alone.
 One warm forward first, so that ncu's window (cudaProfilerStart..Stop) holds only
 the measured forward's kernels; without ncu, torch.profiler records that forward
-and the per-kernel (or, on CPU, per-op) rows go to the spec's `out` file.
+and its trace, parsed by torch_trace.py into per-kernel (on CPU, per-op) rows,
+goes to the spec's `out` file.
 """
 from __future__ import annotations
 
@@ -11,28 +12,10 @@ import json
 
 import torch
 
-from ...results import to_json
-from ..ncu import KernelProfile, Profile
+from ...results import Profile, to_json
+from ..torch_trace import parse_trace
 from .common import (build_model, copy_parameters, import_file, inputs_from_seed, randomize_parameters, settle,
                      sync)
-
-
-def torch_kernels(prof, on_gpu: bool, trace: str) -> list[KernelProfile]:
-    if not on_gpu:
-        return [KernelProfile(e.key, e.self_cpu_time_total) for e in prof.key_averages()
-                if e.self_cpu_time_total > 0]
-    prof.export_chrome_trace(trace)
-    events = json.loads(open(trace).read()).get("traceEvents", [])
-    kernels = []
-    for e in events:
-        if e.get("cat") != "kernel":
-            continue
-        args = e.get("args", {})
-        kernels.append(KernelProfile(
-            e.get("name", "?"), float(e.get("dur", 0.0)), grid=args.get("grid"), block=args.get("block"),
-            registers=args.get("registers per thread"), shared_mem_bytes=args.get("shared memory"),
-            achieved_occupancy=args.get("est. achieved occupancy %")))
-    return kernels
 
 
 def profile_role(spec: dict) -> None:
@@ -63,7 +46,10 @@ def profile_role(spec: dict) -> None:
             model(*inputs)
             sync(device)
     sm_count = torch.cuda.get_device_properties(device).multi_processor_count if on_gpu else None
-    profile = Profile("torch" if on_gpu else "torch-cpu", torch_kernels(prof, on_gpu, spec["out"] + ".trace.json"),
-                      sm_count)
+    trace = spec["out"] + ".trace.json"
+    prof.export_chrome_trace(trace)
+    with open(trace) as f:
+        events = json.load(f).get("traceEvents", [])
+    profile = Profile("torch" if on_gpu else "torch-cpu", parse_trace(events, on_gpu), sm_count)
     with open(spec["out"], "w") as f:
         f.write(to_json(profile))

@@ -1,0 +1,69 @@
+"""The torch profiler's trace as profile records: the fallback where ncu cannot run.
+
+Pure: the events of a Kineto (chrome) trace, as `torch.profiler`'s
+`export_chrome_trace` writes them, in; KernelProfile records out. On a GPU each
+"kernel" event is one launch, and Kineto's args give its grid, block, registers
+per thread, shared memory and estimated achieved occupancy. On a CPU there are no
+kernels: each op name's self time (its duration less that of the ops it called)
+summed over its calls, which is what a CPU forward spends where.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Optional
+
+from ..results import KernelProfile
+from .ncu import classify
+
+# Kineto's names for a kernel launch's facts in its trace event's args
+GRID, BLOCK, REGISTERS, SHARED, OCCUPANCY = ("grid", "block", "registers per thread", "shared memory",
+                                             "est. achieved occupancy %")
+
+
+def _dims(value: Any) -> Optional[list[int]]:
+    return [int(v) for v in value] if isinstance(value, list) and len(value) == 3 else None
+
+
+def _int(value: Any) -> Optional[int]:
+    return int(value) if isinstance(value, (int, float)) else None
+
+
+def gpu_kernels(events: list[dict]) -> list[KernelProfile]:
+    """One record per kernel launch, in launch order."""
+    kernels = []
+    for e in sorted((e for e in events if e.get("cat", "").lower() == "kernel"), key=lambda e: e.get("ts", 0)):
+        args = e.get("args", {})
+        occupancy = args.get(OCCUPANCY)
+        k = KernelProfile(str(e.get("name", "?")), float(e.get("dur", 0.0)), grid=_dims(args.get(GRID)),
+                          block=_dims(args.get(BLOCK)), registers=_int(args.get(REGISTERS)),
+                          shared_mem_bytes=_int(args.get(SHARED)),
+                          achieved_occupancy=float(occupancy) if isinstance(occupancy, (int, float)) else None)
+        k.bottleneck = classify(k)
+        kernels.append(k)
+    return kernels
+
+
+def cpu_ops(events: list[dict]) -> list[KernelProfile]:
+    """One record per op name with its self time, in order of first call; ops with none left out."""
+    by_thread: dict[tuple, list[dict]] = defaultdict(list)
+    for e in events:
+        if e.get("cat") == "cpu_op" and e.get("ph") == "X":
+            by_thread[(e.get("pid"), e.get("tid"))].append(e)
+    self_us: dict[str, float] = {}
+    for ops in by_thread.values():
+        open_ops: list[tuple[float, str]] = []  # (end, name) of the ops enclosing the current one
+        ops.sort(key=lambda e: (e["ts"], -e["dur"]))  # a caller before the ops it calls at the same instant
+        for e in ops:
+            start, dur, name = float(e["ts"]), float(e["dur"]), str(e["name"])
+            while open_ops and open_ops[-1][0] <= start:
+                open_ops.pop()
+            self_us[name] = self_us.get(name, 0.0) + dur
+            if open_ops:  # the caller's self time excludes this call
+                caller = open_ops[-1][1]
+                self_us[caller] -= dur
+            open_ops.append((start + dur, name))
+    return [KernelProfile(name, us) for name, us in self_us.items() if us > 0]
+
+
+def parse_trace(events: list[dict], on_gpu: bool) -> list[KernelProfile]:
+    return gpu_kernels(events) if on_gpu else cpu_ops(events)
