@@ -3,7 +3,8 @@
 A message is one JSON header on a Unix socket. Each tensor it carries lives in
 a memfd (an anonymous in-memory file) whose descriptor travels with the
 header (SCM_RIGHTS): the harness relays descriptors between children without
-touching the data, and big tensors cost one copy in and one copy out.
+touching the data, and big tensors cost one copy in and one copy out. Big CUDA
+tensors a sender offers to share travel as CUDA IPC handles instead (gpu_ipc).
 
 Nothing a child sends is unpickled, since a candidate's process could
 otherwise run code inside whoever reads its messages. Tensors are rebuilt from
@@ -138,16 +139,29 @@ def _read_fd(fd: int, tensor) -> None:
         done += n
 
 
-def send(chan: Channel, header: dict, tensors: list = ()) -> None:
-    """Send a header and tensors; the header gets a `tensors` list describing them."""
-    specs = [{"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "nbytes": t.nbytes}
-             for t in tensors]
-    fds = [_tensor_fd(t) for t in tensors]
+def send(chan: Channel, header: dict, tensors: list = (), share_gpu: bool = False) -> list:
+    """Send a header and tensors; the header gets a `tensors` list describing them. With
+    `share_gpu`, big CUDA tensors travel as CUDA IPC handles (gpu_ipc) instead of bytes: the
+    caller must keep the returned tensors alive until the receiver has answered."""
+    from . import gpu_ipc
+
+    specs, fds, shared = [], [], []
     try:
+        for t in tensors:
+            spec = {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "nbytes": t.nbytes}
+            source = t.detach().contiguous() if share_gpu and t.is_cuda else None
+            handle = gpu_ipc.export(source) if source is not None else None
+            if handle:
+                spec.update(handle)
+                shared.append(source)
+            else:
+                fds.append(_tensor_fd(t))
+            specs.append(spec)
         chan.send_frame(json.dumps({**header, "tensors": specs}).encode(), fds)
     finally:
         for fd in fds:
             os.close(fd)
+    return shared
 
 
 def _parse_header(raw: bytes, fds: list[int]) -> dict:
@@ -157,7 +171,8 @@ def _parse_header(raw: bytes, fds: list[int]) -> dict:
         header, error = None, f"unreadable message header: {exc}"
     if header is not None:
         specs = header.get("tensors", []) if isinstance(header, dict) else None
-        if isinstance(specs, list) and len(specs) == len(fds):
+        if isinstance(specs, list) and all(isinstance(s, dict) for s in specs) and \
+                sum("ipc" not in s for s in specs) == len(fds):
             return header
         error = "message header does not describe its tensors"
     for fd in fds:
@@ -165,17 +180,21 @@ def _parse_header(raw: bytes, fds: list[int]) -> dict:
     raise ChannelError(error)
 
 
-def recv(chan: Channel, max_bytes: Optional[int] = None, pin: bool = False) -> Message:
+def recv(chan: Channel, max_bytes: Optional[int] = None, pin: bool = False, gpu=None) -> Message:
     """Receive a message and rebuild its tensors (at most `max_bytes` in all),
-    in pinned memory if `pin`, ready for a fast copy to the GPU."""
+    in pinned memory if `pin`, ready for a fast copy to the GPU. Tensors sent as CUDA IPC
+    handles are copied onto `gpu` (a torch.device); without one they are refused."""
     import torch
+
+    from . import gpu_ipc
 
     raw, fds = chan.recv_frame()
     header = _parse_header(raw, fds)
     tensors = []
+    left = iter(fds)
     try:
         total = 0
-        for spec, fd in zip(header["tensors"], fds):
+        for spec in header["tensors"]:
             dtype = getattr(torch, str(spec.get("dtype")), None)
             if not isinstance(dtype, torch.dtype):
                 raise ChannelError(f"unknown dtype {spec.get('dtype')!r}")
@@ -186,8 +205,17 @@ def recv(chan: Channel, max_bytes: Optional[int] = None, pin: bool = False) -> M
             total += numel * dtype.itemsize
             if any(s < 0 for s in shape) or (max_bytes is not None and total > max_bytes):
                 raise ChannelError("tensors larger than the reference's outputs allow")
-            tensor = torch.empty(shape, dtype=dtype, pin_memory=pin)
-            _read_fd(fd, tensor)
+            if "ipc" in spec:
+                if gpu is None:
+                    raise ChannelError("shared GPU memory where none is expected")
+                tensor = torch.empty(shape, dtype=dtype, device=gpu)
+                try:
+                    gpu_ipc.copy_in(spec, tensor)
+                except gpu_ipc.IpcError as exc:
+                    raise ChannelError(str(exc)) from None
+            else:
+                tensor = torch.empty(shape, dtype=dtype, pin_memory=pin)
+                _read_fd(next(left), tensor)
             tensors.append(tensor)
     finally:
         for fd in fds:

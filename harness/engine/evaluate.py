@@ -84,16 +84,20 @@ def _gb(n: float) -> str:
     return f"{n / 1e9:.3g} GB"
 
 
+def footprint(ready: OracleReady) -> int:
+    """Bytes one evaluation of the problem holds on its device at the most, over all processes:
+    in the reference process one input draw, the reference's outputs and the candidate's outputs
+    it compares; in the candidate worker one input draw and the candidate's outputs (timing
+    draws one set at a time); and the timing's cache-flush buffer."""
+    return 2 * (ready.input_bytes + ready.output_bytes) + ready.output_bytes + FLUSH_BYTES
+
+
 def fit_refusal(problem: Problem, ready: OracleReady, device: str, limit: Optional[int],
                 host_limit: Optional[int]) -> Optional[str]:
-    """The paragraph that refuses a problem too big for its device, or None when it fits.
-
-    The harness keeps, at the most: in the reference process one input draw, the reference's
-    outputs and the candidate's outputs it compares; in the candidate worker one input draw and
-    the candidate's outputs (timing draws one set at a time); and the timing's cache-flush buffer."""
+    """The paragraph that refuses a problem too big for its device (footprint), or None when it fits."""
     inputs, outputs = ready.input_bytes, ready.output_bytes
     kept = inputs + 2 * outputs + FLUSH_BYTES
-    needed = inputs + outputs + kept
+    needed = footprint(ready)
     where = "the GPU" if device != "cpu" else "the host"
     free = limit if limit is not None else ready.available_bytes
     if free and needed > free:

@@ -3,8 +3,9 @@ worker per GPU, each GPU taking the next problem from one queue.
 
 Per problem a Pool (its reference process, builds on the CPU cores, one candidate timed at a
 time). On a GPU the next problem's reference process, and a worker for its first candidate,
-start while the current problem is checked and timed, so a problem costs little more than its
-own timing; on the CPU they wait, since the cores are what is timed.
+start once the current problem's reference is ready, while it is checked and timed, so a
+problem costs little more than its own timing; not beside a problem that needs much of the
+GPU's memory, nor on the CPU, since the cores are what is timed.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from ..engine.evaluate import EvalOptions
+from ..engine.evaluate import EvalOptions, footprint
 from ..engine.pool import Pool, default_build_jobs
 from ..problem import ProblemError
 from ..results import EvalResult
@@ -42,6 +43,17 @@ def by_problem(jobs: Sequence[Job]) -> list[list[Job]]:
     for job in jobs:
         groups.setdefault((job.level, job.problem), []).append(job)
     return list(groups.values())
+
+
+# the next problem's reference starts beside the current one only while the current one needs
+# less than this share of the memory its device had free: two big problems side by side
+# could each run the other out of memory
+PREFETCH_SHARE = 0.25
+
+
+def _leaves_room(pool: Pool) -> bool:
+    ready = pool.evaluators[0].oracle_info
+    return not ready.available_bytes or footprint(ready) <= PREFETCH_SHARE * ready.available_bytes
 
 
 class _Opened:
@@ -116,10 +128,15 @@ class Bench:
         name = "cpu" if gpu is None else f"gpu {gpu}"
         upcoming = self._take(groups, gpu)
         while upcoming is not None:
-            current = upcoming
-            upcoming = self._take(groups, gpu) if gpu is not None else None
+            current, upcoming = upcoming, None
+
+            def prefetch(pool: Pool) -> None:
+                nonlocal upcoming
+                if gpu is not None and _leaves_room(pool):
+                    upcoming = self._take(groups, gpu)
+
             try:
-                self._evaluate(name, current)
+                self._evaluate(name, current, prefetch)
             except BaseException as exc:  # noqa: BLE001 - the main thread raises it
                 self._errors.append(exc)
             finally:
@@ -130,7 +147,9 @@ class Bench:
             upcoming = upcoming or self._take(groups, gpu)
         self.on_phase(name, "done")
 
-    def _evaluate(self, name: str, opened: _Opened) -> None:
+    def _evaluate(self, name: str, opened: _Opened, prefetch: Callable[[Pool], None]) -> None:
+        """The problem's candidates; `prefetch` is told once its reference is ready and has said
+        whether it fits, so the next problem's reference never crowds that check."""
         group = opened.group
         self.on_phase(name, f"{group[0].level}/{group[0].problem.stem}: starting the reference")
         finished: set[int] = set()
@@ -143,7 +162,9 @@ class Bench:
             self.on_phase(name, f"{group[index].level}/{group[index].problem.stem} {group[index].label}: {phase}")
 
         try:
-            opened.ready().evaluate([job.candidate for job in group], on_event, on_result)
+            pool = opened.ready()
+            prefetch(pool)
+            pool.evaluate([job.candidate for job in group], on_event, on_result)
         except ProblemError as exc:  # the problem's failure, not its candidates'
             for index, job in enumerate(group):
                 if index not in finished:

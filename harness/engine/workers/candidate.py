@@ -70,8 +70,10 @@ def candidate_role(conn, header: dict) -> None:
         return
     channel.send(conn, to_dict(CandidateReady(ready=True, warnings=warnings, **findings(GUARD, watch, l2))))
     shapes, graph = Shapes(problem), None
+    shared: list = []  # outputs the oracle maps (CUDA IPC): alive until it has answered
     while True:
         request = from_dict(Request, channel.recv(conn).header)
+        shared.clear()
         if request.cmd is Command.SHAPE:
             graph = None
             try:
@@ -97,9 +99,9 @@ def candidate_role(conn, header: dict) -> None:
             except BaseException as exc:  # noqa: BLE001
                 channel.send(conn, error_message("runtime_error", exc, phase="replaying the CUDA graph"))
                 return
-            _send(conn, to_dict(TrialOutputs(outputs=tree, checksum=_totals(_digest(inputs)),
-                                             **findings(GUARD, watch, l2))),
-                  tensors)
+            shared = _send(conn, to_dict(TrialOutputs(outputs=tree, checksum=_totals(_digest(inputs)),
+                                                      **findings(GUARD, watch, l2))),
+                           tensors, share_gpu=True)
         elif request.cmd is Command.TRIAL:
             phase = "drawing the trial's inputs"
             try:  # inside the try: running out of memory here is still this candidate's run
@@ -122,10 +124,10 @@ def candidate_role(conn, header: dict) -> None:
                 if shapes.main:  # at another shape: that shape's failure, the process goes on
                     continue
                 return
-            _send(
+            shared = _send(
                 conn, to_dict(TrialOutputs(outputs=tree, inputs_changed=changed, checksum=digest,
                                            memory=_memory_use(device), **findings(GUARD, watch, l2))),
-                tensors)
+                tensors, share_gpu=True)
             del outputs, tensors, tree  # nothing of a trial outlives its reply
         elif request.cmd is Command.TIME:
             make_inputs = lambda seed: inputs_from_seed(problem, device, seed)  # noqa: E731
@@ -141,8 +143,8 @@ def candidate_role(conn, header: dict) -> None:
                 channel.send(conn, error_message("runtime_error", exc, phase="timing"))
                 return
             samples, tensors = observed.message()
-            _send(conn, to_dict(Timed(timings=results, timed=samples, memory=_memory_use(device),
-                                      **findings(GUARD, watch, l2))), tensors)
+            shared = _send(conn, to_dict(Timed(timings=results, timed=samples, memory=_memory_use(device),
+                                               **findings(GUARD, watch, l2))), tensors, share_gpu=True)
             del observed, samples, tensors
         else:
             return

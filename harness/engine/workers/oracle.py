@@ -180,7 +180,8 @@ def oracle_role(conn, header: dict) -> None:
         # a candidate's outputs may not be much bigger than the reference's (plus the timed samples)
         limit = 4 * output_bytes + (64 << 20)
         try:
-            message = channel.recv(conn, max_bytes=limit, pin=device.type == "cuda")
+            message = channel.recv(conn, max_bytes=limit, pin=device.type == "cuda",
+                                   gpu=device if device.type == "cuda" else None)
         except channel.ChannelError as exc:
             # what the candidate sent was malformed: that is its failure, not ours
             channel.send(conn, to_dict(Checked(check=CheckResult(False, reasons=[f"its outputs are unreadable: {exc}"]))))
