@@ -37,6 +37,8 @@ class Reply:
     code: str = "scripted"  # the error code of a failure, e.g. context_length_exceeded
     delay: float = 0.0  # seconds before the answer is sent
     hang: bool = False  # never answer: hold the connection until the server stops
+    # answer only once this many chat requests have arrived (or after 60 s): requests in flight together
+    hold_until: int = 0
 
 
 HANG = Reply(hang=True)
@@ -146,6 +148,10 @@ class FakeOpenAI:
                 if reply.hang:
                     fake.stopping.wait()
                     return
+                waited = time.monotonic()
+                while len(fake.arrivals) < reply.hold_until and time.monotonic() - waited < 60:
+                    if fake.stopping.wait(0.02):
+                        return
                 time.sleep(reply.delay)
                 if reply.status != 200:
                     return self._error(reply.status, reply.content or "scripted failure",

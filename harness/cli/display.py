@@ -18,6 +18,7 @@ from ..loop.feedback import headline
 from ..results import Tokens, Verdict, speedup_text
 from ..runs.settings import cost_usd
 from ..runs.store import Round, Run
+from ..runs.suites import SuiteProblem, SuiteRecord
 
 
 def clock(seconds: float) -> str:
@@ -26,7 +27,24 @@ def clock(seconds: float) -> str:
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60:02d}:{rest % 60:02d}"
 
 
-class Display:
+class _Live:
+    """Redrawn in place on a terminal while the `with` lasts (its __rich__); in a log, not drawn."""
+
+    console: Console
+    live: Optional[Live] = None
+
+    def __enter__(self) -> "_Live":
+        if self.console.is_terminal:
+            self.live = Live(self, console=self.console, refresh_per_second=4, transient=True)
+            self.live.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live:
+            self.live.stop()
+
+
+class Display(_Live):
     """The loop's observer (loop/observer.py) on a console."""
 
     def __init__(self, console: Console, run: Run, elapsed: Callable[[], float]):
@@ -38,17 +56,6 @@ class Display:
         self.phase_name = "starting"
         self.phase_since = time.monotonic()
         self.asked = 0.0  # seconds spent waiting on the model in this session, past phases
-        self.live: Optional[Live] = None
-
-    def __enter__(self) -> "Display":
-        if self.console.is_terminal:
-            self.live = Live(self, console=self.console, refresh_per_second=4, transient=True)
-            self.live.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.live:
-            self.live.stop()
 
     def __rich__(self) -> Text:
         s = self.run.settings
@@ -84,14 +91,60 @@ class Display:
         self.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
     def round_done(self, rnd: Round) -> None:
-        result = rnd.eval
-        best = self.run.best
-        line = f"round {rnd.n}: {result.verdict.value} {headline(result)}".rstrip()
-        asked = f", model {sum(s.ask_seconds for s in rnd.samples):.1f} s" if self._model() else ""
-        asked += f", profile {rnd.profile_seconds:.1f} s" if rnd.profile_seconds else ""
-        line += f"  (best {speedup_text(best.speedup) if best else '-'}, {rnd.seconds:.1f} s{asked}" \
-                f"{dollars(rnd.tokens, self.run.settings.prices)})"
-        self.console.print(line, markup=False, highlight=False, soft_wrap=True)
+        self.console.print(round_line(self.run, rnd), markup=False, highlight=False, soft_wrap=True)
+
+
+def round_line(run: Run, rnd: Round) -> str:
+    """A finished round in one line: its verdict, the best so far, its time and cost."""
+    result, best = rnd.eval, run.best
+    line = f"round {rnd.n}: {result.verdict.value} {headline(result)}".rstrip()
+    asked = f", model {sum(s.ask_seconds for s in rnd.samples):.1f} s" if run.settings.proposer == "openai" else ""
+    asked += f", profile {rnd.profile_seconds:.1f} s" if rnd.profile_seconds else ""
+    return line + f"  (best {speedup_text(best.speedup) if best else '-'}, {rnd.seconds:.1f} s{asked}" \
+                  f"{dollars(rnd.tokens, run.settings.prices)})"
+
+
+def standing(problem: SuiteProblem) -> str:
+    """Where a suite's problem stands, and the rule that stopped its run."""
+    stop = problem.stop_reason
+    return problem.standing + (f": {stop}" if stop not in ("", problem.standing) else "")
+
+
+class SuiteDisplay(_Live):
+    """A suite's observer (loop/observer.py SuiteObserver) on a console: a line per round and per
+    problem started or ended, and on a terminal a live table under them: problems done and, per
+    problem, its round, phase and best so far."""
+
+    def __init__(self, console: Console, record: SuiteRecord, elapsed: Callable[[], float]):
+        self.console, self.record, self.elapsed = console, record, elapsed
+        self.where: dict[str, tuple[int, str]] = {}  # by problem path: its round and phase now
+
+    def __rich__(self) -> Table:
+        r = self.record
+        table = Table(title=f"{r.finished}/{len(r.problems)} problems done  elapsed {clock(self.elapsed())}",
+                      title_justify="left")
+        for name in ("problem", "round", "phase", "best", "status"):
+            table.add_column(name, justify="right" if name in ("round", "best") else "left")
+        for p in r.problems:
+            n, phase = self.where.get(p.path, (p.rounds, ""))
+            table.add_row(p.name, f"{n}/{r.settings.rounds or '-'}", phase if p.standing == "running" else "",
+                          speedup_text(p.best), standing(p))
+        return table
+
+    def started(self, problem: SuiteProblem, run: Run) -> None:
+        self.say(problem, f"run {run.id}" + (f", resumed after round {len(run.rounds)}" if run.rounds else ""))
+
+    def phase(self, problem: SuiteProblem, n: int, sample: int, phase: str) -> None:
+        self.where[problem.path] = (n, phase)
+
+    def say(self, problem: SuiteProblem, text: str) -> None:
+        self.console.print(f"{problem.name}: {text}", markup=False, highlight=False, soft_wrap=True)
+
+    def round_done(self, problem: SuiteProblem, run: Run, rnd: Round) -> None:
+        self.say(problem, round_line(run, rnd))
+
+    def finished(self, problem: SuiteProblem) -> None:
+        self.say(problem, f"{problem.standing}. {problem.message}".strip())
 
 
 def dollars(tokens: Tokens, prices: dict) -> str:

@@ -8,10 +8,14 @@ from typing import Optional
 from rich.console import Console
 from rich.table import Table
 
-from ..runs.history import ROUND_FILES, HistoryError, Replay, RunEntry, list_runs, load, load_rounds, summarize
+from ..runs.history import (ROUND_FILES, HistoryError, Replay, RunEntry, list_runs, load, load_rounds, load_suite,
+                             resolve, summarize)
 from ..results import speedup_text
+from ..runs.settings import Settings
 from ..runs.store import RunStore
-from .display import dollars
+from ..runs.suites import SuiteRecord, SuiteStore, is_suite
+from ..suite.summary import geomean
+from .display import dollars, standing
 
 
 def _usd(value: Optional[float]) -> str:
@@ -30,16 +34,55 @@ def runs_table(entries: list[RunEntry]) -> Table:
     for column in ("id", "problem", "proposer", "rounds", "best", "status", "date"):
         table.add_column(column, justify="right" if column in ("rounds", "best") else "left")
     for e in entries:
+        if e.suite is not None:
+            r = e.suite
+            table.add_row(e.id, f"{len(r.problems)} problems in {e.problem}", _proposer(r.settings),
+                          str(sum(p.rounds for p in r.problems)), _geomean(r), f"suite {e.status}: "
+                          f"{r.finished}/{len(r.problems)} problems done", _date(r.created))
+            continue
         if e.run is None:
             table.add_row(e.id, e.problem, "-", "-", "-", f"[red]{e.status.split(' (')[0]}[/red]", e.created)
             continue
         r = e.run
-        proposer = r.settings.proposer + (f" ({r.settings.model})" if r.settings.model else "")
+        proposer = _proposer(r.settings)
         status = f"[red]{e.status}[/red]" if e.status.startswith("damaged") else \
             r.status + (f": {r.outcome}" if r.outcome else "")
         table.add_row(e.id, e.problem, proposer, str(len(r.rounds)),
                       speedup_text(r.best.speedup if r.best else None), status, _date(r.created))
     return table
+
+
+def _proposer(settings: Settings) -> str:
+    return settings.proposer + (f" ({settings.model})" if settings.model else "")
+
+
+def _geomean(record: SuiteRecord) -> str:
+    """The geometric mean of the problems' best speedups, over those with a correct candidate."""
+    value = geomean([p.best for p in record.problems if p.best is not None])
+    return "-" if value is None else f"{speedup_text(value)} geomean"
+
+
+def print_suite(console: Console, store: SuiteStore, record: SuiteRecord) -> int:
+    """A suite's problems: each one's standing, stop reason, rounds, best speedup and run."""
+    console.print(f"[bold]{store.id}[/bold]  {len(record.problems)} problems in {record.directory}  proposer "
+                  f"{_proposer(record.settings)}  {record.concurrency} at once", soft_wrap=True)
+    console.print(f"status {record.status}; {record.finished}/{len(record.problems)} finished; accept "
+                  f"{record.settings.accept}x, target {record.settings.target}x; {record.seconds:.0f} s")
+    table = Table()
+    for column in ("problem", "status", "rounds", "best"):
+        table.add_column(column, justify="right" if column in ("rounds", "best") else "left", overflow="fold")
+    # whole, for a run id is to be copied: the other columns give way
+    table.add_column("run", min_width=max((len(p.run) for p in record.problems), default=3), no_wrap=True)
+    for p in record.problems:
+        table.add_row(p.name, standing(p), str(p.rounds),
+                      speedup_text(p.best), p.run or "-")
+    console.print(table)
+    console.print(f"best speedups: {_geomean(record)} over {sum(p.best is not None for p in record.problems)} "
+                  "problem(s) with a correct candidate")
+    for p in record.problems:
+        if p.standing == "failed":
+            console.print(f"[red]{p.name}:[/red] {p.message}", highlight=False, soft_wrap=True)
+    return 0
 
 
 def print_runs(console: Console, runs_dir: Path, problem: Optional[str] = None) -> int:
@@ -53,7 +96,9 @@ def print_runs(console: Console, runs_dir: Path, problem: Optional[str] = None) 
 
 def print_show(console: Console, run: str, runs_dir: Path, round_n: Optional[int] = None,
                file: Optional[str] = None) -> int:
-    """Print a run's rounds, or one round's file. Returns the exit status."""
+    """Print a run's rounds, or one round's file, or a suite's problems. Returns the exit status."""
+    if is_suite(resolve(run, runs_dir)) and round_n is None and file is None:
+        return print_suite(console, *load_suite(run, runs_dir))
     store, record = load(run, runs_dir)
     if round_n is not None or file is not None:
         return _print_round_file(console, store, round_n, file or "source")

@@ -7,7 +7,6 @@ prompts, run directory, endpoint), 130 when interrupted.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from contextlib import ExitStack
@@ -19,20 +18,21 @@ from rich.console import Console
 from ..device import describe
 from ..engine.pool import Pool
 from ..errors import HarnessError
-from ..integrity.roofline import Headroom, headroom
-from ..loop.loop import CEILING_SHARE, Loop, restore
-from ..loop.prompts import Prompts, candidate_template, first_prompt, system_prompt
-from ..loop.proposers.base import Proposer
-from ..loop.proposers.files import FilesProposer, expand
-from ..loop.proposers.human import HumanProposer
-from ..problem import ProblemError, load_problem
-from ..runs.store import Outcome, ProblemRef, Round, Run, RunStore, Status, utc_now
+from ..loop.prompts import Prompts
+from ..loop.proposers.files import expand
+from ..loop.start import ceiling_note, drive, first_for, make_proposer, new_run, reopen, same_problem
+from ..loop.suite import resume_suite, run_suite, start_suite
+from ..problem import load_problem
+from ..runs.settings import Evaluation
+from ..runs.store import Outcome, Round, Run, RunStore, Status
+from ..runs.suites import SuiteRecord, SuiteStore, is_suite
 from .config import (COUNT, POSITIVE, PROPOSERS, SECONDS, ConfigError, Settings, add_eval_options,
                      eval_options, evaluation_options, number, parse_gpus, resolve)
-from .display import Display, summary
+from .display import Display, SuiteDisplay, summary
+from .history import print_suite
 
-HUMAN_FILE = "candidate.py"  # in the run directory: the file a person edits
 EXIT_OK, EXIT_SHORT, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+DEFAULT_CONCURRENCY = 4  # problems whose loops run at once under --suite
 DESCRIPTION = ("Optimize a problem: propose a ModelNew, evaluate it, feed the verdict back, "
                "until the target speedup or a budget is reached. Runs are stored under runs/.")
 EPILOG = ("exit status: 0 acceptable candidate found, 1 none found, 2 unusable input, "
@@ -43,7 +43,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare every `harness run` flag; all default to None so a config file or a
     resumed run's settings fill what the command line leaves out."""
     parser.add_argument("problem", nargs="?", metavar="PROBLEM",
-                        help="problem file in KernelBench format (not with --resume)")
+                        help="problem file in KernelBench format (not with --resume or --suite)")
+    parser.add_argument("--suite", metavar="DIR",
+                        help="one run per problem file in DIR or its level*/ directories, several at once")
+    parser.add_argument("--concurrency", type=COUNT, metavar="N",
+                        help=f"with --suite: problems run at once, so model requests in flight "
+                             f"(times --samples; default {DEFAULT_CONCURRENCY})")
     parser.add_argument("--proposer", choices=PROPOSERS,
                         help="where candidates come from (default: openai when an endpoint is "
                              "configured, files with --files, else human)")
@@ -65,7 +70,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--files", nargs="+", metavar="F",
                         help="candidate .py files or recorded answers (.txt/.md), or a "
                              "directory of them, one per round")
-    parser.add_argument("--resume", metavar="RUN_DIR", help="carry on a stopped or killed run")
+    parser.add_argument("--resume", metavar="RUN_DIR",
+                        help="carry on a stopped or killed run, or suite (its suite-... directory)")
     parser.add_argument("--max-tokens", dest="max_tokens", type=COUNT, help="per answer")
     parser.add_argument("--token-param", dest="token_param", choices=["max_tokens", "max_completion_tokens"],
                         help="the name --max-tokens is sent as (default max_tokens; reasoning models on "
@@ -105,7 +111,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _absolute(settings: Settings) -> None:
     """Paths as absolute ones, so a resumed run finds them from any directory."""
-    settings.problem = str(Path(settings.problem).resolve())
+    if settings.problem:  # a suite's settings name no problem of their own
+        settings.problem = str(Path(settings.problem).resolve())
     settings.files = [str(Path(f).resolve()) for f in settings.files]
     if settings.prompts:
         settings.prompts = str(Path(settings.prompts).resolve())
@@ -113,43 +120,17 @@ def _absolute(settings: Settings) -> None:
         settings.config = str(Path(settings.config).resolve())
 
 
-def _proposer(settings: Settings, store: RunStore, rounds: list[Round], prompts: Prompts,
-              problem) -> Proposer:
-    if settings.proposer == "files":
-        return FilesProposer(settings.files, start=sum(len(r.samples) for r in rounds))
-    if settings.proposer == "human":
-        template = candidate_template(prompts, problem, accept=settings.accept, target=settings.target)
-        return HumanProposer(store.path / HUMAN_FILE, template,
-                             last=rounds[-1].candidate if rounds else None)
-    from ..loop.proposers.openai import OpenAIProposer  # the client is slow to import; only here
-
-    return OpenAIProposer(model=settings.model or "", api_key=os.environ.get(settings.api_key_env),
-                          base_url=settings.base_url, temperature=settings.temperature,
-                          max_tokens=settings.max_tokens, window=settings.window,
-                          timeout=settings.request_timeout, max_retries=settings.max_retries,
-                          api_key_env=settings.api_key_env, token_param=settings.token_param,
-                          reasoning_effort=settings.reasoning_effort, extra_body=settings.extra_body,
-                          stream=settings.stream)
-
-
 def _open(args: argparse.Namespace, flags: dict, held: ExitStack) -> tuple[RunStore, Run, list[Round]]:
     """The run to carry on or start, locked for this process until `held` closes."""
+    if args.concurrency:
+        raise ConfigError("--concurrency goes with --suite DIR: one run has one loop.")
     if args.resume:
         if args.problem:
             raise ConfigError("Give either PROBLEM or --resume RUN_DIR, not both: a resumed run "
                               "keeps its problem.")
-        store = RunStore.open(args.resume)
-        store.lock()  # before anything is read or set aside: another process may be writing it
+        store, run, rounds = reopen(args.resume)
         held.callback(store.release)
-        run = store.load_run()
         run.settings = resolve(flags, base=run.settings)
-        rounds = store.load_rounds()
-        partial = store.partial_round(len(rounds) + 1)
-        if partial:
-            aside = store.set_aside(len(rounds) + 1)
-            store.event("set_aside", round=len(rounds) + 1, path=str(aside.relative_to(store.path)))
-        restore(run, store, rounds)
-        store.event("resume", rounds_done=len(rounds))
         return store, run, rounds
     if not args.problem:
         raise ConfigError("Give a problem file (harness run PROBLEM) or --resume RUN_DIR.")
@@ -160,48 +141,23 @@ def _open(args: argparse.Namespace, flags: dict, held: ExitStack) -> tuple[RunSt
     Prompts(settings.prompts)
     if settings.proposer == "files":
         expand(settings.files)
-    store = RunStore.create(settings.runs_dir, problem.name)
-    store.lock()
+    store, run = new_run(settings, evaluation_options(args)[0], problem)
     held.callback(store.release)
-    run = Run(id=store.id, settings=settings, created=utc_now(),
-              problem=ProblemRef(problem.path, problem.name, problem.sha256),
-              evaluation=evaluation_options(args)[0])
-    store.save_run(run)
-    store.event("start", problem=problem.name, proposer=settings.proposer)
     return store, run, []
 
 
-def _resumed_options(run: Run, kept: list[str], overridden: list[str]) -> str:
-    """Which evaluation options a resumed run took from its record, and which a flag overrode."""
-    values = {**vars(run.evaluation), "device": run.settings.device}
+def _resumed(args: argparse.Namespace, flags: dict, recorded: Evaluation, device: str) -> tuple[Evaluation, str]:
+    """A resumed run's (or suite's) evaluation options, flags over its record, and a line saying
+    which it took from the record and which a flag overrode."""
+    evaluation, kept, overridden = evaluation_options(args, recorded)
+    (overridden if flags.get("device") else kept).append("device")
+    values = {**vars(evaluation), "device": device}
 
     def listed(names: list[str]) -> str:
         return ", ".join(f"{name} {values[name]}" for name in names) or "none"
 
-    return f"Evaluation options from the run's record: {listed(kept)}; overridden by flags: {listed(overridden)}."
-
-
-def _first(pool: Pool, prompts: Prompts, problem, settings: Settings, trials: int
-           ) -> tuple[str, list[str], Headroom]:
-    """The first prompt, with the facts the reference process finds (hardware, inputs, peaks,
-    the reference's own time); the problem's warnings, which every result carries and no
-    candidate can act on; and the headroom the reference leaves."""
-    facts, environment = pool.facts()
-    reference = pool.reference_time()
-    room = headroom(reference.median, reference.overhead, facts.roofline, facts.peaks)
-    return first_prompt(prompts, problem, describe(settings.device), accept=settings.accept,
-                        target=settings.target, trials=trials, facts=facts, environment=environment,
-                        headroom=room), facts.warnings, room
-
-
-def ceiling_note(room: Headroom, target: float) -> str:
-    """A warning when the target is beyond what the hardware allows; empty otherwise."""
-    if room.ceiling is None or target <= room.ceiling:
-        return ""
-    return (f"The target {target:g}x is above the physical ceiling of about {room.ceiling:.2f}x: the reference "
-            f"takes {room.reference_ms:.4g} ms, and a kernel at least its floor of {room.roofline.floor_ms:.4g} ms "
-            f"(the problem's bytes at the measured peak) plus {room.host_ms:.2g} ms of host time for a call. "
-            f"The run stops with reason `ceiling` once the best is within {1 - CEILING_SHARE:.0%} of it.")
+    return evaluation, (f"Evaluation options from the run's record: {listed(kept)}; "
+                        f"overridden by flags: {listed(overridden)}.")
 
 
 def _dry_run(args: argparse.Namespace, flags: dict, console: Console) -> None:
@@ -214,7 +170,7 @@ def _dry_run(args: argparse.Namespace, flags: dict, console: Console) -> None:
     args.device = settings.device
     options = eval_options(args)
     with Pool(problem.path, options, parse_gpus(args.gpus), args.jobs) as pool:
-        text, _, room = _first(pool, prompts, problem, settings, options.trials)
+        text, _, room = first_for(pool, prompts, problem, settings, options.trials)
     console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
     if note := ceiling_note(room, settings.target):
         Console(stderr=True).print(f"warning: {note}", markup=False, highlight=False, soft_wrap=True)
@@ -227,7 +183,9 @@ def run_main(args: argparse.Namespace, console: Optional[Console] = None) -> int
 
 def _run(args: argparse.Namespace, console: Console, held: ExitStack) -> int:
     errors = Console(stderr=True)
-    flags = {k: v for k, v in vars(args).items() if k not in ("problem", "resume")}
+    flags = {k: v for k, v in vars(args).items() if k not in ("problem", "resume", "suite", "concurrency")}
+    if args.suite or (args.resume and is_suite(Path(args.resume))):
+        return _run_suite(args, flags, console, errors, held)
     clock_start = time.monotonic()
     try:
         if args.dry_run:
@@ -236,20 +194,14 @@ def _run(args: argparse.Namespace, console: Console, held: ExitStack) -> int:
         store, run, rounds = _open(args, flags, held)
         settings = run.settings
         problem = load_problem(settings.problem)
-        if problem.sha256 != run.problem.sha256:
-            raise ProblemError(f"Problem file {problem.path} changed since run {run.id} started "
-                               "(its hash differs), so the recorded rounds no longer apply to it. "
-                               "Start a new run.")
+        same_problem(problem, run)
         prompts = Prompts(settings.prompts)
         device = describe(settings.device)
-        system = system_prompt(prompts)
         if args.resume:
-            run.evaluation, kept, overridden = evaluation_options(args, run.evaluation)
-            resumed = _resumed_options(run, kept + ([] if flags.get("device") else ["device"]),
-                                       overridden + (["device"] if flags.get("device") else []))
+            run.evaluation, resumed = _resumed(args, flags, run.evaluation, settings.device)
         args.device = settings.device
         options = eval_options(args, run.evaluation)
-        proposer = _proposer(settings, store, rounds, prompts, problem)
+        proposer = make_proposer(settings, store, rounds, prompts, problem)
     except HarnessError as exc:
         errors.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         return EXIT_USAGE
@@ -264,20 +216,10 @@ def _run(args: argparse.Namespace, console: Console, held: ExitStack) -> int:
         return seconds_before + time.monotonic() - clock_start
 
     try:
-        with Pool(problem.path, options, run.evaluation.gpus, args.jobs) as evaluator:
-            first, problem_warnings, room = _first(evaluator, prompts, problem, settings, options.trials)
-            run.ceiling = room.ceiling
-            note = ceiling_note(room, settings.target)
-            if note:
-                console.print(f"warning: {note}", markup=False, highlight=False, soft_wrap=True)
-                if note not in run.notes:  # a resumed run measures again
-                    run.notes.append(note)
-                store.event("ceiling", ceiling=room.ceiling, target=settings.target)
-            with Display(console, run, elapsed) as display:
-                # a resumed run goes on with the first prompt it was given
-                Loop(run=run, store=store, rounds=rounds, proposer=proposer, evaluator=evaluator,
-                     prompts=prompts, system=system, first=rounds[0].prompt if rounds else first,
-                     observer=display, elapsed=elapsed, hidden_warnings=problem_warnings).execute()
+        with Pool(problem.path, options, run.evaluation.gpus, args.jobs) as pool, \
+                Display(console, run, elapsed) as display:
+            drive(run=run, store=store, rounds=rounds, proposer=proposer, pool=pool, prompts=prompts,
+                  problem=problem, trials=options.trials, observer=display, elapsed=elapsed)
     except HarnessError as exc:
         errors.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         return EXIT_USAGE
@@ -291,6 +233,57 @@ def _run(args: argparse.Namespace, console: Console, held: ExitStack) -> int:
     if run.status is Status.FAILED:
         return EXIT_USAGE
     return EXIT_OK if run.outcome in (Outcome.TARGET, Outcome.ACCEPTED) else EXIT_SHORT
+
+
+def _open_suite(args: argparse.Namespace, flags: dict, held: ExitStack) -> tuple[SuiteStore, SuiteRecord, str]:
+    """The suite to carry on or start, locked until `held` closes, and for a resumed one the line
+    on its evaluation options."""
+    if args.problem or args.dry_run:
+        raise ConfigError("--suite DIR takes no PROBLEM and no --dry-run: it runs every problem file in DIR "
+                          "(try --dry-run on one of them).")
+    if args.resume:
+        if args.suite:
+            raise ConfigError("Give either --suite DIR or --resume SUITE_DIR, not both: a resumed suite "
+                              "keeps its problems.")
+        store, record = resume_suite(args.resume)
+        held.callback(store.release)
+        record.settings = resolve(flags, base=record.settings)
+        record.evaluation, resumed = _resumed(args, flags, record.evaluation, record.settings.device)
+        record.concurrency = args.concurrency or record.concurrency
+        return store, record, resumed
+    settings = resolve({**flags, "problem": ""})
+    _absolute(settings)
+    store, record = start_suite(args.suite, settings, evaluation_options(args)[0],
+                                args.concurrency or DEFAULT_CONCURRENCY)
+    held.callback(store.release)
+    return store, record, ""
+
+
+def _run_suite(args: argparse.Namespace, flags: dict, console: Console, errors: Console, held: ExitStack) -> int:
+    clock_start = time.monotonic()
+    try:
+        store, record, resumed = _open_suite(args, flags, held)
+        args.device = record.settings.device
+        options = eval_options(args, record.evaluation)
+    except HarnessError as exc:
+        errors.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        return EXIT_USAGE
+    s = record.settings
+    console.print(f"Suite {record.id}: {len(record.problems)} problem(s) in {record.directory} on "
+                  f"{describe(s.device).name}, proposer {s.proposer}" + (f" ({s.model})" if s.model else "")
+                  + f", {record.concurrency} at once, stored in {store.path}",
+                  markup=False, highlight=False, soft_wrap=True)
+    if resumed:
+        console.print(resumed, markup=False, highlight=False, soft_wrap=True)
+    seconds_before = record.seconds
+    with SuiteDisplay(console, record, lambda: seconds_before + time.monotonic() - clock_start) as display:
+        run_suite(store, record, options, display, build_jobs=args.jobs,
+                  settle=lambda settings: resolve(flags, base=settings))
+    print_suite(console, store, record)
+    if record.status is Status.INTERRUPTED:
+        return EXIT_INTERRUPTED
+    acceptable = all(p.outcome in (Outcome.TARGET, Outcome.ACCEPTED) for p in record.problems)
+    return EXIT_OK if acceptable else EXIT_SHORT
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -11,7 +11,8 @@ import dataclasses
 import os
 import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence
 
@@ -34,15 +35,17 @@ class Pool:
     """Build workers on the CPU cores and one timing slot per GPU, kept across
     batches (the reference processes live as long as the pool).
 
-    `gpus` are physical GPU indices (default: the device of `options` alone)."""
+    `gpus` are physical GPU indices (default: the device of `options` alone). Pools of several
+    problems at once share their build workers through `builders`, an executor of their owner's."""
 
     def __init__(self, problem: str | Path | Problem, options: EvalOptions,
                  gpus: Optional[Sequence[int]] = None, build_jobs: Optional[int] = None,
-                 keep_spare: bool = True):
+                 keep_spare: bool = True, builders: Optional[ThreadPoolExecutor] = None):
         self.problem = problem if isinstance(problem, Problem) else load_problem(problem)
         slots = [dataclasses.replace(options, gpu=g) for g in gpus] if gpus else [options]
         self.evaluators = [Evaluator(self.problem, slot, keep_spare=keep_spare) for slot in slots]
         self.build_jobs = build_jobs or default_build_jobs()
+        self.builders = builders
 
     def __enter__(self) -> "Pool":
         return self
@@ -111,9 +114,11 @@ class Pool:
             _start(timers)
         count, drawn = 0, False
         try:
-            with ThreadPoolExecutor(max_workers=self.build_jobs) as builders:
+            with nullcontext(self.builders) if self.builders else ThreadPoolExecutor(self.build_jobs) as builders:
+                submitted = []
                 for count, candidate in enumerate(candidates, 1):
-                    builders.submit(build, count - 1, candidate)
+                    submitted.append(builders.submit(build, count - 1, candidate))
+                wait(submitted)  # a shared executor is not shut down here, so its end would not wait
             drawn = True
         finally:
             if not drawn:  # drawing the next candidate failed (an interrupt): nothing more is timed

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ..runs.store import Round
+from ..runs.store import Round, Run
+from ..runs.suites import SuiteProblem
 
 
 class Observer(Protocol):
@@ -20,3 +21,19 @@ class Observer(Protocol):
 
     def round_done(self, rnd: Round) -> None:
         """A round finished and was stored."""
+
+
+class SuiteObserver(Protocol):
+    """What a suite (loop/suite.py) tells whoever watches it: the loop's reports, per problem."""
+
+    def started(self, problem: SuiteProblem, run: Run) -> None:
+        """A problem's run started, or a stopped one resumed."""
+
+    def phase(self, problem: SuiteProblem, n: int, sample: int, phase: str) -> None: ...
+
+    def say(self, problem: SuiteProblem, text: str) -> None: ...
+
+    def round_done(self, problem: SuiteProblem, run: Run, rnd: Round) -> None: ...
+
+    def finished(self, problem: SuiteProblem) -> None:
+        """A problem's run ended (its standing says how), or it could not start (its message says why)."""

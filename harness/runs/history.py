@@ -16,6 +16,7 @@ from ..errors import HarnessError
 from ..stats import overlap
 from ..results import EvalResult
 from .settings import cost_usd
+from .suites import SUITE_PREFIX, SuiteRecord, SuiteStore, is_suite
 from .store import (ANSWER_FILE, BUILD_LOG, CANDIDATE_FILE, EVAL_FILE, PROMPT_FILE, ROUND_FILE, Round, Run, RunStore,
                     StoreError)
 
@@ -42,6 +43,7 @@ class RunEntry:
     problem: str
     created: str
     status: str  # the run's own status, "damaged: ..." when files are missing, "corrupt: ..." without run.json
+    suite: Optional[SuiteRecord] = None  # set where the directory is a suite's (run is None then)
 
     @property
     def id(self) -> str:
@@ -49,6 +51,13 @@ class RunEntry:
 
 
 def read_entry(path: Path) -> RunEntry:
+    if is_suite(path):
+        try:
+            store, record = load_suite(path, path.parent)
+        except HistoryError as exc:
+            created = path.name.removeprefix(SUITE_PREFIX).split("-")[0]
+            return RunEntry(path, None, "?", created, f"corrupt: suite.json unreadable ({exc})")
+        return RunEntry(path, None, Path(record.directory).name, record.created, record.status, suite=record)
     try:
         store = RunStore.open(path)
         run = store.load_run()
@@ -107,6 +116,17 @@ def load(run: str, runs_dir: Path) -> tuple[RunStore, Run]:
     store = RunStore.open(resolve(run, runs_dir))
     try:
         record = store.load_run()
+    except StoreError as exc:
+        raise HistoryError(str(exc)) from None
+    record.status = store.status(record)
+    return store, record
+
+
+def load_suite(suite: str | Path, runs_dir: Path) -> tuple[SuiteStore, SuiteRecord]:
+    """A suite's record from its directory or a unique prefix of its id under runs_dir."""
+    try:
+        store = SuiteStore.open(resolve(str(suite), runs_dir))
+        record = store.load()
     except StoreError as exc:
         raise HistoryError(str(exc)) from None
     record.status = store.status(record)

@@ -29,7 +29,7 @@ import secrets
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ..errors import HarnessError
 from ..files import write_atomic
@@ -209,6 +209,37 @@ def new_run_id(problem_name: str, now: Optional[dt.datetime] = None) -> str:
     return f"{now:%Y%m%dT%H%MZ}-{problem_name}-{secrets.token_hex(3)}"
 
 
+
+def hold(path: Path, refusal: Callable[[str], str]) -> int:
+    """An exclusive flock on `path` for as long as this process keeps the descriptor, with the
+    pid written in it. Held elsewhere: a StoreError with `refusal(" (pid N)")`."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 32).decode(errors="replace").strip()
+        os.close(fd)
+        raise StoreError(refusal(f" (pid {holder})" if holder else "")) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def held(path: Path) -> bool:
+    """Whether a live process holds `path` (a lock file hold() took); False where there is no such file."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
 class RunStore:
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -254,20 +285,10 @@ class RunStore:
     def lock(self) -> None:
         """Take the run for this process, and keep its heartbeat going until release().
         A run another process holds is a StoreError: two writers would overwrite each other's rounds."""
-        fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 32).decode(errors="replace").strip()
-            os.close(fd)
-            raise StoreError(
-                f"Run {self.path} is in use by another harness process"
-                f"{f' (pid {holder})' if holder else ''}: it is still running, and two processes writing "
-                "one run would overwrite each other's rounds. Wait for that run to end, or stop it "
-                "(Ctrl-C), then --resume it.") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self._lock_fd = fd
+        self._lock_fd = hold(self.path / LOCK_FILE, lambda holder: (
+            f"Run {self.path} is in use by another harness process{holder}: it is still running, and two "
+            "processes writing one run would overwrite each other's rounds. Wait for that run to end, or "
+            "stop it (Ctrl-C), then --resume it."))
         self._stop_beating = threading.Event()
         threading.Thread(target=self._beat, args=(self._stop_beating,), name="run-heartbeat",
                          daemon=True).start()
@@ -296,17 +317,8 @@ class RunStore:
         (its lock free, or its heartbeat stale) was interrupted."""
         if run.status is not Status.RUNNING:
             return run.status
-        try:
-            fd = os.open(self.path / LOCK_FILE, os.O_RDONLY)
-        except OSError:
-            return Status.INTERRUPTED  # never locked: recorded before locks, or killed at its start
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            return Status.INTERRUPTED  # nobody holds it
-        except BlockingIOError:
-            pass
-        finally:
-            os.close(fd)
+        if not held(self.path / LOCK_FILE):
+            return Status.INTERRUPTED  # never locked (recorded before locks, or killed at its start), or free
         try:
             beat = dt.datetime.fromisoformat(run.heartbeat or run.updated)
         except ValueError:

@@ -62,16 +62,21 @@ def _candidates_for(problem: Path, root: Path) -> list[Path]:
     return sorted((root / problem.stem).glob("*.py")) if (root / problem.stem).is_dir() else []
 
 
+def candidates_of(problem: Path, level: str, candidates: Path) -> list[Path]:
+    """A problem's candidate files under `candidates`, in `candidates/<level>/` where that exists."""
+    root = candidates / level if (candidates / level).is_dir() else candidates
+    return _candidates_for(problem, root)
+
+
 def find_jobs(problems: Path, candidates: Path) -> list[Job]:
     """Every problem with each candidate found for it; problems without one are left out."""
     if not candidates.is_dir():
         raise SuiteError(f"Candidate directory {candidates} does not exist or is not a directory.")
     jobs = []
     for level, files in problem_levels(problems).items():
-        root = candidates / level if (candidates / level).is_dir() else candidates
         for problem in files:
             jobs += [Job(problem, level, c, str(c.relative_to(candidates)), _sample(c))
-                     for c in _candidates_for(problem, root)]
+                     for c in candidates_of(problem, level, candidates)]
     if not jobs:
         raise SuiteError(f"No candidate in {candidates} matches a problem in {problems}: expected "
                          "<candidates>/<level>/<problem id>/sample_<k>.py (KernelBench's layout), "

@@ -1,0 +1,118 @@
+"""Starting and carrying on one run: its directory, its proposer, its first prompt, its loop.
+`harness run PROBLEM` and each problem of `harness run --suite DIR` go through these."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+from ..device import describe
+from ..engine.pool import Pool
+from ..integrity.roofline import Headroom, headroom
+from ..problem import Problem, ProblemError
+from ..runs.settings import Evaluation, Settings
+from ..runs.store import ProblemRef, Round, Run, RunStore, utc_now
+from .loop import CEILING_SHARE, Loop, restore
+from .observer import Observer
+from .prompts import Prompts, candidate_template, first_prompt, system_prompt
+from .proposers.base import Proposer
+from .proposers.files import FilesProposer
+from .proposers.human import HumanProposer
+
+HUMAN_FILE = "candidate.py"  # in the run directory: the file a person edits
+
+
+def make_proposer(settings: Settings, store: RunStore, rounds: list[Round], prompts: Prompts,
+                  problem: Problem) -> Proposer:
+    if settings.proposer == "files":
+        return FilesProposer(settings.files, start=sum(len(r.samples) for r in rounds))
+    if settings.proposer == "human":
+        template = candidate_template(prompts, problem, accept=settings.accept, target=settings.target)
+        return HumanProposer(store.path / HUMAN_FILE, template,
+                             last=rounds[-1].candidate if rounds else None)
+    from .proposers.openai import OpenAIProposer  # the client is slow to import; only here
+
+    return OpenAIProposer(model=settings.model or "", api_key=os.environ.get(settings.api_key_env),
+                          base_url=settings.base_url, temperature=settings.temperature,
+                          max_tokens=settings.max_tokens, window=settings.window,
+                          timeout=settings.request_timeout, max_retries=settings.max_retries,
+                          api_key_env=settings.api_key_env, token_param=settings.token_param,
+                          reasoning_effort=settings.reasoning_effort, extra_body=settings.extra_body,
+                          stream=settings.stream)
+
+
+def new_run(settings: Settings, evaluation: Evaluation, problem: Problem) -> tuple[RunStore, Run]:
+    """A new run directory under settings.runs_dir, locked for this process (release() frees it)."""
+    store = RunStore.create(settings.runs_dir, problem.name)
+    store.lock()
+    run = Run(id=store.id, settings=settings, created=utc_now(),
+              problem=ProblemRef(problem.path, problem.name, problem.sha256), evaluation=evaluation)
+    store.save_run(run)
+    store.event("start", problem=problem.name, proposer=settings.proposer)
+    return store, run
+
+
+def reopen(path: str | Path) -> tuple[RunStore, Run, list[Round]]:
+    """A stopped or killed run, locked for this process, its unfinished round set aside."""
+    store = RunStore.open(path)
+    store.lock()  # before anything is read or set aside: another process may be writing it
+    try:
+        run = store.load_run()
+        rounds = store.load_rounds()
+        if store.partial_round(len(rounds) + 1):
+            aside = store.set_aside(len(rounds) + 1)
+            store.event("set_aside", round=len(rounds) + 1, path=str(aside.relative_to(store.path)))
+        restore(run, store, rounds)
+    except BaseException:
+        store.release()
+        raise
+    store.event("resume", rounds_done=len(rounds))
+    return store, run, rounds
+
+
+def same_problem(problem: Problem, run: Run) -> None:
+    """Refuse to carry a run on against a problem file that changed since it started."""
+    if problem.sha256 != run.problem.sha256:
+        raise ProblemError(f"Problem file {problem.path} changed since run {run.id} started "
+                           "(its hash differs), so the recorded rounds no longer apply to it. "
+                           "Start a new run.")
+
+
+def first_for(pool: Pool, prompts: Prompts, problem: Problem, settings: Settings, trials: int
+              ) -> tuple[str, list[str], Headroom]:
+    """The first prompt, with the facts the reference process finds (hardware, inputs, peaks,
+    the reference's own time); the problem's warnings, which every result carries and no
+    candidate can act on; and the headroom the reference leaves."""
+    facts, environment = pool.facts()
+    reference = pool.reference_time()
+    room = headroom(reference.median, reference.overhead, facts.roofline, facts.peaks)
+    return first_prompt(prompts, problem, describe(settings.device), accept=settings.accept,
+                        target=settings.target, trials=trials, facts=facts, environment=environment,
+                        headroom=room), facts.warnings, room
+
+
+def ceiling_note(room: Headroom, target: float) -> str:
+    """A warning when the target is beyond what the hardware allows; empty otherwise."""
+    if room.ceiling is None or target <= room.ceiling:
+        return ""
+    return (f"The target {target:g}x is above the physical ceiling of about {room.ceiling:.2f}x: the reference "
+            f"takes {room.reference_ms:.4g} ms, and a kernel at least its floor of {room.roofline.floor_ms:.4g} ms "
+            f"(the problem's bytes at the measured peak) plus {room.host_ms:.2g} ms of host time for a call. "
+            f"The run stops with reason `ceiling` once the best is within {1 - CEILING_SHARE:.0%} of it.")
+
+
+def drive(*, run: Run, store: RunStore, rounds: list[Round], proposer: Proposer, pool: Pool,
+          prompts: Prompts, problem: Problem, trials: int, observer: Observer,
+          elapsed: Callable[[], float]) -> Run:
+    """The loop, evaluating through `pool`, until a stop rule holds."""
+    text, warnings, room = first_for(pool, prompts, problem, run.settings, trials)
+    run.ceiling = room.ceiling
+    if note := ceiling_note(room, run.settings.target):
+        observer.say(f"warning: {note}")
+        if note not in run.notes:  # a resumed run measures again
+            run.notes.append(note)
+        store.event("ceiling", ceiling=room.ceiling, target=run.settings.target)
+    # a resumed run goes on with the first prompt it was given
+    return Loop(run=run, store=store, rounds=rounds, proposer=proposer, evaluator=pool, prompts=prompts,
+                system=system_prompt(prompts), first=rounds[0].prompt if rounds else text, observer=observer,
+                elapsed=elapsed, hidden_warnings=warnings).execute()
