@@ -44,7 +44,7 @@ def by_problem(jobs: Sequence[Job]) -> list[list[Job]]:
     return list(groups.values())
 
 
-class _Opened:
+class Opened:
     """A problem's pool, its reference starting in the background."""
 
     def __init__(self, group: list[Job], options: EvalOptions, gpu: Optional[int], build_jobs: int):
@@ -88,6 +88,11 @@ class Bench:
         self._lock = threading.Lock()
         self._errors: list[BaseException] = []
 
+    @property
+    def where(self) -> str:
+        """Where the evaluations run, for a person."""
+        return ", ".join(f"GPU {g}" for g in self.slots) if self.slots != [None] else self.options.device
+
     def run(self, jobs: Sequence[Job]) -> list[BenchRecord]:
         """Evaluates what the log lacks; returns every record, earlier ones included."""
         groups: "queue.Queue[list[Job]]" = queue.Queue()
@@ -103,14 +108,14 @@ class Bench:
             raise self._errors[0]
         return list(self.log.records)
 
-    def _take(self, groups: "queue.Queue[list[Job]]", gpu: Optional[int]) -> Optional[_Opened]:
+    def _take(self, groups: "queue.Queue[list[Job]]", gpu: Optional[int]) -> Optional[Opened]:
         if self._errors:
             return None
         try:
             group = groups.get_nowait()
         except queue.Empty:
             return None
-        return _Opened(group, replace(self.options, gpu=gpu), gpu, self.build_jobs)
+        return Opened(group, replace(self.options, gpu=gpu), gpu, self.build_jobs)
 
     def _slot(self, gpu: Optional[int], groups: "queue.Queue[list[Job]]") -> None:
         name = "cpu" if gpu is None else f"gpu {gpu}"
@@ -119,7 +124,7 @@ class Bench:
             current = upcoming
             upcoming = self._take(groups, gpu) if gpu is not None else None
             try:
-                self._evaluate(name, current)
+                evaluate_problem(name, current, self._record, self.on_phase)
             except BaseException as exc:  # noqa: BLE001 - the main thread raises it
                 self._errors.append(exc)
             finally:
@@ -130,26 +135,29 @@ class Bench:
             upcoming = upcoming or self._take(groups, gpu)
         self.on_phase(name, "done")
 
-    def _evaluate(self, name: str, opened: _Opened) -> None:
-        group = opened.group
-        self.on_phase(name, f"{group[0].level}/{group[0].problem.stem}: starting the reference")
-        finished: set[int] = set()
-
-        def on_result(index: int, result: EvalResult) -> None:
-            finished.add(index)
-            self._record(record_of(group[index], result))
-
-        def on_event(index: int, phase: str) -> None:
-            self.on_phase(name, f"{group[index].level}/{group[index].problem.stem} {group[index].label}: {phase}")
-
-        try:
-            opened.ready().evaluate([job.candidate for job in group], on_event, on_result)
-        except ProblemError as exc:  # the problem's failure, not its candidates'
-            for index, job in enumerate(group):
-                if index not in finished:
-                    self._record(problem_failure(job, str(exc), time.monotonic() - opened.started))
-
     def _record(self, record: BenchRecord) -> None:
         with self._lock:
             self.log.append(record)
             self.on_record(record)
+
+
+def evaluate_problem(name: str, opened: Opened, on_record: Recorded, on_phase: Phase) -> None:
+    """One problem's candidates through its pool, a record for each as it finishes; a problem that
+    fails itself is a problem_failure record for each candidate it had not finished."""
+    group = opened.group
+    on_phase(name, f"{group[0].level}/{group[0].problem.stem}: starting the reference")
+    finished: set[int] = set()
+
+    def on_result(index: int, result: EvalResult) -> None:
+        finished.add(index)
+        on_record(record_of(group[index], result))
+
+    def on_event(index: int, phase: str) -> None:
+        on_phase(name, f"{group[index].level}/{group[index].problem.stem} {group[index].label}: {phase}")
+
+    try:
+        opened.ready().evaluate([job.candidate for job in group], on_event, on_result)
+    except ProblemError as exc:  # the problem's failure, not its candidates'
+        for index, job in enumerate(group):
+            if index not in finished:
+                on_record(problem_failure(job, str(exc), time.monotonic() - opened.started))
