@@ -20,7 +20,7 @@ KILLS_ITS_PARENT = ("import os\nimport signal\n\nimport torch.nn as nn\n\n"
                     "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x * 2\n")
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def cluster():
     """A head and one more node, one CPU each: one timing actor per node."""
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
@@ -55,7 +55,8 @@ def test_ray_bench_gives_the_local_bench_verdicts_and_figures(cluster, tmp_path,
 def test_a_node_removed_mid_suite_loses_and_duplicates_nothing(cluster, tmp_path, cpu_options):
     from harness.suite.ray_backend import RayBench
 
-    doomed = cluster.list_all_nodes()[-1]
+    doomed = cluster.add_node(num_cpus=1)  # a third node, so the others stay for the next tests
+    cluster.wait_for_nodes()
     busy = threading.Event()
 
     def on_phase(slot, doing):

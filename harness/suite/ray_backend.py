@@ -18,6 +18,7 @@ needs the harness and torch installed, as the driver has them.
 from __future__ import annotations
 
 import queue
+import socket
 import tempfile
 import threading
 from collections import deque
@@ -119,15 +120,30 @@ class Slot:
                 yield event
 
 
+START = ("Start one with `ray start --head` (and `ray start --address HEAD:6379` on each other node), or give "
+         "its address.")
+
+
 def connect(address: str) -> list[dict]:
     """The cluster's live nodes, connecting this process to the cluster first."""
     if not ray.is_initialized():
+        _answers(address)
         try:
             ray.init(address=address, log_to_driver=False, logging_level="WARNING")
         except (ConnectionError, ValueError, RuntimeError) as exc:
-            raise SuiteError(f"No Ray cluster to join at {address}: {exc} Start one with `ray start --head` (and "
-                             "`ray start --address HEAD:6379` on each other node), or give its address.") from None
+            raise SuiteError(f"No Ray cluster to join at {address}: {exc} {START}") from None
     return [node for node in ray.nodes() if node["Alive"]]
+
+
+def _answers(address: str) -> None:
+    """A HOST:PORT where nothing listens is said at once; ray.init would retry it for minutes."""
+    host, _, port = address.rpartition(":")
+    if "://" in address or not host or not port.isdigit():
+        return  # auto, or a scheme Ray resolves itself
+    try:
+        socket.create_connection((host, int(port)), timeout=10).close()
+    except OSError as exc:
+        raise SuiteError(f"No Ray cluster to join at {address}: nothing answers there ({exc}). {START}") from None
 
 
 def cluster_device(address: str) -> str:
