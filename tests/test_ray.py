@@ -76,7 +76,7 @@ def test_a_node_removed_mid_suite_loses_and_duplicates_nothing(cluster, tmp_path
     keys = [r.key for r in read_records(tmp_path / RESULTS_FILE)]
     assert len(keys) == len(set(keys)), "an evaluation was recorded twice"
     assert {r.key: r.verdict for r in records} == EXPECTED
-    assert runner._attempts, "nothing was in flight on the removed node"
+    assert runner.lost, "nothing was in flight on the removed node"
 
 
 def test_a_candidate_that_keeps_killing_its_actor_is_recorded_as_crashed(cluster, tmp_path, cache_dir):

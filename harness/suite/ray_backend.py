@@ -151,6 +151,12 @@ def cluster_device(address: str) -> str:
     return "cuda" if any(node["Resources"].get("GPU") for node in connect(address)) else "cpu"
 
 
+def slots_on(node: dict, cpu: bool) -> int:
+    """A node's timing slots: one per GPU; on the CPU, one where the node has a CPU."""
+    resources = node["Resources"]
+    return (1 if resources.get("CPU", 0) >= 1 else 0) if cpu else int(resources.get("GPU", 0))
+
+
 class RayBench(Bench):
     """The local Bench's interface (`where`, `run`), its slots Ray actors across the cluster."""
 
@@ -161,14 +167,12 @@ class RayBench(Bench):
         cpu = options.device == "cpu"
         # (node, slots on it, CPUs each slot holds)
         self.nodes = [(node["NodeID"], count, int(node["Resources"].get("CPU", 0)) // count)
-                      for node in connect(address)
-                      for count in [(1 if node["Resources"].get("CPU", 0) >= 1 else 0) if cpu
-                                    else int(node["Resources"].get("GPU", 0))] if count]
+                      for node in connect(address) if (count := slots_on(node, cpu))]
         if not self.nodes:
             raise SuiteError(f"The Ray cluster at {address} has no node with " +
                              ("a CPU to time on." if cpu else "a GPU: give --device cpu to time on the nodes' CPUs."))
         self._queue: deque[list[Job]] = deque()
-        self._attempts: dict[tuple[str, str, str], int] = {}
+        self.lost: dict[tuple[str, str, str], int] = {}  # by job: how often its actor died under it
         self._busy = 0  # groups in flight, which may come back to the queue
         self._turn = threading.Condition()
         self._gone: list[str] = []  # why actors ended
@@ -239,7 +243,7 @@ class RayBench(Bench):
         try:
             return ray.get(slot.describe.remote(), timeout=RESTART_WAIT)
         except (*LOST, ray_errors.GetTimeoutError, ray_errors.RayTaskError) as exc:
-            self._gone.append(f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}")
+            self._gone.append(f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [""])[0][:200]}")
             return None
 
     def _next(self) -> Optional[list[Job]]:
@@ -256,7 +260,7 @@ class RayBench(Bench):
         """Jobs whose actor died under them: queued again, or recorded as crashed after MAX_ATTEMPTS."""
         again = []
         for job in jobs:
-            self._attempts[job.key] = attempts = self._attempts.get(job.key, 0) + 1
+            self.lost[job.key] = attempts = self.lost.get(job.key, 0) + 1
             if attempts < MAX_ATTEMPTS:
                 again.append(job)
             else:
