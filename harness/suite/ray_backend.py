@@ -243,7 +243,8 @@ class RayBench(Bench):
         try:
             return ray.get(slot.describe.remote(), timeout=RESTART_WAIT)
         except (*LOST, ray_errors.GetTimeoutError, ray_errors.RayTaskError) as exc:
-            self._gone.append(f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [""])[0][:200]}")
+            first = (str(exc).strip().splitlines() or [""])[0]
+            self._gone.append(f"{type(exc).__name__}: {first[:200]}")
             return None
 
     def _next(self) -> Optional[list[Job]]:
