@@ -106,6 +106,21 @@ def test_cli_usage_errors_exit_2(tmp_path, capsys):
     assert "or --copies" in capsys.readouterr().out
 
 
+def test_ray_flag_without_ray_says_how_to_install_it(tmp_path):
+    code = (f"import sys; sys.modules['ray'] = None; from harness.cli.main import main; "  # None: import fails
+            f"sys.exit(main(['bench', {str(PROBLEMS)!r}, {str(CANDIDATES)!r}, '--ray', 'auto', "
+            f"'-o', {str(tmp_path)!r}]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "pip install 'harness[ray]'" in done.stdout and "Traceback" not in done.stdout + done.stderr
+
+
+def test_ray_flag_refuses_gpus(tmp_path, capsys):
+    assert main(["bench", str(PROBLEMS), str(CANDIDATES), "--ray", "auto", "--gpus", "0", "-o", str(tmp_path)]) == 2
+    assert "--gpus picks this machine's GPUs" in capsys.readouterr().out
+
+
 # --- the records ----------------------------------------------------------------
 
 def test_results_log_drops_a_line_cut_short_and_refuses_to_overwrite(tmp_path):

@@ -131,6 +131,13 @@ def test_import_harness_stays_cheap():
     assert out.strip() == "[]"
 
 
+def test_ray_is_imported_only_for_bench_ray():
+    code = ("import sys, harness.cli.main, harness.suite.bench, harness.suite.summary; "
+            "print('ray' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
 def test_every_public_name_resolves():
     for name in harness.__all__:
         assert getattr(harness, name) is not None, name

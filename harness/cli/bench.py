@@ -40,6 +40,9 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"where results go: results.jsonl, {SUMMARY_FILE}, {PLOT_FILE} (default bench)")
     p.add_argument("--resume", action="store_true", help="carry on a bench in --out, evaluating only what it lacks")
     p.add_argument("--csv", type=Path, default=None, metavar="FILE", help="also write every result as CSV")
+    p.add_argument("--ray", default=None, metavar="auto|ADDRESS",
+                   help="run on the Ray cluster there (auto: the one this machine belongs to): a timing actor per "
+                        "GPU of every node (per node with --device cpu); needs pip install 'harness[ray]'")
     add_eval_options(p)
 
 
@@ -119,13 +122,20 @@ def summary_table(summaries) -> Table:
 def bench_main(args: argparse.Namespace, console: Console) -> int:
     from ..device import refuse_cuda_only, visible_gpus
     from ..suite.bench import Bench, pending
+    from ..suite.jobs import SuiteError
     from ..suite.plot import plot_fast_p
     from ..suite.records import ResultLog, write_csv
     from ..suite.summary import summarize
 
     args.time_cap = args.time_cap or BENCH_TIME_CAP
+    if args.ray:
+        if args.gpus:
+            raise SuiteError("--gpus picks this machine's GPUs; with --ray every GPU of the cluster is used.")
+        from ..suite.ray_backend import cluster_device
+
+        args.device = args.device or cluster_device(args.ray)  # the cluster's GPUs, not this machine's
     options = eval_options(args)
-    gpus = parse_gpus(args.gpus) or (visible_gpus() if options.device != "cpu" else None)
+    gpus = parse_gpus(args.gpus) or (visible_gpus() if options.device != "cpu" and not args.ray else None)
     scratch = Path(tempfile.mkdtemp(prefix="harness-bench-"))
     try:
         jobs = _jobs(args, scratch)
@@ -136,19 +146,27 @@ def bench_main(args: argparse.Namespace, console: Console) -> int:
         try:
             left = pending(jobs, log)
             view = _View(len(left) + len(log.records), len(log.records))
+            live = Live(view.render(), console=console, transient=True, refresh_per_second=2)
+
+            def on_record(record) -> None:
+                view.record(record)
+                live.update(view.render())
+
+            def on_phase(slot: str, doing: str) -> None:
+                view.slots[slot] = doing
+                live.update(view.render())
+
+            if args.ray:
+                from ..suite.ray_backend import RayBench
+
+                bench = RayBench(args.ray, options, log, args.jobs, on_record, on_phase)
+            else:
+                bench = Bench(options, gpus, log, args.jobs, on_record, on_phase)
             console.print(f"{len(jobs)} evaluations of {len({(j.level, j.problem) for j in jobs})} problems; "
-                          f"{len(log.records)} already in {log.path}, {len(left)} to go, on "
-                          f"{', '.join(f'GPU {g}' for g in gpus) if gpus else options.device}.", soft_wrap=True)
-            with Live(view.render(), console=console, transient=True, refresh_per_second=2) as live:
-                def on_record(record) -> None:
-                    view.record(record)
-                    live.update(view.render())
-
-                def on_phase(slot: str, doing: str) -> None:
-                    view.slots[slot] = doing
-                    live.update(view.render())
-
-                records = Bench(options, gpus, log, args.jobs, on_record, on_phase).run(left)
+                          f"{len(log.records)} already in {log.path}, {len(left)} to go, on {bench.where}.",
+                          soft_wrap=True)
+            with live:
+                records = bench.run(left)
         finally:
             log.close()
     finally:

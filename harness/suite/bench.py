@@ -56,7 +56,7 @@ def _leaves_room(pool: Pool) -> bool:
     return not ready.available_bytes or footprint(ready) <= PREFETCH_SHARE * ready.available_bytes
 
 
-class _Opened:
+class Opened:
     """A problem's pool, its reference starting in the background."""
 
     def __init__(self, group: list[Job], options: EvalOptions, gpu: Optional[int], build_jobs: int):
@@ -100,6 +100,11 @@ class Bench:
         self._lock = threading.Lock()
         self._errors: list[BaseException] = []
 
+    @property
+    def where(self) -> str:
+        """Where the evaluations run, for a person."""
+        return ", ".join(f"GPU {g}" for g in self.slots) if self.slots != [None] else self.options.device
+
     def run(self, jobs: Sequence[Job]) -> list[BenchRecord]:
         """Evaluates what the log lacks; returns every record, earlier ones included."""
         groups: "queue.Queue[list[Job]]" = queue.Queue()
@@ -115,14 +120,14 @@ class Bench:
             raise self._errors[0]
         return list(self.log.records)
 
-    def _take(self, groups: "queue.Queue[list[Job]]", gpu: Optional[int]) -> Optional[_Opened]:
+    def _take(self, groups: "queue.Queue[list[Job]]", gpu: Optional[int]) -> Optional[Opened]:
         if self._errors:
             return None
         try:
             group = groups.get_nowait()
         except queue.Empty:
             return None
-        return _Opened(group, replace(self.options, gpu=gpu), gpu, self.build_jobs)
+        return Opened(group, replace(self.options, gpu=gpu), gpu, self.build_jobs)
 
     def _slot(self, gpu: Optional[int], groups: "queue.Queue[list[Job]]") -> None:
         name = "cpu" if gpu is None else f"gpu {gpu}"
@@ -136,7 +141,7 @@ class Bench:
                     upcoming = self._take(groups, gpu)
 
             try:
-                self._evaluate(name, current, prefetch)
+                evaluate_problem(name, current, self._record, self.on_phase, prefetch)
             except BaseException as exc:  # noqa: BLE001 - the main thread raises it
                 self._errors.append(exc)
             finally:
@@ -147,30 +152,35 @@ class Bench:
             upcoming = upcoming or self._take(groups, gpu)
         self.on_phase(name, "done")
 
-    def _evaluate(self, name: str, opened: _Opened, prefetch: Callable[[Pool], None]) -> None:
-        """The problem's candidates; `prefetch` is told once its reference is ready and has said
-        whether it fits, so the next problem's reference never crowds that check."""
-        group = opened.group
-        self.on_phase(name, f"{group[0].level}/{group[0].problem.stem}: starting the reference")
-        finished: set[int] = set()
-
-        def on_result(index: int, result: EvalResult) -> None:
-            finished.add(index)
-            self._record(record_of(group[index], result))
-
-        def on_event(index: int, phase: str) -> None:
-            self.on_phase(name, f"{group[index].level}/{group[index].problem.stem} {group[index].label}: {phase}")
-
-        try:
-            pool = opened.ready()
-            prefetch(pool)
-            pool.evaluate([job.candidate for job in group], on_event, on_result)
-        except ProblemError as exc:  # the problem's failure, not its candidates'
-            for index, job in enumerate(group):
-                if index not in finished:
-                    self._record(problem_failure(job, str(exc), time.monotonic() - opened.started))
-
     def _record(self, record: BenchRecord) -> None:
         with self._lock:
             self.log.append(record)
             self.on_record(record)
+
+
+def evaluate_problem(name: str, opened: Opened, on_record: Recorded, on_phase: Phase,
+                     prefetch: Optional[Callable[[Pool], None]] = None) -> None:
+    """One problem's candidates through its pool, a record for each as it finishes; a problem that
+    fails itself is a problem_failure record for each candidate it had not finished. `prefetch` is
+    told once the reference is ready and has said whether it fits, so a next problem's reference
+    started then never crowds that check."""
+    group = opened.group
+    on_phase(name, f"{group[0].level}/{group[0].problem.stem}: starting the reference")
+    finished: set[int] = set()
+
+    def on_result(index: int, result: EvalResult) -> None:
+        finished.add(index)
+        on_record(record_of(group[index], result))
+
+    def on_event(index: int, phase: str) -> None:
+        on_phase(name, f"{group[index].level}/{group[index].problem.stem} {group[index].label}: {phase}")
+
+    try:
+        pool = opened.ready()
+        if prefetch:
+            prefetch(pool)
+        pool.evaluate([job.candidate for job in group], on_event, on_result)
+    except ProblemError as exc:  # the problem's failure, not its candidates'
+        for index, job in enumerate(group):
+            if index not in finished:
+                on_record(problem_failure(job, str(exc), time.monotonic() - opened.started))

@@ -1,0 +1,94 @@
+"""`harness bench --ray`: the CPU bench suite on a local Ray cluster of two nodes gives the local
+bench's verdicts and figures; a node removed mid-suite loses nothing and duplicates nothing; a
+candidate that kills its actor every time ends as a crashed record, not a hang."""
+import json
+import shutil
+import threading
+
+import pytest
+
+ray = pytest.importorskip("ray")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from harness.cli.main import main  # noqa: E402
+from harness.suite.jobs import find_jobs  # noqa: E402
+from harness.suite.records import RESULTS_FILE, ResultLog, read_records  # noqa: E402
+from test_bench import CANDIDATES, EXPECTED, PROBLEMS  # noqa: E402
+
+KILLS_ITS_PARENT = ("import os\nimport signal\n\nimport torch.nn as nn\n\n"
+                    "os.kill(os.getppid(), signal.SIGKILL)  # the process that started this one: the actor\n\n\n"
+                    "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x * 2\n")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A head and one more node, one CPU each: one timing actor per node."""
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    yield cluster
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster.shutdown()
+
+
+def bench(out, cache_dir, *extra):
+    return main(["bench", str(PROBLEMS), str(CANDIDATES), "--device", "cpu", "--time-cap", "1",
+                 "--cache-dir", str(cache_dir), "-o", str(out), *extra])
+
+
+FIGURES = ("level", "evaluations", "correct", "correctness", "fast_p", "fast_p_compile", "broken_problems",
+           "failures")
+
+
+def test_ray_bench_gives_the_local_bench_verdicts_and_figures(cluster, tmp_path, cache_dir):
+    assert bench(tmp_path / "local", cache_dir) == 0
+    assert bench(tmp_path / "ray", cache_dir, "--ray", cluster.address) == 0
+    local, remote = (read_records(tmp_path / d / RESULTS_FILE) for d in ("local", "ray"))
+    assert {r.key: r.verdict for r in remote} == {r.key: r.verdict for r in local} == EXPECTED
+    assert len(remote) == len(EXPECTED)
+    summaries = [json.loads((tmp_path / d / "summary.json").read_text()) for d in ("local", "ray")]
+    assert [[{k: s[k] for k in FIGURES} for s in summary] for summary in summaries[1:]] == \
+           [[{k: s[k] for k in FIGURES} for s in summaries[0]]]
+
+
+def test_a_node_removed_mid_suite_loses_and_duplicates_nothing(cluster, tmp_path, cpu_options):
+    from harness.suite.ray_backend import RayBench
+
+    doomed = cluster.add_node(num_cpus=1)  # a third node, so the others stay for the next tests
+    cluster.wait_for_nodes()
+    busy = threading.Event()
+
+    def on_phase(slot, doing):
+        if doomed.node_id[:6] in slot and "checking" in doing:
+            busy.set()  # a candidate in flight on the doomed node
+
+    log = ResultLog(tmp_path, resume=False)
+    runner = RayBench(cluster.address, cpu_options, log, on_phase=on_phase)
+    records = []
+    thread = threading.Thread(target=lambda: records.extend(runner.run(find_jobs(PROBLEMS, CANDIDATES))))
+    thread.start()
+    assert busy.wait(240), "the second node never took a candidate"
+    cluster.remove_node(doomed)
+    thread.join(300)
+    log.close()
+    assert not thread.is_alive(), "the bench did not finish without the node"
+    keys = [r.key for r in read_records(tmp_path / RESULTS_FILE)]
+    assert len(keys) == len(set(keys)), "an evaluation was recorded twice"
+    assert {r.key: r.verdict for r in records} == EXPECTED
+    assert runner.lost, "nothing was in flight on the removed node"
+
+
+def test_a_candidate_that_keeps_killing_its_actor_is_recorded_as_crashed(cluster, tmp_path, cache_dir):
+    problems, candidates = tmp_path / "problems", tmp_path / "candidates" / "1"
+    problems.mkdir()
+    candidates.mkdir(parents=True)
+    shutil.copy(PROBLEMS / "level1" / "1_scale.py", problems / "1_scale.py")
+    shutil.copy(CANDIDATES / "level1" / "1" / "sample_0.py", candidates / "sample_0.py")
+    (candidates / "sample_1.py").write_text(KILLS_ITS_PARENT)
+    assert main(["bench", str(problems), str(tmp_path / "candidates"), "--device", "cpu", "--time-cap", "1",
+                 "--cache-dir", str(cache_dir), "-o", str(tmp_path / "out"), "--ray", cluster.address]) == 0
+    records = {r.candidate: r for r in read_records(tmp_path / "out" / RESULTS_FILE)}
+    assert records["1/sample_0.py"].verdict == "correct"  # retried alone, away from the other
+    assert records["1/sample_1.py"].verdict == "crashed"
+    assert "died 3 times" in records["1/sample_1.py"].explanation
