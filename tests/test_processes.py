@@ -137,26 +137,31 @@ def test_a_second_harness_waits_for_the_device_and_says_so(cpu_options):
     """The lock key is the device: two evaluations on the CPU contend for "cpu"."""
     import threading
 
-    from harness.engine.device_lock import DeviceLock
-
     phases, waiting = [], threading.Event()
 
     def on_phase(phase: str) -> None:
         phases.append(phase)
         waiting.set() if phase.startswith("waiting for") else None
 
+    # another harness process, holding the device until its stdin closes
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from harness.engine.device_lock import DeviceLock; "
+         f"lock = DeviceLock({str(cpu_options.cache_dir)!r}, 'cpu', print).__enter__(); "
+         "print('held', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     with Evaluator(SMALL, cpu_options, keep_spare=False) as ev:
-        holder = DeviceLock(cpu_options.cache_dir, "cpu", print).__enter__()  # as another harness would
         outcome = []
         evaluation = threading.Thread(target=lambda: outcome.append(ev.evaluate(CANDIDATES / "py_correct.py",
                                                                                 on_phase)), daemon=True)
         try:
+            assert holder.stdout.readline().strip() == "held"
             evaluation.start()
             assert waiting.wait(240), phases
             time.sleep(0.5)
-            assert phases[-1] == f"waiting for cpu, held by pid {os.getpid()}"  # and nothing timed meanwhile
+            assert phases[-1] == f"waiting for cpu, held by pid {holder.pid}"  # and nothing timed meanwhile
         finally:
-            holder.__exit__()
+            holder.stdin.close()
+            holder.wait(60)
         evaluation.join(240)
     result = outcome[0]
     assert result.verdict is Verdict.CORRECT, result.explanation

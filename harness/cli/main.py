@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 from pathlib import Path
 
@@ -264,10 +265,16 @@ def _end_leftovers(args: argparse.Namespace, console: Console) -> None:
         console.print(f"[yellow]{said}[/yellow]")
 
 
+# Piped into a file, rich would wrap tables at 80 columns and stand a kernel table's cells on end.
+PIPED_WIDTH = 160
+
+
 def main(argv: list[str] | None = None) -> int:
     from ..engine.process import end_all
 
     console = Console()
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(width=PIPED_WIDTH)
     args = build_parser().parse_args(argv)
     signalled = _Signalled()
     try:
