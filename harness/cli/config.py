@@ -20,13 +20,14 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import tomllib
 
-from ..device import default_device, require_cuda
+from ..device import default_device, require_cuda, visible_gpus
+from ..engine.device_lock import device_key, held_devices, pick_gpu
 from ..engine.evaluate import EvalOptions
 from ..engine.process import MAX_PROCESSES
 from ..errors import HarnessError
@@ -247,6 +248,21 @@ def eval_options(args: argparse.Namespace, evaluation: Optional[Evaluation] = No
                        cache_dir=args.cache_dir, policy=evaluation.policy, model_mode=evaluation.model_mode,
                        shapes=evaluation.shapes, profile=evaluation.profile, profile_kernel=evaluation.profile_kernel,
                        max_host_memory=args.max_host_memory, max_processes=args.max_processes)
+
+
+def take_free_gpu(options: EvalOptions, gpus: Optional[list[int]], say: Callable[[str], None]) -> EvalOptions:
+    """`options` on a GPU no other harness process is timing on, where none is pinned (by `gpus`,
+    --device cuda:N, or CUDA_VISIBLE_DEVICES leaving one), with `say` told when it is not simply the
+    first. Chosen once, at the start, so the reference process and every worker share it."""
+    visible = visible_gpus() if not gpus and options.device == "cuda" else []
+    if len(visible) < 2:
+        return options
+    keys = {device_key("cuda", gpu): gpu for gpu in visible}
+    held = {keys[key]: pid for key, pid in held_devices(options.resolved_cache(), keys).items()}
+    gpu, reason = pick_gpu(visible, held)
+    if reason:
+        say(reason)
+    return replace(options, gpu=gpu)
 
 
 def evaluation_options(args: argparse.Namespace, recorded: Optional[Evaluation] = None

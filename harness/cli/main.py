@@ -5,6 +5,7 @@ import argparse
 import json
 import os
 import signal
+from functools import partial
 from pathlib import Path
 
 from rich.console import Console
@@ -12,7 +13,7 @@ from rich.console import Console
 from ..device import default_device, refuse_cuda_only
 from ..errors import HarnessError
 from .bench import DESCRIPTION as BENCH_DESCRIPTION, add_bench_arguments, bench_main
-from .config import COUNT, add_eval_options, eval_options, parse_gpus
+from .config import COUNT, add_eval_options, eval_options, parse_gpus, take_free_gpu
 from .run_command import DESCRIPTION, EPILOG, add_run_arguments, run_main
 
 USAGE_ERROR = 2
@@ -31,14 +32,16 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
             return USAGE_ERROR
         if args.device is None:  # the device defaulted to cpu: say so before a doomed CUDA build
             refuse_cuda_only(candidate, Path(candidate).read_text(errors="replace"))
+    gpus = parse_gpus(args.gpus)
+    options = take_free_gpu(eval_options(args), gpus,
+                            partial(console.print, markup=False, highlight=False, soft_wrap=True))
     phases = ["waiting"] * len(args.candidates)
     with Live(phase_table(args.candidates, phases), console=console, transient=True) as live:
         def on_event(index: int, phase: str) -> None:
             phases[index] = phase
             live.update(phase_table(args.candidates, phases))
 
-        results = evaluate_many(args.problem, args.candidates, eval_options(args), parse_gpus(args.gpus),
-                                args.jobs, on_event)
+        results = evaluate_many(args.problem, args.candidates, options, gpus, args.jobs, on_event)
     for result in results:
         print_result(console, result)
     if args.json:

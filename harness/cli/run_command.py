@@ -10,6 +10,7 @@ import argparse
 import sys
 import time
 from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from typing import Optional
 
@@ -27,7 +28,7 @@ from ..runs.settings import Evaluation
 from ..runs.store import Outcome, Round, Run, RunStore, Status
 from ..runs.suites import SuiteRecord, SuiteStore, is_suite
 from .config import (COUNT, POSITIVE, PROPOSERS, SECONDS, ConfigError, Settings, add_eval_options,
-                     eval_options, evaluation_options, number, parse_gpus, resolve)
+                     eval_options, evaluation_options, number, parse_gpus, resolve, take_free_gpu)
 from .display import Display, SuiteDisplay, summary
 from .history import print_suite
 
@@ -168,8 +169,10 @@ def _dry_run(args: argparse.Namespace, flags: dict, console: Console) -> None:
     problem = load_problem(settings.problem)
     prompts = Prompts(settings.prompts)
     args.device = settings.device
-    options = eval_options(args)
-    with Pool(problem.path, options, parse_gpus(args.gpus), args.jobs) as pool:
+    gpus = parse_gpus(args.gpus)
+    options = take_free_gpu(eval_options(args), gpus,  # a line on stderr: stdout is the prompt alone
+                            partial(Console(stderr=True).print, markup=False, highlight=False, soft_wrap=True))
+    with Pool(problem.path, options, gpus, args.jobs) as pool:
         text, _, room = first_for(pool, prompts, problem, settings, options.trials)
     console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
     if note := ceiling_note(room, settings.target):
@@ -210,6 +213,8 @@ def _run(args: argparse.Namespace, console: Console, held: ExitStack) -> int:
                   + f", stored in {store.path}", markup=False, highlight=False, soft_wrap=True)
     if args.resume:
         console.print(resumed, markup=False, highlight=False, soft_wrap=True)
+    options = take_free_gpu(options, run.evaluation.gpus,
+                            partial(console.print, markup=False, highlight=False, soft_wrap=True))
     seconds_before = run.seconds
 
     def elapsed() -> float:
@@ -275,6 +280,8 @@ def _run_suite(args: argparse.Namespace, flags: dict, console: Console, errors: 
                   markup=False, highlight=False, soft_wrap=True)
     if resumed:
         console.print(resumed, markup=False, highlight=False, soft_wrap=True)
+    options = take_free_gpu(options, record.evaluation.gpus,
+                            partial(console.print, markup=False, highlight=False, soft_wrap=True))
     seconds_before = record.seconds
     with SuiteDisplay(console, record, lambda: seconds_before + time.monotonic() - clock_start) as display:
         run_suite(store, record, options, display, build_jobs=args.jobs,

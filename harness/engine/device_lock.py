@@ -1,13 +1,14 @@
 """One timing process per device, across harness processes: a lock file per device
 under the cache directory, held while a candidate is timed there (fcntl.flock, so a
-killed holder lets go at once)."""
+killed holder lets go at once). A process that may take any of several GPUs asks which
+locks are held at its start and takes a GPU no other is timing on."""
 from __future__ import annotations
 
 import fcntl
 import os
 import re
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 
 def device_key(device: str, gpu: Optional[int]) -> str:
@@ -20,12 +21,50 @@ def device_key(device: str, gpu: Optional[int]) -> str:
     return "gpu" + re.sub(r"[^A-Za-z0-9-]", "_", str(gpu))
 
 
+def _lock_path(cache: Path, key: str) -> Path:
+    return Path(cache) / "locks" / f"device-{key}.lock"
+
+
+def held_devices(cache: Path, keys: Iterable[str]) -> dict[str, str]:
+    """Which of `keys` a process holds now, each with the pid its lock file records.
+
+    Each lock is tried without waiting and let go at once, so a holder that died counts as gone
+    (the kernel let go for it) whatever pid its file still records; a process asking for the
+    lock in that instant waits that instant."""
+    held = {}
+    for key in keys:
+        try:
+            file = open(_lock_path(cache, key))
+        except FileNotFoundError:  # never locked under this cache
+            continue
+        with file:  # closing lets go of a lock taken here
+            try:
+                fcntl.flock(file, fcntl.LOCK_SH | fcntl.LOCK_NB)  # shared: probes never block each other
+            except BlockingIOError:
+                held[key] = file.read().strip() or "unknown"
+    return held
+
+
+def pick_gpu(visible: Sequence[int], held: Mapping[int, str]) -> tuple[int, Optional[str]]:
+    """The GPU to time on: the first of `visible` that no other harness process holds (`held`:
+    GPU to holder pid), else the first, to wait for as with one GPU. The reason is a line for
+    the user, None when the first GPU is taken for want of any news."""
+    free = [gpu for gpu in visible if gpu not in held]
+    if free and free[0] == visible[0]:
+        return visible[0], None
+    passed = visible[:visible.index(free[0])] if free else visible
+    busy = "; ".join(f"GPU {gpu} is being timed by harness pid {held[gpu]}" for gpu in passed)
+    if not free:
+        return visible[0], f"Every GPU is busy ({busy}); waiting for GPU {visible[0]}."
+    return free[0], f"{busy}; using GPU {free[0]}."
+
+
 class DeviceLock:
     """`with DeviceLock(cache, key, on_wait):` holds the device; a holder elsewhere is waited for,
     and `on_wait` is told once, with the holder's pid."""
 
     def __init__(self, cache: Path, key: str, on_wait: Callable[[str], None]):
-        self.path = Path(cache) / "locks" / f"device-{key}.lock"
+        self.path = _lock_path(cache, key)
         self.key, self.on_wait = key, on_wait
         self.waited_for: Optional[str] = None  # the holder waited for, if any
 

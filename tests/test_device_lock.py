@@ -1,0 +1,55 @@
+"""Which GPU a process takes when none is pinned: one no other harness process is timing on."""
+import os
+import signal
+import subprocess
+import sys
+
+from harness.cli.config import take_free_gpu
+from harness.engine.device_lock import DeviceLock, device_key, held_devices, pick_gpu
+from harness.engine.evaluate import EvalOptions
+
+HOLD = ("import sys, time\nfrom harness.engine.device_lock import DeviceLock\n"
+        "lock = DeviceLock(sys.argv[1], sys.argv[2], print).__enter__()\nprint('held', flush=True)\ntime.sleep(600)\n")
+
+
+def test_pick_gpu_takes_the_first_free_and_says_why():
+    assert pick_gpu([0, 1], {}) == (0, None)
+    assert pick_gpu([0, 1], {1: "7"}) == (0, None)  # the first is free: nothing to say
+    assert pick_gpu([0, 1, 2], {0: "7", 1: "8"}) == (
+        2, "GPU 0 is being timed by harness pid 7; GPU 1 is being timed by harness pid 8; using GPU 2.")
+    assert pick_gpu([2, 3], {2: "7", 3: "8"}) == (
+        2, "Every GPU is busy (GPU 2 is being timed by harness pid 7; GPU 3 is being timed by harness pid 8); "
+           "waiting for GPU 2.")
+
+
+def test_probe_sees_another_process_holding_a_gpu_and_not_a_dead_one(tmp_path):
+    gpu0, gpu1 = device_key("cuda", 0), device_key("cuda", 1)
+    assert held_devices(tmp_path, [gpu0, gpu1]) == {}  # never locked: no lock files at all
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path), gpu0], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with DeviceLock(tmp_path, gpu1, print):
+            pass  # GPU 1 was timed on and let go: its file remains, recording this pid
+        assert held_devices(tmp_path, [gpu0, gpu1]) == {gpu0: str(holder.pid)}
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    assert (tmp_path / "locks" / f"device-{gpu0}.lock").read_text() == str(holder.pid)
+    assert held_devices(tmp_path, [gpu0, gpu1]) == {}  # its holder died, whatever the file says
+
+
+def test_an_unpinned_evaluation_takes_a_gpu_no_one_is_timing_on(tmp_path, monkeypatch):
+    # no GPU here: the machine's GPUs are said to be 0 and 1
+    monkeypatch.setattr("harness.cli.config.visible_gpus", lambda: [0, 1])
+    options, said = EvalOptions(device="cuda", cache_dir=tmp_path), []
+    assert take_free_gpu(options, None, said.append).gpu == 0 and said == []
+    with DeviceLock(tmp_path, device_key("cuda", 0), print):  # as another harness would, on GPU 0
+        assert take_free_gpu(options, None, said.append).gpu == 1
+        assert said == [f"GPU 0 is being timed by harness pid {os.getpid()}; using GPU 1."]
+        assert take_free_gpu(options, [0], said.append) is options  # --gpus 0 (or a run's record) pins it
+        for pinned in ("cuda:0", "cpu"):
+            assert take_free_gpu(EvalOptions(device=pinned, cache_dir=tmp_path), None, said.append).gpu is None
+        with DeviceLock(tmp_path, device_key("cuda", 1), print):
+            assert take_free_gpu(options, None, said.append).gpu == 0
+            assert said[-1].startswith("Every GPU is busy") and said[-1].endswith("waiting for GPU 0.")
+    assert len(said) == 2
