@@ -146,7 +146,41 @@ class ShapeVariant:
 
     @property
     def label(self) -> str:
-        return ", ".join(f"{name}={value!r}" for name, value in self.values.items())
+        return shape_label(self.values)
+
+
+@dataclass
+class ShapeTiming:
+    """The candidate timed at one of the benchmark shapes a problem declares, beside its baselines there."""
+
+    values: dict[str, Any]  # the problem's module-level values at this shape; {}: the main shape
+    candidate_ms: float  # median
+    n: int  # candidate samples
+    baselines: list[Baseline] = field(default_factory=list)  # at this shape, the headline first
+
+    @property
+    def label(self) -> str:
+        return shape_label(self.values) or "the main shape"
+
+    @property
+    def speedup(self) -> Optional[float]:
+        return self.baselines[0].speedup if self.baselines else None
+
+    @property
+    def interval(self) -> Optional[list[float]]:
+        return self.baselines[0].interval if self.baselines else None
+
+    @property
+    def text(self) -> str:
+        """One line: the shape, its speedup and the two times it comes from."""
+        line = f"{self.label}: {speedup_text(self.speedup, self.interval)}, candidate {self.candidate_ms:.4g} ms"
+        if self.baselines:
+            line += f", {self.baselines[0].label} {self.baselines[0].median_ms:.4g} ms"
+        return line
+
+
+def shape_label(values: dict[str, Any]) -> str:
+    return ", ".join(f"{name}={value!r}" for name, value in values.items())
 
 
 @dataclass
@@ -252,6 +286,9 @@ class EvalResult:
     model_mode: str = ""  # "train" or "eval" (EvalOptions.model_mode); "" in eval.json files from before
     phase_seconds: dict[str, float] = field(default_factory=dict)
     shapes: list[ShapeVariant] = field(default_factory=list)  # the check at other shapes; empty when not run
+    # the timing at each benchmark shape the problem declares, when it declares any: then `speedup` and
+    # `baselines` are geometric means over them, and `timings` are the main shape's (else the first one's)
+    benchmark_shapes: list[ShapeTiming] = field(default_factory=list)
     # CUDA: why the candidate's forward cannot be captured in a CUDA graph; None where it can or was not tried
     not_capturable: Optional[str] = None
     profile: Optional[Profile] = None  # one forward's kernels, for a correct candidate under --profile
@@ -266,6 +303,12 @@ class EvalResult:
     @property
     def failed_shapes(self) -> list[ShapeVariant]:
         return [s for s in self.shapes if s.passed is False]
+
+    @property
+    def timed_shape(self) -> str:
+        """Where `timings` were taken: the main shape, or the first benchmark shape when it is not one."""
+        timed = self.benchmark_shapes
+        return "the main shape" if not timed or any(not s.values for s in timed) else timed[0].label
 
 
 def speedup_text(speedup: Optional[float], interval: Optional[list[float]] = None) -> str:

@@ -53,6 +53,12 @@ def ratio_interval(numerator: Sequence[float], denominator: Sequence[float], pai
     return (low, high)
 
 
+def geomean(values: Sequence[float]) -> Optional[float]:
+    """The geometric mean of the positive values; None where there are none."""
+    positive = [v for v in values if v > 0]
+    return math.exp(sum(math.log(v) for v in positive) / len(positive)) if positive else None
+
+
 def overlap(a: Sequence[float], b: Sequence[float]) -> bool:
     """Two intervals [low, high] share a point: no measurable difference between them."""
     return a[0] <= b[1] and b[0] <= a[1]

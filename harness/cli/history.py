@@ -14,7 +14,7 @@ from ..results import speedup_text
 from ..runs.settings import Settings
 from ..runs.store import RunStore
 from ..runs.suites import SuiteRecord, SuiteStore, is_suite
-from ..suite.summary import geomean
+from ..stats import geomean
 from .display import dollars, standing
 
 

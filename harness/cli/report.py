@@ -62,9 +62,13 @@ def eval_panel(result: EvalResult) -> Panel:
     summary.add_row("verdict", verdict_text(result.verdict))
     if result.speedup is not None:
         style = "bold green" if result.speedup >= 1.5 else ("yellow" if result.speedup >= 1 else "red")
-        summary.add_row("speedup", Text(speedup_text(result.speedup, result.speedup_interval), style=style))
+        count = len(result.benchmark_shapes)
+        over = f", geometric mean over {count} benchmark shapes" if count else ""
+        summary.add_row("speedup", Text(speedup_text(result.speedup, result.speedup_interval) + over, style=style))
     for baseline in shown(result.baselines)[1:] if result.baselines else []:
         summary.add_row("", f"{speedup_text(baseline.speedup, baseline.interval)} over {baseline.label}")
+    for i, shape in enumerate(result.benchmark_shapes):
+        summary.add_row("" if i else "benchmark", shape.text)
     if result.baselines:
         summary.add_row("basis", basis_text(result))
     if result.build:
@@ -94,7 +98,8 @@ def eval_panel(result: EvalResult) -> Panel:
     summary.add_row("took", f"{result.seconds:.1f} s")
     parts = [summary, Text(""), Text(result.explanation)]
     if result.timings:
-        parts += [Text(""), timing_table(result)]
+        parts += [Text("")] + ([Text(f"Timings at {result.timed_shape}:", style="dim")] if result.benchmark_shapes
+                               else []) + [timing_table(result)]
         overhead = next(iter(result.timings.values())).overhead
         if overhead:
             parts.append(Text(f"Each time includes ~{overhead:.3g} ms that the protocol adds to any call, "

@@ -21,8 +21,9 @@ from ..errors import HarnessError
 from ..integrity import roofline, static
 from ..files import new_seed
 from ..problem import Problem, ProblemError, load_problem
-from ..results import (BuildResult, CheckResult, EvalResult, Profile, Retimed, ShapeVariant, Timing, Verdict, from_dict,
-                       speedup_text, to_dict)
+from ..results import (BuildResult, CheckResult, EvalResult, Profile, Retimed, ShapeTiming, ShapeVariant, Timing,
+                       Verdict, from_dict, shape_label, speedup_text, to_dict)
+from ..stats import geomean
 from . import build as builds
 from . import speedups
 from .device_lock import DeviceLock, device_key
@@ -357,21 +358,28 @@ class Evaluator:
             result.check = self._check(worker, result)
             phases["check"], mark = time.monotonic() - mark, time.monotonic()
             notify("timing")
-            with self._holding_device("timing", notify, result):
-                result.timings = self._time(worker, result)
+            if self.oracle_info.benchmark_shapes:
+                result.timings = self._time_at_benchmark_shapes(worker, result, notify)
+            else:
+                with self._holding_device("timing", notify, result):
+                    result.timings = self._time(worker, result)
             phases["time"], mark = time.monotonic() - mark, time.monotonic()
             # after timing: a candidate that breaks at another shape may leave a CUDA context unusable
             notify("checking other shapes")
             self._check_graph(worker, result)
             self._check_shapes(worker, result)
             phases["shapes"] = time.monotonic() - mark
-            result.baselines = speedups.baselines(result.timings)
+            shapes = result.benchmark_shapes
+            result.baselines = speedups.over_shapes(shapes) if shapes else speedups.baselines(result.timings)
             headline = result.baselines[0]
             result.speedup, result.speedup_interval = headline.speedup, headline.interval
             self._judge_speed(result)
             result.verdict = Verdict.CORRECT
-            result.explanation = (f"{Verdict.CORRECT.sentence} Candidate {result.timings['candidate'].median:.4g} "
-                                  f"ms, {headline.label} {headline.median_ms:.4g} ms: "
+            over, candidate_ms = ((f"Geometric mean over {len(shapes)} benchmark shapes: candidate",
+                                   geomean([s.candidate_ms for s in shapes])) if shapes
+                                  else ("Candidate", result.timings["candidate"].median))
+            result.explanation = (f"{Verdict.CORRECT.sentence} {over} {candidate_ms:.4g} ms, {headline.label} "
+                                  f"{headline.median_ms:.4g} ms: "
                                   f"{speedup_text(result.speedup, result.speedup_interval)}.")
             if self.profiler:
                 worker.stop()  # its GPU memory and context are not the profiled forward's
@@ -656,14 +664,12 @@ class Evaluator:
                 if not worker.alive():
                     variant.reason = "not checked: the candidate's process had stopped"
                     continue
-                self.oracle.send(to_dict(Request(Command.SHAPE, shape=values)))
-                ready = self._oracle_says(deadline, ShapeSet)
+                ready = self._oracle_at(values, deadline)
                 if not ready.applied:
                     variant.reason = f"not checked: {ready.reason}"
                     continue
                 try:
-                    worker.send(to_dict(Request(Command.SHAPE, shape=values)))
-                    self._talk(worker, deadline, f"rebuilding ModelNew at {variant.label}", ShapeSet)
+                    self._worker_at(worker, values, deadline)
                     check = self._check(worker, EvalResult(Verdict.CORRECT, ""), trials, deadline)
                     variant.passed, variant.reason = check.passed, ""
                 except _Stop as stop:
@@ -672,9 +678,7 @@ class Evaluator:
                 except ChildDied:
                     variant.passed, variant.reason = False, "the candidate's process died"
         finally:
-            if self.oracle and self.oracle.alive():
-                self.oracle.send(to_dict(Request(Command.SHAPE, shape={})))
-                self._oracle_says(deadline + ORACLE_START_S, ShapeSet)
+            self._oracle_back(deadline)
         failed = result.failed_shapes
         if not failed:
             return
@@ -685,10 +689,72 @@ class Evaluator:
         result.warnings.append(f"incorrect at {len(failed)} of {len(result.shapes)} other shape(s), timed at the "
                                f"main shape only: {said}"[:3000])
 
+    def _oracle_at(self, values: dict, deadline: float) -> ShapeSet:
+        """The reference rebuilt at a shape; where it cannot be, the oracle stays at the main shape."""
+        self.oracle.send(to_dict(Request(Command.SHAPE, shape=values)))
+        return self._oracle_says(deadline, ShapeSet)
+
+    def _oracle_back(self, deadline: float) -> None:
+        """The reference back at the main shape, for the next candidate."""
+        if self.oracle and self.oracle.alive():
+            self._oracle_at({}, deadline + ORACLE_START_S)
+
+    def _worker_at(self, worker: Child, values: dict, deadline: float) -> None:
+        """Both models in the candidate's worker rebuilt at a shape ({}: the main one)."""
+        worker.send(to_dict(Request(Command.SHAPE, shape=values)))
+        self._talk(worker, deadline, f"rebuilding ModelNew at {shape_label(values) or 'the main shape'}", ShapeSet)
+
+    def _time_at_benchmark_shapes(self, worker: Child, result: EvalResult, notify: Phase) -> dict[str, Timing]:
+        """Candidate and reference timed at each benchmark shape the problem declares, both models
+        rebuilt there, each shape with its share of the time cap. The candidate is checked at a
+        shape before it is timed there: a time for wrong outputs means nothing, so a failure there
+        is its verdict. Returns the main shape's timings where it is one of them, else the first's."""
+        shapes = self.oracle_info.benchmark_shapes
+        shown: dict[str, Timing] = {}
+        current: dict = {}  # the shape both processes are at
+        deadline = time.monotonic() + self.options.run_timeout
+        try:
+            for values in shapes:
+                label = shape_label(values) or "the main shape"
+                deadline = time.monotonic() + self.options.run_timeout
+                said = len(result.warnings)
+                try:
+                    if values != current:
+                        ready = self._oracle_at(values, deadline)
+                        current = values if ready.applied else {}
+                        if not ready.applied:
+                            raise ProblemError(f"Problem file {self.problem.path}: get_benchmark_shapes() lists "
+                                               f"{label}, where {ready.reason}. List only shapes the reference "
+                                               "runs at.")
+                        self._worker_at(worker, values, deadline)
+                        if values:  # the main shape was checked first
+                            self._check(worker, EvalResult(Verdict.CORRECT, ""), min(2, self.options.trials),
+                                        deadline)
+                    notify(f"timing at {label}")
+                    with self._holding_device("timing", notify, result):
+                        timings = self._time(worker, result, shares=len(shapes))
+                except _Stop as stop:  # wrong outputs here are its failure: their time would mean nothing
+                    stop.explanation = f"{stop.explanation} (at benchmark shape {label})"
+                    raise
+                result.warnings[said:] = [f"at benchmark shape {label}: {w}" for w in result.warnings[said:]]
+                cand = timings["candidate"]
+                result.benchmark_shapes.append(ShapeTiming(values, cand.median, cand.n, speedups.baselines(timings)))
+                if not shown or not values:
+                    shown = timings
+        finally:
+            if current:
+                self._oracle_back(deadline)
+        if current:  # the CUDA graph is checked at the main shape
+            self._worker_at(worker, {}, deadline)
+        return shown
+
     def _judge_speed(self, result: EvalResult) -> None:
         """Place the time against the hardware's limits; refuse the impossible."""
         cand = result.timings["candidate"]
         declared, peaks = self.oracle_info.roofline, self.oracle_info.peaks
+        # what the problem declares is for its main shape: no floor for timings at other shapes
+        if result.benchmark_shapes and all(s.values for s in result.benchmark_shapes):
+            declared = {}
         line = roofline.assess(declared.get("bytes"), declared.get("flops"), peaks, cand.median)
         if declared:
             result.roofline = line
@@ -725,23 +791,24 @@ class Evaluator:
                         f"running ({names}): work finished after forward returns escapes the check and "
                         "the clock.", threads=reply.threads)
 
-    def _time(self, worker: Child, result: EvalResult) -> dict[str, Timing]:
-        """Candidate and reference beside each other in the worker, then the reference alone.
-        A reference much slower beside the candidate is timed again, both ways, before the
-        candidate is refused: load from elsewhere comes and goes, a candidate that slows the
-        reference down does so every time."""
-        timings, alone = self._time_once(worker, result)
+    def _time(self, worker: Child, result: EvalResult, shares: int = 1) -> dict[str, Timing]:
+        """Candidate and reference beside each other in the worker, then the reference alone, each
+        with `shares`' part of the time cap. A reference much slower beside the candidate is timed
+        again, both ways, before the candidate is refused: load from elsewhere comes and goes, a
+        candidate that slows the reference down does so every time."""
+        timings, alone = self._time_once(worker, result, shares)
         if any(self._slowed_down(timings[key], alone[key]) for key in _BESIDE_AND_ALONE if key in alone):
             result.retimed_for_slowdown = Retimed(timings["reference"].median, alone["reference"].median)
-            timings, alone = self._time_once(worker, result)
+            timings, alone = self._time_once(worker, result, shares)
         for key in _BESIDE_AND_ALONE:
             if key in alone:
                 self._compare_reference(timings[key], alone.pop(key), result)
         return {**timings, **alone}
 
-    def _time_once(self, worker: Child, result: EvalResult) -> tuple[dict[str, Timing], dict[str, Timing]]:
+    def _time_once(self, worker: Child, result: EvalResult,
+                   shares: int) -> tuple[dict[str, Timing], dict[str, Timing]]:
         o = self.options
-        rule = Rule(o.rel_se_target(), o.time_cap, o.min_samples)
+        rule = Rule(o.rel_se_target(), o.time_cap / shares, o.min_samples)
         numerics = self.oracle_info.numerics_differ
         worker.send(to_dict(Request(Command.TIME, rule=rule, default_numerics=numerics)))
         deadline = time.monotonic() + o.run_timeout
@@ -773,13 +840,13 @@ class Evaluator:
             raise _Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} It passed the check trials, but "
                         f"while being timed {'; '.join(check.reasons)}. {why}.", timed_check=to_dict(check))
         self.oracle.send(to_dict(Request(Command.TIME_REFERENCE, compile_baseline=o.compile_baseline,
-                                         rule=self._alone_rule(), default_numerics=numerics)))
+                                         rule=self._alone_rule(shares), default_numerics=numerics)))
         alone = self._oracle_says(deadline, ReferenceTimed, "timing the reference alone").timings
         return timings, alone
 
-    def _alone_rule(self) -> Rule:
+    def _alone_rule(self, shares: int = 1) -> Rule:
         o = self.options
-        return Rule(o.rel_se_target(), min(o.time_cap, 3.0), o.min_samples)
+        return Rule(o.rel_se_target(), min(o.time_cap, 3.0) / shares, o.min_samples)
 
     def time_reference(self) -> Timing:
         """The reference alone, as users run it, before any candidate: its time for a run's

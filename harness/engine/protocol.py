@@ -144,6 +144,8 @@ class OracleReady(Reply):
     available_bytes: int = 0  # memory free for the problem on the device (for both processes together)
     # other shapes to check: the problem's get_shape_variants(), or derived from its module-level ints
     shapes: list[dict[str, Any]] = field(default_factory=list)
+    # the shapes to time at, the problem's get_benchmark_shapes(); empty: the main shape alone
+    benchmark_shapes: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

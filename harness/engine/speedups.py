@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..results import Baseline, Timing
-from ..stats import overlap, ratio_interval, summarize
+from ..results import Baseline, ShapeTiming, Timing
+from ..stats import geomean, overlap, ratio_interval, summarize
 
 # (baseline name, numerics, timings key), the headline first
 _BASELINES = (("eager", "default", "reference_defaults"), ("eager", "ieee", "reference"),
@@ -68,6 +68,28 @@ def baselines(timings: dict[str, Timing]) -> list[Baseline]:
         found.append(Baseline(name=name, numerics=numerics, key=key, median_ms=base.median,
                               speedup=base.median / cand.median, interval=[low, high], paired=paired))
     return found
+
+
+def over_shapes(shapes: list[ShapeTiming]) -> list[Baseline]:
+    """Each baseline timed at every benchmark shape, as the geometric mean over the shapes: of its
+    medians, so the speedup is the geometric mean of the per-shape speedups, and of each bound of
+    the per-shape intervals. Averaging the log bounds is how the intervals would combine were the
+    shapes' errors perfectly correlated: never narrower than independent errors give (the mean of
+    half-widths bounds their root-sum-square over k), so conservative, and it needs only the
+    recorded per-shape intervals."""
+    keys = [b.key for b in shapes[0].baselines]
+    combined = []
+    for key in keys:
+        each = [next((b for b in s.baselines if b.key == key), None) for s in shapes]
+        if None in each:
+            continue
+        first = each[0]
+        combined.append(Baseline(name=first.name, numerics=first.numerics, key=key,
+                                 median_ms=geomean([b.median_ms for b in each]),
+                                 speedup=geomean([b.speedup for b in each]),
+                                 interval=[geomean([b.interval[i] for b in each]) for i in (0, 1)],
+                                 paired=all(b.paired for b in each)))
+    return combined
 
 
 def headline(found: list[Baseline]) -> Optional[Baseline]:

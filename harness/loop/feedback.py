@@ -299,7 +299,12 @@ def speedup_line(result: EvalResult) -> str:
     over = result.baselines[0].label if result.baselines else "eager PyTorch"
     line = f"{speedup_text(result.speedup, result.speedup_interval)}{' (95% interval)' if result.speedup_interval else ''} over {over}"
     others = [f"{speedup_text(b.speedup, b.interval)} over {b.label}" for b in shown(result.baselines)[1:]]
-    return line + ("; " + "; ".join(others) if others else "")
+    line += "; " + "; ".join(others) if others else ""
+    shapes = result.benchmark_shapes
+    if shapes:
+        line = (f"geometric mean over {len(shapes)} benchmark shapes: {line} (per shape: "
+                + "; ".join(s.text for s in shapes) + ")")
+    return line
 
 
 def feedback_text(prompts: Prompts, n: int, result: EvalResult, thresholds: Thresholds, history: list[Past],

@@ -3,10 +3,10 @@
 mean speedup of the correct ones. Pure functions of the records."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..stats import geomean
 from .records import PROBLEM_ERROR, BenchRecord
 
 P_VALUES = (0.0, 1.0, 1.5, 2.0)
@@ -28,11 +28,6 @@ class LevelSummary:
 def fast_p(speedups: list[Optional[float]], p: float) -> float:
     """The share of evaluations (None: not correct) more than p times faster; fast_0 is the correctness rate."""
     return sum(1 for s in speedups if s is not None and s > p) / len(speedups) if speedups else 0.0
-
-
-def geomean(values: list[float]) -> Optional[float]:
-    positive = [v for v in values if v > 0]
-    return math.exp(sum(math.log(v) for v in positive) / len(positive)) if positive else None
 
 
 def summarize_level(level: str, records: list[BenchRecord]) -> LevelSummary:

@@ -22,8 +22,9 @@ from ...results import CheckResult, as_list, from_dict, to_dict
 from .. import channel, check, timing
 from ..protocol import Checked, Command, OracleReady, OracleSpec, ReferenceTimed, Request, ShapeSet, TrialMade
 from ...integrity.digest import checksum
-from .common import (Shapes, State, check_inputs, error_message, import_file, in_mode, inputs_from_seed,
-                     memory_available, memory_use, reference_from, settle, shape_variants, sync, tensor_bytes)
+from .common import (Shapes, State, benchmark_shapes, check_inputs, error_message, import_file, in_mode,
+                     inputs_from_seed, memory_available, memory_use, reference_from, settle, shape_variants, sync,
+                     tensor_bytes)
 
 
 def problem_roofline(problem, device: torch.device, device_name: str, cache_dir: str | None) -> dict:
@@ -132,7 +133,7 @@ def oracle_role(conn, header: dict) -> None:
         problem = import_file(spec.problem, "problem")
         reference = build_reference(problem, spec, device)
         state = State(reference)
-        shapes, variants = Shapes(problem), shape_variants(problem)
+        shapes, variants, benchmarks = Shapes(problem), shape_variants(problem), benchmark_shapes(problem)
         compiled = None
         probe = new_seed()
         sample = inputs_from_seed(problem, device, probe)
@@ -156,7 +157,8 @@ def oracle_role(conn, header: dict) -> None:
         return
     info = OracleReady(ready=True, device_name=platform.processor() or platform.machine(),
                        reproducible=reproducible, numerics_differ=numerics_differ,
-                       hardware=hardware_facts(device), inputs=arguments, shapes=variants, **sizes)
+                       hardware=hardware_facts(device), inputs=arguments, shapes=variants,
+                       benchmark_shapes=benchmarks, **sizes)
     if random_draws:
         info.warnings.append(random_draws)
     if device.type == "cuda":
