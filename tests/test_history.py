@@ -44,7 +44,7 @@ def cli(*argv: str) -> tuple[int, str]:
     import harness.cli.main as module
 
     original = module.Console
-    module.Console = lambda: Console(file=out, width=200)
+    module.Console = lambda **options: Console(file=out, width=200)
     try:
         return harness(list(argv)), out.getvalue()
     finally:
