@@ -15,7 +15,7 @@ from harness.cli.main import main
 from harness.suite.bench import by_problem, pending
 from harness.suite.jobs import COPY_SUFFIX, SuiteError, copy_jobs, find_jobs, problem_id, problem_levels
 from harness.suite.records import PROBLEM_ERROR, RESULTS_FILE, BenchRecord, ResultLog, read_records
-from harness.suite.summary import fast_p, geomean, summarize
+from harness.suite.summary import fast_p, fast_p_sure, geomean, summarize
 
 HERE = Path(__file__).parent
 PROBLEMS, CANDIDATES = HERE / "problems" / "bench", HERE / "candidates" / "bench"
@@ -35,6 +35,16 @@ def test_fast_p_counts_correct_candidates_strictly_faster_than_p():
     assert fast_p(speedups, 1.5) == 2 / 5
     assert fast_p(speedups, 2) == 1 / 5
     assert fast_p([], 1) == 0.0
+
+
+def test_sure_fast_p_needs_the_whole_interval_above_p():
+    copies = [BenchRecord("a", "level1", "copy", 0, "correct", 1.0003, interval=[0.999, 1.005]),
+              BenchRecord("b", "level1", "copy", 0, "correct", 1.019, interval=[1.012, 1.024]),
+              BenchRecord("c", "level1", "copy", 0, "incorrect", 3.0, interval=[2.9, 3.1]),
+              BenchRecord("d", "level1", "copy", 0, "correct", 1.6)]  # no interval: its speedup counts
+    assert fast_p_sure(copies, 1) == 2 / 4 and fast_p_sure(copies, 1.5) == 1 / 4
+    (level,) = summarize(copies)
+    assert level.fast_p["1"] == 3 / 4 and level.fast_p_sure["1"] == 2 / 4
 
 
 def test_geomean():

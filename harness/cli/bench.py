@@ -106,13 +106,14 @@ def _percent(share: float) -> str:
 def summary_table(summaries) -> Table:
     compiled = any(s.fast_p_compile for s in summaries)
     table = Table(title="Summary per level")
-    for column in ("level", "n", "correct", "fast_1", "fast_1.5", "fast_2", "geomean") + \
+    for column in ("level", "n", "correct", "fast_1", "fast_1.5", "fast_2", "sure fast_1", "geomean") + \
             (("compile: fast_1", "fast_1.5", "fast_2") if compiled else ()):
         table.add_column(column, justify="left" if column == "level" else "right")
     for s in summaries:
         row = [s.level, str(s.evaluations), _percent(s.correctness)] + \
               [_percent(s.fast_p[p]) for p in ("1", "1.5", "2")] + \
-              [f"{s.geomean_speedup:.2f}x" if s.geomean_speedup else "-"]
+              [_percent(s.fast_p_sure["1"]) if s.fast_p_sure else "-",
+               f"{s.geomean_speedup:.2f}x" if s.geomean_speedup else "-"]
         if compiled:
             row += [_percent(s.fast_p_compile[p]) if s.fast_p_compile else "-" for p in ("1", "1.5", "2")]
         table.add_row(*row)

@@ -1,6 +1,8 @@
 """A bench's figures per level, as KernelBench reports them: the correctness rate, fast_p
 (the share of evaluations that are correct and more than p times faster) and the geometric
-mean speedup of the correct ones. Pure functions of the records."""
+mean speedup of the correct ones; and fast_p counting only speedups whose 95% interval lies
+above p, since a copy of the reference reads 1.0003x as often as 0.9997x. Pure functions of the
+records."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -23,11 +25,21 @@ class LevelSummary:
     geomean_speedup: Optional[float]  # of the correct candidates, over eager
     broken_problems: list[str] = field(default_factory=list)  # problem files that failed themselves
     failures: dict[str, int] = field(default_factory=dict)  # by verdict
+    fast_p_sure: dict[str, float] = field(default_factory=dict)  # over eager, the interval above p
 
 
 def fast_p(speedups: list[Optional[float]], p: float) -> float:
     """The share of evaluations (None: not correct) more than p times faster; fast_0 is the correctness rate."""
     return sum(1 for s in speedups if s is not None and s > p) / len(speedups) if speedups else 0.0
+
+
+def fast_p_sure(records: list[BenchRecord], p: float) -> float:
+    """The share of evaluations correct and faster than p beyond doubt: their interval's low end
+    above p (an evaluation without an interval counts by its speedup)."""
+    def sure(r: BenchRecord) -> bool:
+        low = r.interval[0] if r.interval else r.speedup
+        return r.correct and low is not None and low > p
+    return sum(1 for r in records if sure(r)) / len(records) if records else 0.0
 
 
 def summarize_level(level: str, records: list[BenchRecord]) -> LevelSummary:
@@ -45,7 +57,8 @@ def summarize_level(level: str, records: list[BenchRecord]) -> LevelSummary:
         {f"{p:g}": fast_p(eager, p) for p in P_VALUES},
         {f"{p:g}": fast_p(compiled, p) for p in P_VALUES} if timed_compile else None,
         geomean([s for s in eager if s is not None]),
-        sorted({r.problem for r in records if r.verdict == PROBLEM_ERROR}), failures)
+        sorted({r.problem for r in records if r.verdict == PROBLEM_ERROR}), failures,
+        {f"{p:g}": fast_p_sure(evaluated, p) for p in P_VALUES})
 
 
 def summarize(records: list[BenchRecord]) -> list[LevelSummary]:
