@@ -218,3 +218,6 @@ def test_killed_bench_resumes_without_duplicates_or_losses(tmp_path):
     assert (out / "fast_p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     rows = (tmp_path / "r.csv").read_text().splitlines()
     assert rows[0].startswith("problem,level,candidate,sample,verdict,speedup") and len(rows) == 7
+    # where each correct evaluation's time went, for a bench that runs slower than it should
+    assert all({"check", "time"} <= set(r.phases) for r in records if r.correct)
+    assert sum("time=" in row for row in rows) == 3

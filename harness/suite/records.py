@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Optional
 
@@ -33,6 +33,7 @@ class BenchRecord:
     # over eager in IEEE float32, where PyTorch's defaults (TF32 convolutions) changed the reference
     speedup_ieee: Optional[float] = None
     interval_ieee: Optional[list[float]] = None
+    phases: dict[str, float] = field(default_factory=dict)  # seconds by phase (build, start, check, time, ...)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -49,7 +50,8 @@ def record_of(job: Job, result: EvalResult) -> BenchRecord:
     return BenchRecord(job.problem.stem, job.level, job.label, job.sample, result.verdict.value,
                        result.speedup, compiled.speedup if compiled else None, result.speedup_interval,
                        round(result.seconds, 3), result.explanation[:EXPLANATION_HEAD],
-                       ieee.speedup if ieee else None, ieee.interval if ieee else None)
+                       ieee.speedup if ieee else None, ieee.interval if ieee else None,
+                       {name: round(seconds, 3) for name, seconds in result.phase_seconds.items()})
 
 
 def problem_failure(job: Job, explanation: str, seconds: float = 0.0) -> BenchRecord:
@@ -111,5 +113,15 @@ def write_csv(records: list[BenchRecord], path: Path) -> None:
         writer.writerow(names)
         for record in records:
             row = to_dict(record)
-            writer.writerow(["" if row[n] is None else " ".join(f"{v:.4g}" for v in row[n])
-                             if n in ("interval", "interval_ieee") else row[n] for n in names])
+            writer.writerow([_cell(row[n]) for n in names])
+
+
+def _cell(value) -> str:
+    """A CSV cell: intervals as "low high", phases as "name=seconds ..."."""
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return " ".join(f"{v:.4g}" for v in value)
+    if isinstance(value, dict):
+        return " ".join(f"{k}={v:.4g}" for k, v in value.items())
+    return value
