@@ -160,7 +160,7 @@ class ShapeTiming:
 
     @property
     def label(self) -> str:
-        return shape_label(self.values) or "the main shape"
+        return shape_label(self.values)
 
     @property
     def speedup(self) -> Optional[float]:
@@ -179,8 +179,12 @@ class ShapeTiming:
         return line
 
 
+MAIN_SHAPE = "the main shape"
+
+
 def shape_label(values: dict[str, Any]) -> str:
-    return ", ".join(f"{name}={value!r}" for name, value in values.items())
+    """name=value, ... for a shape; {} is the problem's own."""
+    return ", ".join(f"{name}={value!r}" for name, value in values.items()) or MAIN_SHAPE
 
 
 @dataclass
@@ -308,7 +312,7 @@ class EvalResult:
     def timed_shape(self) -> str:
         """Where `timings` were taken: the main shape, or the first benchmark shape when it is not one."""
         timed = self.benchmark_shapes
-        return "the main shape" if not timed or any(not s.values for s in timed) else timed[0].label
+        return MAIN_SHAPE if not timed or any(not s.values for s in timed) else timed[0].label
 
 
 def speedup_text(speedup: Optional[float], interval: Optional[list[float]] = None) -> str:

@@ -702,7 +702,7 @@ class Evaluator:
     def _worker_at(self, worker: Child, values: dict, deadline: float) -> None:
         """Both models in the candidate's worker rebuilt at a shape ({}: the main one)."""
         worker.send(to_dict(Request(Command.SHAPE, shape=values)))
-        self._talk(worker, deadline, f"rebuilding ModelNew at {shape_label(values) or 'the main shape'}", ShapeSet)
+        self._talk(worker, deadline, f"rebuilding ModelNew at {shape_label(values)}", ShapeSet)
 
     def _time_at_benchmark_shapes(self, worker: Child, result: EvalResult, notify: Phase) -> dict[str, Timing]:
         """Candidate and reference timed at each benchmark shape the problem declares, both models
@@ -715,7 +715,7 @@ class Evaluator:
         deadline = time.monotonic() + self.options.run_timeout
         try:
             for values in shapes:
-                label = shape_label(values) or "the main shape"
+                label = shape_label(values)
                 deadline = time.monotonic() + self.options.run_timeout
                 said = len(result.warnings)
                 try:
