@@ -221,3 +221,31 @@ def test_killed_bench_resumes_without_duplicates_or_losses(tmp_path):
     # where each correct evaluation's time went, for a bench that runs slower than it should
     assert all({"check", "time"} <= set(r.phases) for r in records if r.correct)
     assert sum("time=" in row for row in rows) == 3
+
+
+def test_a_problem_not_admitted_waits_with_its_processes_started(tmp_path, cpu_options):
+    """The bench's next problem, while the current one needs the GPU's memory: its processes
+    import, its reference loads nothing until admitted; closed unadmitted, nothing is left."""
+    from harness.suite.bench import Opened
+
+    jobs = copy_jobs(PROBLEMS, tmp_path)
+    waiting = Opened([jobs[0]], cpu_options, None, 1, admitted=False)
+    deadline = time.monotonic() + 60
+    while not (waiting.pool and waiting.pool.evaluators[0]._blank_oracle) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    evaluator = waiting.pool.evaluators[0]
+    blank = evaluator._blank_oracle
+    time.sleep(1)
+    assert evaluator.oracle is None and blank.alive()
+    pool = waiting.ready()
+    assert evaluator.oracle is blank and evaluator.oracle_info.ready
+    (result,) = pool.evaluate([jobs[0].candidate])
+    assert result.verdict.value == "correct", result.explanation
+    waiting.close()
+
+    never = Opened([jobs[1]], cpu_options, None, 1, admitted=False)
+    while not (never.pool and never.pool.evaluators[0]._blank_oracle) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    blank = never.pool.evaluators[0]._blank_oracle
+    never.close()
+    assert not blank.alive() and never.pool.evaluators[0].oracle is None

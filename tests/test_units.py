@@ -129,3 +129,23 @@ def test_gpu_results_show_host_submit_and_cpu_results_do_not():
 
     assert "host submit ms" in shown("cuda_events") and "0.0123" in shown("cuda_events")
     assert "host submit" not in shown("perf_counter")
+
+
+def test_models_are_built_on_their_device_or_else_on_the_cpu():
+    """On a GPU the constructor runs under the device (the meta device stands in for it here);
+    one that cannot run there is run again on the CPU from the same seed."""
+    from harness.engine.workers.common import build_model
+
+    linear = build_model(torch.nn.Linear, [8, 4], 7, torch.device("meta"))
+    assert linear.weight.device.type == "meta"
+
+    class NeedsHostTensors(torch.nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.table = torch.arange(n).numpy().tolist()  # fails on any device but the CPU
+            self.weight = torch.nn.Parameter(torch.randn(n))
+
+    built = build_model(NeedsHostTensors, [5], 7, torch.device("meta"))
+    again = build_model(NeedsHostTensors, [5], 7, torch.device("cpu"))
+    assert built.weight.device.type == "cpu" and built.table == list(range(5))
+    assert torch.equal(built.weight, again.weight)  # the same seed, whichever way it was built

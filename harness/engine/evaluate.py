@@ -235,6 +235,7 @@ class Evaluator:
         self.problem_warnings: list[str] = []
         self._spare: Optional[Child] = None
         self._staged: Optional[tuple[Built, Child]] = None  # the next candidate, importing ahead
+        self._blank_oracle: Optional[Child] = None  # a reference process importing, not yet told the problem
         self.keep_spare = keep_spare  # for evaluators that will see more than one candidate
         self._spawned = 0
         self._current: Optional[Child] = None  # the worker in flight
@@ -264,6 +265,9 @@ class Evaluator:
         if self._staged:
             self._staged[1].kill()
             self._staged = None
+        if self._blank_oracle:
+            self._blank_oracle.kill()
+            self._blank_oracle = None
         if self.oracle:
             self.oracle.stop()
             self.oracle = None
@@ -274,8 +278,8 @@ class Evaluator:
         """Start the reference process; a broken problem raises ProblemError."""
         if self.oracle and self.oracle.alive():
             return
-        log = self.logs / f"oracle-{self.problem.name}-{os.getpid()}-{self.options.gpu or 0}.log"
-        self.oracle = Child("oracle", log, env=self._env(), registry=self.registry)
+        blank, self._blank_oracle = self._blank_oracle, None
+        self.oracle = blank if blank and blank.alive() else self._spawn_oracle()
         self.oracle.send(to_dict(OracleSpec(self.problem.path, self.options.device, self.problem.tolerance_table(),
                                             str(self.cache), model_mode=self.options.model_mode, **self.seeds)))
         # the reference's own start (torch's import, the problem's lint) is no candidate's run: a short
@@ -290,12 +294,27 @@ class Evaluator:
             raise DoesNotFit(refusal)
         self.environment = collect_environment(self.options.device, ready.device_name, ready.capability)
 
-    def prepare(self) -> None:
-        """Start the reference process, and a spare worker for the first candidate, ahead of
-        it (a bench does this for the next problem while the current one is timed)."""
-        self.start_oracle()
+    def _spawn_oracle(self, spare: bool = False) -> Child:
+        log = self.logs / f"oracle-{self.problem.name}-{os.getpid()}-{self.options.gpu or 0}.log"
+        return Child("oracle", log, env={**self._env(), **({"HARNESS_START_NICE": "10"} if spare else {})},
+                     registry=self.registry)
+
+    def spawn(self) -> None:
+        """Start the reference process and a spare worker for the first candidate without the
+        problem, at low priority: they import torch (seconds) but hold no GPU memory until
+        start_oracle and the first candidate. A bench starts the next problem so while the
+        current one, too big to load another beside it, is timed."""
         if self._spare is None:
             self._spare = self._spawn_worker(spare=True)
+        if not (self.oracle and self.oracle.alive()) and self._blank_oracle is None:
+            self._blank_oracle = self._spawn_oracle(spare=True)
+
+    def prepare(self) -> None:
+        """Start the reference process, and a spare worker importing beside it for the first
+        candidate (a bench does this for the next problem while the current one is timed)."""
+        if self._spare is None:
+            self._spare = self._spawn_worker(spare=True)
+        self.start_oracle()
 
     # -- one candidate -----------------------------------------------------------
 

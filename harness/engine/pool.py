@@ -64,6 +64,11 @@ class Pool:
         first.start_oracle()
         return first.oracle_info, first.environment
 
+    def spawn(self) -> None:
+        """Start the processes importing torch, the problem not yet loaded (Evaluator.spawn)."""
+        for evaluator in self.evaluators:
+            evaluator.spawn()
+
     def prepare(self) -> None:
         """Start the reference processes now; a broken problem raises ProblemError."""
         for evaluator in self.evaluators:

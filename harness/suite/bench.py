@@ -3,9 +3,11 @@ worker per GPU, each GPU taking the next problem from one queue.
 
 Per problem a Pool (its reference process, builds on the CPU cores, one candidate timed at a
 time). On a GPU the next problem's reference process, and a worker for its first candidate,
-start once the current problem's reference is ready, while it is checked and timed, so a
-problem costs little more than its own timing; not beside a problem that needs much of the
-GPU's memory, nor on the CPU, since the cores are what is timed.
+start importing torch once the current problem's reference is ready, while it is checked and
+timed; the next reference also loads its problem then, unless the current one needs much of
+the GPU's memory, in which case it waits for the current one to end. So a problem costs
+little more than its own timing. Nothing starts ahead on the CPU, since the cores are what is
+timed.
 """
 from __future__ import annotations
 
@@ -57,24 +59,40 @@ def _leaves_room(pool: Pool) -> bool:
 
 
 class Opened:
-    """A problem's pool, its reference starting in the background."""
+    """A problem's pool, started in the background: its processes import torch at once, and its
+    reference loads the problem once admitted (at once, or when admit() is called)."""
 
-    def __init__(self, group: list[Job], options: EvalOptions, gpu: Optional[int], build_jobs: int):
+    def __init__(self, group: list[Job], options: EvalOptions, gpu: Optional[int], build_jobs: int,
+                 admitted: bool = True):
         self.group, self.started = group, time.monotonic()
         self.pool: Optional[Pool] = None
         self.error: Optional[BaseException] = None
+        self._admitted, self._closing = threading.Event(), False
+        if admitted:
+            self._admitted.set()
         self._thread = threading.Thread(target=self._open, args=(options, gpu, build_jobs), daemon=True)
         self._thread.start()
+
+    def admit(self) -> None:
+        """The GPU has room for this problem now."""
+        if not self._admitted.is_set():
+            self.started = time.monotonic()  # its seconds count from here, not from the wait
+            self._admitted.set()
 
     def _open(self, options: EvalOptions, gpu: Optional[int], build_jobs: int) -> None:
         try:
             self.pool = Pool(self.group[0].problem, options, [gpu] if gpu is not None else None, build_jobs,
                              keep_spare=len(self.group) > 1)
-            self.pool.prepare()
+            if not self._admitted.is_set():
+                self.pool.spawn()
+                self._admitted.wait()
+            if not self._closing:
+                self.pool.prepare()
         except BaseException as exc:  # noqa: BLE001 - handed to the slot's thread in ready()
             self.error = exc
 
     def ready(self) -> Pool:
+        self.admit()
         self._thread.join()
         if self.error:
             raise self.error
@@ -82,6 +100,8 @@ class Opened:
         return self.pool
 
     def close(self) -> None:
+        self._closing = True
+        self._admitted.set()
         self._thread.join()
         if self.pool:
             self.pool.close()
@@ -120,14 +140,14 @@ class Bench:
             raise self._errors[0]
         return list(self.log.records)
 
-    def _take(self, groups: "queue.Queue[list[Job]]", gpu: Optional[int]) -> Optional[Opened]:
+    def _take(self, groups: "queue.Queue[list[Job]]", gpu: Optional[int], admitted: bool = True) -> Optional[Opened]:
         if self._errors:
             return None
         try:
             group = groups.get_nowait()
         except queue.Empty:
             return None
-        return Opened(group, replace(self.options, gpu=gpu), gpu, self.build_jobs)
+        return Opened(group, replace(self.options, gpu=gpu), gpu, self.build_jobs, admitted)
 
     def _slot(self, gpu: Optional[int], groups: "queue.Queue[list[Job]]") -> None:
         name = "cpu" if gpu is None else f"gpu {gpu}"
@@ -137,8 +157,8 @@ class Bench:
 
             def prefetch(pool: Pool) -> None:
                 nonlocal upcoming
-                if gpu is not None and _leaves_room(pool):
-                    upcoming = self._take(groups, gpu)
+                if gpu is not None:
+                    upcoming = self._take(groups, gpu, admitted=_leaves_room(pool))
 
             try:
                 evaluate_problem(name, current, self._record, self.on_phase, prefetch)
@@ -149,7 +169,7 @@ class Bench:
             if self._errors and upcoming is not None:
                 upcoming.close()
                 break
-            upcoming = upcoming or self._take(groups, gpu)
+            upcoming = upcoming or self._take(groups, gpu)  # its ready() admits it
         self.on_phase(name, "done")
 
     def _record(self, record: BenchRecord) -> None:

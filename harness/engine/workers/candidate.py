@@ -132,10 +132,14 @@ def candidate_role(conn, header: dict) -> None:
         elif request.cmd is Command.TIME:
             make_inputs = lambda seed: inputs_from_seed(problem, device, seed)  # noqa: E731
             observed = TimedOutputs(device)
+            # the reference's outputs are sampled the same way and dropped: the sampling's host and
+            # device work then follows every timed call alike, not the candidate's alone
+            mirrored = TimedOutputs(device)
             entries = {"candidate": timing.Timed(make_inputs, candidate, observed.observe),
-                       "reference": timing.Timed(make_inputs, reference)}
+                       "reference": timing.Timed(make_inputs, reference, mirrored.observe)}
             if request.default_numerics:  # eager as users run it, beside the candidate too
-                entries["reference_defaults"] = timing.Timed(make_inputs, _at_default_numerics(reference))
+                entries["reference_defaults"] = timing.Timed(make_inputs, _at_default_numerics(reference),
+                                                             mirrored.observe)
             try:
                 rule = timing.StopRule(**to_dict(request.rule))
                 results = _time_interleaved(entries, device, rule)
@@ -145,7 +149,7 @@ def candidate_role(conn, header: dict) -> None:
             samples, tensors = observed.message()
             shared = _send(conn, to_dict(Timed(timings=results, timed=samples, memory=_memory_use(device),
                                                **findings(GUARD, watch, l2))), tensors, share_gpu=True)
-            del observed, samples, tensors
+            del observed, mirrored, samples, tensors
         else:
             return
 
@@ -153,8 +157,8 @@ def candidate_role(conn, header: dict) -> None:
 def build_pair(problem, model_new, spec: CandidateSpec, device: torch.device):
     """The reference and ModelNew built afresh from get_init_inputs(), with the same parameters."""
     init_args = list(problem.get_init_inputs())
-    reference = reference_from(problem, init_args, spec)
-    candidate = build_model(model_new, init_args, spec.init_seed)
+    reference = reference_from(problem, init_args, spec, device)
+    candidate = build_model(model_new, init_args, spec.init_seed, device)
     warnings = copy_parameters(reference, candidate)
     return in_mode(reference.to(device), spec.model_mode), in_mode(candidate.to(device), spec.model_mode), warnings
 

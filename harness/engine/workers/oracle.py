@@ -121,7 +121,7 @@ def free_cache(device: torch.device) -> None:
 def build_reference(problem, spec: OracleSpec, device: torch.device) -> torch.nn.Module:
     init_args = list(problem.get_init_inputs())
     check_inputs(init_args, "get_init_inputs()")
-    return in_mode(reference_from(problem, init_args, spec).to(device), spec.model_mode)
+    return in_mode(reference_from(problem, init_args, spec, device).to(device), spec.model_mode)
 
 
 def oracle_role(conn, header: dict) -> None:

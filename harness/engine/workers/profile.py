@@ -23,11 +23,11 @@ def profile_role(spec: dict) -> None:
     settle(device)
     problem = import_file(spec["problem"], "problem")
     init_args = list(problem.get_init_inputs())
-    model = build_model(problem.Model, init_args, spec["init_seed"])
+    model = build_model(problem.Model, init_args, spec["init_seed"], device)
     randomize_parameters(model, spec["param_seed"])
     if spec.get("candidate"):
         reference = model
-        model = build_model(import_file(spec["candidate"], "candidate").ModelNew, init_args, spec["init_seed"])
+        model = build_model(import_file(spec["candidate"], "candidate").ModelNew, init_args, spec["init_seed"], device)
         copy_parameters(reference, model)
     model = model.to(device).eval()
     inputs = inputs_from_seed(problem, device, spec["seed"])
