@@ -13,7 +13,7 @@ import pytest
 
 from harness.cli.main import main
 from harness.suite.bench import by_problem, pending
-from harness.suite.jobs import COPY_SUFFIX, SuiteError, copy_jobs, find_jobs, problem_id, problem_levels
+from harness.suite.jobs import COPY_SUFFIX, Job, SuiteError, copy_jobs, find_jobs, problem_id, problem_levels
 from harness.suite.records import PROBLEM_ERROR, RESULTS_FILE, BenchRecord, ResultLog, read_records
 from harness.suite.summary import fast_p, fast_p_sure, geomean, summarize
 
@@ -223,29 +223,41 @@ def test_killed_bench_resumes_without_duplicates_or_losses(tmp_path):
     assert sum("time=" in row for row in rows) == 3
 
 
-def test_a_problem_not_admitted_waits_with_its_processes_started(tmp_path, cpu_options):
-    """The bench's next problem, while the current one needs the GPU's memory: its processes
-    import, its reference loads nothing until admitted; closed unadmitted, nothing is left."""
+def test_a_problem_opened_unloaded_has_its_processes_importing_and_loads_when_evaluated(tmp_path, cpu_options):
+    """The bench's next problem, while the current one needs much of the GPU's memory: its
+    processes start, its reference loads nothing until the pool evaluates, and then in the very
+    process started for it; closed before that, it leaves no process."""
     from harness.suite.bench import Opened
 
     jobs = copy_jobs(PROBLEMS, tmp_path)
-    waiting = Opened([jobs[0]], cpu_options, None, 1, admitted=False)
-    deadline = time.monotonic() + 60
-    while not (waiting.pool and waiting.pool.evaluators[0]._blank_oracle) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    evaluator = waiting.pool.evaluators[0]
-    blank = evaluator._blank_oracle
-    time.sleep(1)
-    assert evaluator.oracle is None and blank.alive()
+    waiting = Opened([jobs[0]], cpu_options, None, 1, loaded=False)
     pool = waiting.ready()
-    assert evaluator.oracle is blank and evaluator.oracle_info.ready
+    evaluator = pool.evaluators[0]
+    blank = evaluator._blank_oracle
+    assert evaluator.oracle is None and blank.alive() and not evaluator.oracle_info.ready
     (result,) = pool.evaluate([jobs[0].candidate])
     assert result.verdict.value == "correct", result.explanation
+    assert evaluator.oracle is blank and evaluator.oracle_info.ready
     waiting.close()
 
-    never = Opened([jobs[1]], cpu_options, None, 1, admitted=False)
-    while not (never.pool and never.pool.evaluators[0]._blank_oracle) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    blank = never.pool.evaluators[0]._blank_oracle
+    never = Opened([jobs[1]], cpu_options, None, 1, loaded=False)
+    blank = never.ready().evaluators[0]._blank_oracle
     never.close()
     assert not blank.alive() and never.pool.evaluators[0].oracle is None
+
+
+def test_the_next_problem_is_told_once_when_the_first_candidate_is_checked(tmp_path, cpu_options):
+    """evaluate_problem calls prefetch once, with the reference ready (its fit said) by then."""
+    from harness.suite.bench import Opened, evaluate_problem
+
+    job = copy_jobs(PROBLEMS, tmp_path)[0]
+    twice = [job, Job(job.problem, job.level, job.candidate, "copy again")]
+    told, records = [], []
+    opened = Opened(twice, cpu_options, None, 1)
+    try:
+        evaluate_problem("cpu", opened, records.append, lambda slot, text: None,
+                         lambda pool: told.append(pool.evaluators[0].oracle_info.ready))
+    finally:
+        opened.close()
+    assert told == [True]
+    assert [r.verdict for r in records] == ["correct", "correct"]

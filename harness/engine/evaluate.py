@@ -146,6 +146,7 @@ class Built:
 
 _MANY_CORES = (os.cpu_count() or 1) >= 8
 ORACLE_START_S = 120.0
+CHECKING = "checking"  # the phase a candidate enters once its worker and the reference are ready
 # references timed both beside the candidate and alone, each compared with itself
 _BESIDE_AND_ALONE = ("reference", "reference_defaults")
 # The reference beside the candidate against the reference alone: a ratio past
@@ -373,7 +374,7 @@ class Evaluator:
             result.warnings.extend(self.problem_warnings)
             self._await_ready(worker, result)
             phases["start"], mark = time.monotonic() - mark, time.monotonic()
-            notify("checking")
+            notify(CHECKING)
             result.check = self._check(worker, result)
             phases["check"], mark = time.monotonic() - mark, time.monotonic()
             notify("timing")

@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from ..engine.evaluate import EvalOptions, footprint
+from ..engine.evaluate import CHECKING, EvalOptions, footprint
 from ..engine.pool import Pool, default_build_jobs
 from ..problem import ProblemError
 from ..results import EvalResult
@@ -59,49 +59,39 @@ def _leaves_room(pool: Pool) -> bool:
 
 
 class Opened:
-    """A problem's pool, started in the background: its processes import torch at once, and its
-    reference loads the problem once admitted (at once, or when admit() is called)."""
+    """A problem's pool, started in the background. Loaded: its reference process loads the
+    problem now, beside the problem being timed. Else its processes only import torch (seconds,
+    no GPU memory), and the reference loads when the pool evaluates, beside its first worker."""
 
     def __init__(self, group: list[Job], options: EvalOptions, gpu: Optional[int], build_jobs: int,
-                 admitted: bool = True):
-        self.group, self.started = group, time.monotonic()
+                 loaded: bool = True):
+        self.group, self.started, self.loaded = group, time.monotonic(), loaded
         self.pool: Optional[Pool] = None
         self.error: Optional[BaseException] = None
-        self._admitted, self._closing = threading.Event(), False
-        if admitted:
-            self._admitted.set()
-        self._thread = threading.Thread(target=self._open, args=(options, gpu, build_jobs), daemon=True)
+        self._thread = threading.Thread(target=self._open, args=(options, gpu, build_jobs, loaded), daemon=True)
         self._thread.start()
 
-    def admit(self) -> None:
-        """The GPU has room for this problem now."""
-        if not self._admitted.is_set():
-            self.started = time.monotonic()  # its seconds count from here, not from the wait
-            self._admitted.set()
-
-    def _open(self, options: EvalOptions, gpu: Optional[int], build_jobs: int) -> None:
+    def _open(self, options: EvalOptions, gpu: Optional[int], build_jobs: int, loaded: bool) -> None:
         try:
             self.pool = Pool(self.group[0].problem, options, [gpu] if gpu is not None else None, build_jobs,
                              keep_spare=len(self.group) > 1)
-            if not self._admitted.is_set():
-                self.pool.spawn()
-                self._admitted.wait()
-            if not self._closing:
+            if loaded:
                 self.pool.prepare()
+            else:
+                self.pool.spawn()
         except BaseException as exc:  # noqa: BLE001 - handed to the slot's thread in ready()
             self.error = exc
 
     def ready(self) -> Pool:
-        self.admit()
         self._thread.join()
+        if not self.loaded:  # its seconds count from now, not from the wait beside the problem before
+            self.started = time.monotonic()
         if self.error:
             raise self.error
         assert self.pool is not None
         return self.pool
 
     def close(self) -> None:
-        self._closing = True
-        self._admitted.set()
         self._thread.join()
         if self.pool:
             self.pool.close()
@@ -140,14 +130,14 @@ class Bench:
             raise self._errors[0]
         return list(self.log.records)
 
-    def _take(self, groups: "queue.Queue[list[Job]]", gpu: Optional[int], admitted: bool = True) -> Optional[Opened]:
+    def _take(self, groups: "queue.Queue[list[Job]]", gpu: Optional[int], loaded: bool = True) -> Optional[Opened]:
         if self._errors:
             return None
         try:
             group = groups.get_nowait()
         except queue.Empty:
             return None
-        return Opened(group, replace(self.options, gpu=gpu), gpu, self.build_jobs, admitted)
+        return Opened(group, replace(self.options, gpu=gpu), gpu, self.build_jobs, loaded)
 
     def _slot(self, gpu: Optional[int], groups: "queue.Queue[list[Job]]") -> None:
         name = "cpu" if gpu is None else f"gpu {gpu}"
@@ -158,7 +148,7 @@ class Bench:
             def prefetch(pool: Pool) -> None:
                 nonlocal upcoming
                 if gpu is not None:
-                    upcoming = self._take(groups, gpu, admitted=_leaves_room(pool))
+                    upcoming = self._take(groups, gpu, loaded=_leaves_room(pool))
 
             try:
                 evaluate_problem(name, current, self._record, self.on_phase, prefetch)
@@ -169,7 +159,7 @@ class Bench:
             if self._errors and upcoming is not None:
                 upcoming.close()
                 break
-            upcoming = upcoming or self._take(groups, gpu)  # its ready() admits it
+            upcoming = upcoming or self._take(groups, gpu)
         self.on_phase(name, "done")
 
     def _record(self, record: BenchRecord) -> None:
@@ -182,23 +172,26 @@ def evaluate_problem(name: str, opened: Opened, on_record: Recorded, on_phase: P
                      prefetch: Optional[Callable[[Pool], None]] = None) -> None:
     """One problem's candidates through its pool, a record for each as it finishes; a problem that
     fails itself is a problem_failure record for each candidate it had not finished. `prefetch` is
-    told once the reference is ready and has said whether it fits, so a next problem's reference
-    started then never crowds that check."""
+    told once, when the first candidate starts its check: the reference is ready then and has said
+    whether it fits, so a next problem's reference started then never crowds that check."""
     group = opened.group
     on_phase(name, f"{group[0].level}/{group[0].problem.stem}: starting the reference")
     finished: set[int] = set()
+    pool: Optional[Pool] = None
 
     def on_result(index: int, result: EvalResult) -> None:
         finished.add(index)
         on_record(record_of(group[index], result))
 
     def on_event(index: int, phase: str) -> None:
+        nonlocal prefetch
+        if phase == CHECKING and prefetch and pool:
+            prefetch, told = None, prefetch
+            told(pool)
         on_phase(name, f"{group[index].level}/{group[index].problem.stem} {group[index].label}: {phase}")
 
     try:
         pool = opened.ready()
-        if prefetch:
-            prefetch(pool)
         pool.evaluate([job.candidate for job in group], on_event, on_result)
     except ProblemError as exc:  # the problem's failure, not its candidates'
         for index, job in enumerate(group):
