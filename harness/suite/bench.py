@@ -5,8 +5,8 @@ Per problem a Pool (its reference process, builds on the CPU cores, one candidat
 time). On a GPU the next problem's reference process, and a worker for its first candidate,
 start importing torch once the current problem's reference is ready, while it is checked and
 timed; the next reference also loads its problem then, unless the current one needs much of
-the GPU's memory, in which case it waits for the current one to end. So a problem costs
-little more than its own timing. Nothing starts ahead on the CPU, since the cores are what is
+the GPU's memory, in which case it loads once the current one has ended, beside its first
+worker. So a problem costs little more than its own timing. Nothing starts ahead on the CPU, since the cores are what is
 timed.
 """
 from __future__ import annotations
