@@ -133,6 +133,15 @@ def test_old_logs_are_removed_by_age_and_size(tmp_path):
     assert sorted(p.stem for p in tmp_path.iterdir()) == ["big_new", "small"]
 
 
+def hold_the_cpu(cpu_options) -> subprocess.Popen:
+    """Another harness process, holding the "cpu" device until its stdin closes."""
+    return subprocess.Popen(
+        [sys.executable, "-c", "import sys; from harness.engine.device_lock import DeviceLock; "
+         f"lock = DeviceLock({str(cpu_options.cache_dir)!r}, 'cpu', print).__enter__(); "
+         "print('held', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
 def test_a_second_harness_waits_for_the_device_and_says_so(cpu_options):
     """The lock key is the device: two evaluations on the CPU contend for "cpu"."""
     import threading
@@ -143,12 +152,7 @@ def test_a_second_harness_waits_for_the_device_and_says_so(cpu_options):
         phases.append(phase)
         waiting.set() if phase.startswith("waiting for") else None
 
-    # another harness process, holding the device until its stdin closes
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from harness.engine.device_lock import DeviceLock; "
-         f"lock = DeviceLock({str(cpu_options.cache_dir)!r}, 'cpu', print).__enter__(); "
-         "print('held', flush=True); sys.stdin.read()"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    holder = hold_the_cpu(cpu_options)
     with Evaluator(SMALL, cpu_options, keep_spare=False) as ev:
         outcome = []
         evaluation = threading.Thread(target=lambda: outcome.append(ev.evaluate(CANDIDATES / "py_correct.py",
@@ -167,3 +171,22 @@ def test_a_second_harness_waits_for_the_device_and_says_so(cpu_options):
     assert result.verdict is Verdict.CORRECT, result.explanation
     assert len([p for p in phases if p.startswith("waiting")]) == 1
     assert any("waited for another harness process" in w for w in result.warnings)
+
+
+def test_a_prepared_reference_loads_only_while_no_one_times_on_the_device(cpu_options):
+    """A bench loads the next problem's reference beside the current one: never beside its timing."""
+    import threading
+
+    holder = hold_the_cpu(cpu_options)
+    with Evaluator(SMALL, cpu_options, keep_spare=False) as ev:
+        preparing = threading.Thread(target=ev.prepare, daemon=True)
+        try:
+            assert holder.stdout.readline().strip() == "held"
+            preparing.start()
+            time.sleep(8)  # long enough for the reference to load, were it not waiting
+            assert preparing.is_alive() and not ev.oracle_info.ready
+        finally:
+            holder.stdin.close()
+            holder.wait(60)
+        preparing.join(120)
+        assert ev.oracle_info.ready

@@ -312,10 +312,12 @@ class Evaluator:
 
     def prepare(self) -> None:
         """Start the reference process, and a spare worker importing beside it for the first
-        candidate (a bench does this for the next problem while the current one is timed)."""
+        candidate (a bench does this for the next problem while the current one is checked).
+        The reference loads holding the device, so its calls never run beside a timing there."""
         if self._spare is None:
             self._spare = self._spawn_worker(spare=True)
-        self.start_oracle()
+        with DeviceLock(self.cache, device_key(self.options.device, self.options.gpu), lambda waiting: None):
+            self.start_oracle()
 
     # -- one candidate -----------------------------------------------------------
 
