@@ -319,6 +319,8 @@ class Child:
         self.limits = limits
         self.breach = ""  # the limit the watchdog stopped it for
         self.peak_memory = 0
+        # before the child is listed live: end_all() may kill it from another thread at once
+        self._stop_watch = threading.Event()
         # a private scratch directory: what a candidate writes there goes with it
         self.scratch = tempfile.mkdtemp(prefix=f"harness-{role}-")
         self.conn, child_fd = channel.pair()
@@ -339,7 +341,6 @@ class Child:
             if registry:
                 _register(registry, self.proc.pid)
         os.close(child_fd)
-        self._stop_watch = threading.Event()
         if limits:
             threading.Thread(target=self._watch, daemon=True, name=f"watch-{role}").start()
 
