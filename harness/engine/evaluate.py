@@ -297,8 +297,7 @@ class Evaluator:
 
     def _spawn_oracle(self, spare: bool = False) -> Child:
         log = self.logs / f"oracle-{self.problem.name}-{os.getpid()}-{self.options.gpu or 0}.log"
-        return Child("oracle", log, env={**self._env(), **({"HARNESS_START_NICE": "10"} if spare else {})},
-                     registry=self.registry)
+        return Child("oracle", log, env=self._start_env(spare), registry=self.registry)
 
     def spawn(self) -> None:
         """Start the reference process and a spare worker for the first candidate without the
@@ -316,7 +315,7 @@ class Evaluator:
         The reference loads holding the device, so its calls never run beside a timing there."""
         if self._spare is None:
             self._spare = self._spawn_worker(spare=True)
-        with DeviceLock(self.cache, device_key(self.options.device, self.options.gpu), lambda waiting: None):
+        with self._device_lock():
             self.start_oracle()
 
     # -- one candidate -----------------------------------------------------------
@@ -432,7 +431,7 @@ class Evaluator:
         reference beside the candidate but not alone, which reads as the candidate's doing)."""
         paused = [c for c in (self._staged[1] if self._staged else None,
                               None if _MANY_CORES else self._spare) if c]
-        with DeviceLock(self.cache, device_key(self.options.device, self.options.gpu), notify) as lock:
+        with self._device_lock(notify) as lock:
             if lock.waited_for:
                 # a wait for another problem of this process (a suite) is the plan, not news
                 if lock.waited_for != str(os.getpid()):
@@ -505,6 +504,14 @@ class Evaluator:
             env["CUDA_VISIBLE_DEVICES"] = str(self.options.gpu)
         return env
 
+    def _start_env(self, spare: bool) -> dict:
+        # a spare imports torch at low priority, so a timing running meanwhile keeps its CPU
+        return {**self._env(), **({"HARNESS_START_NICE": "10"} if spare else {})}
+
+    def _device_lock(self, on_wait: Phase = _quiet) -> DeviceLock:
+        """This evaluation's device, held across harness processes (device_lock)."""
+        return DeviceLock(self.cache, device_key(self.options.device, self.options.gpu), on_wait)
+
     def _import_spec(self, path: Path, entry: builds.BuildEntry) -> BuildSpec:
         return BuildSpec(str(path.resolve()), str(entry.lock_path), str(entry.pch_lock_path))
 
@@ -513,9 +520,7 @@ class Evaluator:
             raise ChildDied("was not started: the evaluator is closed")
         self._spawned += 1
         log = self.logs / f"worker-{os.getpid()}-{self.options.gpu or 0}-{self._spawned}.log"
-        # a spare imports torch at low priority, so a timing running meanwhile keeps its CPU
-        return Child("candidate", log, env={**self._env(), **({"HARNESS_START_NICE": "10"} if spare else {})},
-                     limits=self.limits, registry=self.registry)
+        return Child("candidate", log, env=self._start_env(spare), limits=self.limits, registry=self.registry)
 
     def _take_worker(self) -> Child:
         """The spare worker if one is ready, else a fresh one."""
@@ -875,7 +880,7 @@ class Evaluator:
         first prompt and the ceiling a run can reach. Holds the device's timing lock."""
         self.start_oracle()
         numerics = self.oracle_info.numerics_differ
-        with DeviceLock(self.cache, device_key(self.options.device, self.options.gpu), _quiet):
+        with self._device_lock():
             self.oracle.send(to_dict(Request(Command.TIME_REFERENCE, rule=self._alone_rule(),
                                              default_numerics=numerics)))
             timings = self._oracle_says(time.monotonic() + self.options.run_timeout, ReferenceTimed).timings

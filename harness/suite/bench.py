@@ -68,14 +68,14 @@ class Opened:
         self.group, self.started, self.loaded = group, time.monotonic(), loaded
         self.pool: Optional[Pool] = None
         self.error: Optional[BaseException] = None
-        self._thread = threading.Thread(target=self._open, args=(options, gpu, build_jobs, loaded), daemon=True)
+        self._thread = threading.Thread(target=self._open, args=(options, gpu, build_jobs), daemon=True)
         self._thread.start()
 
-    def _open(self, options: EvalOptions, gpu: Optional[int], build_jobs: int, loaded: bool) -> None:
+    def _open(self, options: EvalOptions, gpu: Optional[int], build_jobs: int) -> None:
         try:
             self.pool = Pool(self.group[0].problem, options, [gpu] if gpu is not None else None, build_jobs,
                              keep_spare=len(self.group) > 1)
-            if loaded:
+            if self.loaded:
                 self.pool.prepare()
             else:
                 self.pool.spawn()
