@@ -60,6 +60,10 @@ def test_seeds_001_002_are_correct_and_timed(gpu_evaluator, tmp_path, number):
         assert result.timings[name].method == "cuda_events"
         assert result.timings[name].n >= 10
     assert result.speedup > 0
+    # seed 001's forward cannot be captured in a CUDA graph; the failed capture must leave the
+    # device's random draws working for the checks at other shapes that follow it
+    assert result.shapes and not any("drawing the trial's inputs" in check.reason for check in result.shapes), \
+        result.shapes
 
 
 @pytest.mark.gpu

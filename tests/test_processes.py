@@ -190,3 +190,6 @@ def test_a_prepared_reference_loads_only_while_no_one_times_on_the_device(cpu_op
             holder.wait(60)
         preparing.join(120)
         assert ev.oracle_info.ready
+        # the reference process waited itself, its imports done, and took the device when it was let go
+        lock = cpu_options.cache_dir / "locks" / "device-cpu.lock"
+        assert lock.read_text().strip() == str(ev.oracle.proc.pid)

@@ -31,8 +31,9 @@ from .environment import collect_environment
 from .profile import TIME_LIMIT_S, Profiler, ProfileRequest
 from .process import (MAX_LOG_BYTES, MAX_PROCESSES, REGISTRY, Child, ChildBrokeProtocol, ChildDied, ChildTimeout, Limits,
                       default_host_memory, prune_logs)
-from .protocol import (BuildDone, BuildSpec, CandidateReady, CandidateSpec, Checked, Command, Guarded, OracleReady,
-                       OracleSpec, ReferenceTimed, Reply, Request, Rule, ShapeSet, Timed, TrialMade, TrialOutputs)
+from .protocol import (BuildDone, BuildSpec, CandidateReady, CandidateSpec, Checked, Command, Guarded, OracleHolding,
+                       OracleReady, OracleSpec, ReferenceTimed, Reply, Request, Rule, ShapeSet, Timed, TrialMade,
+                       TrialOutputs)
 
 Phase = Callable[[str], None]
 R = TypeVar("R", bound=Reply)
@@ -146,6 +147,7 @@ class Built:
 
 _MANY_CORES = (os.cpu_count() or 1) >= 8
 ORACLE_START_S = 120.0
+DEVICE_WAIT_S = 24 * 3600.0  # the most a prepared reference waits for another's timing to end
 CHECKING = "checking"  # the phase a candidate enters once its worker and the reference are ready
 # references timed both beside the candidate and alone, each compared with itself
 _BESIDE_AND_ALONE = ("reference", "reference_defaults")
@@ -275,14 +277,19 @@ class Evaluator:
 
     # -- the reference process -------------------------------------------------
 
-    def start_oracle(self) -> None:
-        """Start the reference process; a broken problem raises ProblemError."""
+    def start_oracle(self, hold_device: bool = False) -> None:
+        """Start the reference process; a broken problem raises ProblemError. `hold_device`: it
+        loads the problem holding the device's lock, waiting (its imports done) for any timing there."""
         if self.oracle and self.oracle.alive():
             return
         blank, self._blank_oracle = self._blank_oracle, None
         self.oracle = blank if blank and blank.alive() else self._spawn_oracle()
         self.oracle.send(to_dict(OracleSpec(self.problem.path, self.options.device, self.problem.tolerance_table(),
-                                            str(self.cache), model_mode=self.options.model_mode, **self.seeds)))
+                                            str(self.cache), model_mode=self.options.model_mode,
+                                            device_key=self._device_lock().key if hold_device else "",
+                                            **self.seeds)))
+        if hold_device:
+            self._oracle_says(time.monotonic() + DEVICE_WAIT_S, OracleHolding)
         # the reference's own start (torch's import, the problem's lint) is no candidate's run: a short
         # --run-timeout meant for candidates must not fail it on a busy machine
         ready = self._oracle_says(time.monotonic() + max(self.options.run_timeout, ORACLE_START_S), OracleReady)
@@ -312,11 +319,10 @@ class Evaluator:
     def prepare(self) -> None:
         """Start the reference process, and a spare worker importing beside it for the first
         candidate (a bench does this for the next problem while the current one is checked).
-        The reference loads holding the device, so its calls never run beside a timing there."""
-        if self._spare is None:
-            self._spare = self._spawn_worker(spare=True)
-        with self._device_lock():
-            self.start_oracle()
+        Both import torch at low priority; the reference then loads its problem holding the
+        device (the oracle takes its lock), so its calls never run beside a timing there."""
+        self.spawn()
+        self.start_oracle(hold_device=True)
 
     # -- one candidate -----------------------------------------------------------
 

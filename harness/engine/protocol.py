@@ -64,6 +64,7 @@ class OracleSpec:
     init_seed: int
     param_seed: int
     model_mode: str = "train"  # EvalOptions.model_mode
+    device_key: str = ""  # the device lock (device_lock.py) it loads the problem under; "" for none
 
 
 # --- requests -----------------------------------------------------------------
@@ -123,6 +124,11 @@ class Guarded(Reply):
 @dataclass
 class BuildDone(Reply):
     ok: bool = False
+
+
+@dataclass
+class OracleHolding(Reply):
+    """The reference process holds the device (OracleSpec.device_key) and loads the problem now."""
 
 
 @dataclass

@@ -4,8 +4,8 @@ worker per GPU, each GPU taking the next problem from one queue.
 Per problem a Pool (its reference process, builds on the CPU cores, one candidate timed at a
 time). On a GPU the next problem's reference process, and a worker for its first candidate,
 start importing torch once the current problem's first candidate is checked. The next
-reference also loads its problem then (never beside a timing: it holds the device meanwhile),
-unless the current problem needs much of the GPU's memory; then it loads once the current one
+reference then loads its problem as soon as no timing runs on the device (it takes the device's
+lock, its imports done), unless the current problem needs much of the GPU's memory; then it loads once the current one
 has ended, beside its first worker. So a problem costs little more than its own timing.
 Nothing starts ahead on the CPU, since the cores are what is timed.
 """

@@ -167,6 +167,14 @@ class NotCapturable(Exception):
     """The candidate's forward could not be captured in a CUDA graph; the message says why."""
 
 
+def _release_generator() -> None:
+    """A capture that fails leaves the CUDA generator counting itself mid-capture (PyTorch ends the
+    count only when a capture completes), and every later random draw on the device then raises
+    "Offset increment outside graph capture": a fresh state at the same seed and offset ends it."""
+    generator = torch.cuda.default_generators[torch.cuda.current_device()]
+    generator.graphsafe_set_state(generator.clone_state())
+
+
 class CapturedForward:
     """The candidate's forward captured once in a CUDA graph on static inputs; each replay
     copies new inputs into them first, as a serving stack does."""
@@ -186,6 +194,7 @@ class CapturedForward:
                 self.outputs = model(*self.static)
             torch.cuda.synchronize()
         except Exception as exc:  # noqa: BLE001 - any failure to capture is the note's reason
+            _release_generator()
             raise NotCapturable(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]) from None
 
     def replay(self, inputs: list):

@@ -6,10 +6,12 @@ candidate code, so the reference outputs never live where the candidate runs.
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import platform
 from pathlib import Path
+from typing import Iterator
 
 import torch
 
@@ -20,7 +22,8 @@ from ...integrity.recheck import verify_timed
 from ...problem import tolerance
 from ...results import CheckResult, as_list, from_dict, to_dict
 from .. import channel, check, timing
-from ..protocol import Checked, Command, OracleReady, OracleSpec, ReferenceTimed, Request, ShapeSet, TrialMade
+from ..device_lock import DeviceLock
+from ..protocol import Checked, Command, OracleHolding, OracleReady, OracleSpec, ReferenceTimed, Request, ShapeSet, TrialMade
 from ...integrity.digest import checksum
 from .common import (Shapes, State, benchmark_shapes, check_inputs, error_message, import_file, in_mode,
                      inputs_from_seed, memory_available, memory_use, reference_from, settle, shape_variants, sync,
@@ -124,58 +127,74 @@ def build_reference(problem, spec: OracleSpec, device: torch.device) -> torch.nn
     return in_mode(reference_from(problem, init_args, spec, device).to(device), spec.model_mode)
 
 
+@contextlib.contextmanager
+def holding_device(conn, spec: OracleSpec) -> Iterator[None]:
+    """The device's lock while the problem loads, where the harness asks for it, and says when held."""
+    if not spec.device_key:
+        yield
+        return
+    with DeviceLock(Path(spec.cache_dir), spec.device_key, lambda holder: None):
+        channel.send(conn, to_dict(OracleHolding()))
+        yield
+
+
 def oracle_role(conn, header: dict) -> None:
     spec = from_dict(OracleSpec, header)
     device = torch.device(spec.device)
     tolerances = spec.tolerances
     settle(device)
-    try:
-        problem = import_file(spec.problem, "problem")
-        reference = build_reference(problem, spec, device)
-        state = State(reference)
-        shapes, variants, benchmarks = Shapes(problem), shape_variants(problem), benchmark_shapes(problem)
-        compiled = None
-        probe = new_seed()
-        sample = inputs_from_seed(problem, device, probe)
-        check_inputs(sample, "get_inputs()")
-        # Trials hand the worker a seed; that only works if a seed reproduces the inputs.
-        reproducible = checksum(inputs_from_seed(problem, device, probe)) == checksum(
-            inputs_from_seed(problem, device, probe))
-        with torch.no_grad():
-            exact = reference(*sample)
-        check_outputs(exact)
-        # the footprint, for the harness to say before the first trial whether the problem fits
-        sizes = {"input_bytes": tensor_bytes(sample), "output_bytes": tensor_bytes(as_list(exact))}
-        sizes["available_bytes"] = memory_available(device) + sizes["input_bytes"] + sizes["output_bytes"]
-        numerics_differ = changed_by_default_numerics(reference, sample, as_list(exact))
-        arguments = input_facts(problem, sample)
-        del exact
-        random_draws = lint.draws_random(reference, sample, state.restore)
-        del sample
-    except BaseException as exc:  # noqa: BLE001
-        channel.send(conn, error_message(_failure(exc), exc))
-        return
-    info = OracleReady(ready=True, device_name=platform.processor() or platform.machine(),
-                       reproducible=reproducible, numerics_differ=numerics_differ,
-                       hardware=hardware_facts(device), inputs=arguments, shapes=variants,
-                       benchmark_shapes=benchmarks, **sizes)
-    if random_draws:
-        info.warnings.append(random_draws)
-    if device.type == "cuda":
-        props = torch.cuda.get_device_properties(device)
-        info.device_name, info.capability = props.name, f"{props.major}.{props.minor}"
-    try:
-        for name, value in problem_roofline(problem, device, info.device_name, spec.cache_dir).items():
-            setattr(info, name, value)
-    except Exception as exc:  # noqa: BLE001 - a broken declaration is reported, not fatal
-        info.warnings.append(f"the problem's roofline declaration failed: {type(exc).__name__}: {exc}")
-    try:
-        info.warnings += lint.lint_reference(reference, lambda: inputs_from_seed(problem, device, new_seed()),
+    if device.type == "cuda":  # the context: seconds of driver work, no kernel, so before the lock
+        torch.empty(1, device=device)
+    # Loading runs the reference (its lint too): a bench's next problem must not do that beside the
+    # current one's timing on this device, so it waits for the device here, its imports done.
+    with holding_device(conn, spec):
+        try:
+            problem = import_file(spec.problem, "problem")
+            reference = build_reference(problem, spec, device)
+            state = State(reference)
+            shapes, variants, benchmarks = Shapes(problem), shape_variants(problem), benchmark_shapes(problem)
+            compiled = None
+            probe = new_seed()
+            sample = inputs_from_seed(problem, device, probe)
+            check_inputs(sample, "get_inputs()")
+            # Trials hand the worker a seed; that only works if a seed reproduces the inputs.
+            reproducible = checksum(inputs_from_seed(problem, device, probe)) == checksum(
+                inputs_from_seed(problem, device, probe))
+            with torch.no_grad():
+                exact = reference(*sample)
+            check_outputs(exact)
+            # the footprint, for the harness to say before the first trial whether the problem fits
+            sizes = {"input_bytes": tensor_bytes(sample), "output_bytes": tensor_bytes(as_list(exact))}
+            sizes["available_bytes"] = memory_available(device) + sizes["input_bytes"] + sizes["output_bytes"]
+            numerics_differ = changed_by_default_numerics(reference, sample, as_list(exact))
+            arguments = input_facts(problem, sample)
+            del exact
+            random_draws = lint.draws_random(reference, sample, state.restore)
+            del sample
+        except BaseException as exc:  # noqa: BLE001
+            channel.send(conn, error_message(_failure(exc), exc))
+            return
+        info = OracleReady(ready=True, device_name=platform.processor() or platform.machine(),
+                           reproducible=reproducible, numerics_differ=numerics_differ,
+                           hardware=hardware_facts(device), inputs=arguments, shapes=variants,
+                           benchmark_shapes=benchmarks, **sizes)
+        if random_draws:
+            info.warnings.append(random_draws)
+        if device.type == "cuda":
+            props = torch.cuda.get_device_properties(device)
+            info.device_name, info.capability = props.name, f"{props.major}.{props.minor}"
+        try:
+            for name, value in problem_roofline(problem, device, info.device_name, spec.cache_dir).items():
+                setattr(info, name, value)
+        except Exception as exc:  # noqa: BLE001 - a broken declaration is reported, not fatal
+            info.warnings.append(f"the problem's roofline declaration failed: {type(exc).__name__}: {exc}")
+        try:
+            info.warnings += lint.lint_reference(reference, lambda: inputs_from_seed(problem, device, new_seed()),
                                                 tolerances=tolerances)
-    except Exception as exc:  # noqa: BLE001
-        info.warnings.append(f"the problem lint could not run: {type(exc).__name__}: {exc}")
-    free_cache(device)
-    info.memory = memory_use(device)
+        except Exception as exc:  # noqa: BLE001
+            info.warnings.append(f"the problem lint could not run: {type(exc).__name__}: {exc}")
+        free_cache(device)
+        info.memory = memory_use(device)
     channel.send(conn, to_dict(info))
     outputs, output_bytes = None, 0
     while True:
