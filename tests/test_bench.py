@@ -246,6 +246,52 @@ def test_a_problem_opened_unloaded_has_its_processes_importing_and_loads_when_ev
     assert not blank.alive() and never.pool.evaluators[0].oracle is None
 
 
+def test_a_problem_opened_unloaded_loads_on_request_in_the_process_started_for_it(tmp_path, cpu_options):
+    from harness.suite.bench import Opened
+
+    job = copy_jobs(PROBLEMS, tmp_path)[0]
+    opened = Opened([job], cpu_options, None, 1, loaded=False)
+    try:
+        opened.load()
+        evaluator = opened.ready().evaluators[0]
+        oracle = evaluator.oracle
+        assert evaluator.oracle_info.ready and evaluator._blank_oracle is None and oracle.alive()
+    finally:
+        opened.close()
+    assert not oracle.alive()
+
+
+def test_a_gpu_slot_opens_two_problems_ahead_and_evaluates_each_once(tmp_path, cpu_options):
+    """A GPU's slot (run here on the CPU) opens the problem after next before the current one has
+    a result, so that one's imports are done when it comes; every problem still gets one record."""
+    import queue
+
+    from harness.suite.bench import Bench
+
+    jobs = copy_jobs(PROBLEMS, tmp_path)
+    log = ResultLog(tmp_path / "out", resume=False)
+    bench = Bench(cpu_options, None, log)
+    taken, take = [], bench._take
+
+    def recording_take(groups, gpu, loaded=True):
+        opened = take(groups, gpu, loaded)
+        if opened is not None:
+            taken.append((opened.group[0].problem.stem, len(log.records)))
+        return opened
+
+    bench._take = recording_take
+    groups = queue.Queue()
+    for group in by_problem(jobs):
+        groups.put(group)
+    bench._slot(0, groups)
+    assert not bench._errors
+    assert [name for name, _ in taken] == ["1_scale", "2_shift", "3_negate", "1_broken"]
+    assert taken[2][1] == 0  # the third problem was opened while the first was still being evaluated
+    verdicts = {(r.level, r.problem): r.verdict for r in log.records}
+    assert len(log.records) == 4 and verdicts[("level2", "1_broken")] == PROBLEM_ERROR
+    assert [v for v in verdicts.values() if v != PROBLEM_ERROR] == ["correct"] * 3
+
+
 def test_the_next_problem_is_told_once_when_the_first_candidate_is_checked(tmp_path, cpu_options):
     """evaluate_problem calls prefetch once, with the reference ready (its fit said) by then."""
     from harness.suite.bench import Opened, evaluate_problem

@@ -2,11 +2,12 @@
 worker per GPU, each GPU taking the next problem from one queue.
 
 Per problem a Pool (its reference process, builds on the CPU cores, one candidate timed at a
-time). On a GPU the next problem's reference process, and a worker for its first candidate,
-start importing torch once the current problem's first candidate is checked. The next
-reference then loads its problem as soon as no timing runs on the device (it takes the device's
-lock, its imports done), unless the current problem needs much of the GPU's memory; then it loads once the current one
-has ended, beside its first worker. So a problem costs little more than its own timing.
+time). A GPU works two problems ahead: once the current problem's first candidate is checked,
+the problem after next has its reference process and a first worker start importing torch, and
+the next problem's reference, its imports done by then, loads its problem as soon as no timing
+runs on the device (it takes the device's lock), unless the current problem needs much of the
+GPU's memory; then it loads once the current one has ended, beside its first worker. So a
+problem costs little more than its own timing.
 Nothing starts ahead on the CPU, since the cores are what is timed.
 """
 from __future__ import annotations
@@ -61,29 +62,46 @@ def _leaves_room(pool: Pool) -> bool:
 class Opened:
     """A problem's pool, started in the background. Loaded: its reference process loads the
     problem now, beside the problem being timed. Else its processes only import torch (seconds,
-    no GPU memory), and the reference loads when the pool evaluates, beside its first worker."""
+    no GPU memory), and the reference loads on load(), or else when the pool evaluates, beside
+    its first worker."""
 
     def __init__(self, group: list[Job], options: EvalOptions, gpu: Optional[int], build_jobs: int,
                  loaded: bool = True):
-        self.group, self.started, self.loaded = group, time.monotonic(), loaded
+        self.group, self.started, self.loaded = group, time.monotonic(), False
         self.pool: Optional[Pool] = None
         self.error: Optional[BaseException] = None
-        self._thread = threading.Thread(target=self._open, args=(options, gpu, build_jobs), daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._open, args=(options, gpu, build_jobs), daemon=True)]
+        self._threads[0].start()
+        if loaded:
+            self.load()
 
     def _open(self, options: EvalOptions, gpu: Optional[int], build_jobs: int) -> None:
         try:
             self.pool = Pool(self.group[0].problem, options, [gpu] if gpu is not None else None, build_jobs,
                              keep_spare=len(self.group) > 1)
-            if self.loaded:
-                self.pool.prepare()
-            else:
-                self.pool.spawn()
+            self.pool.spawn()
         except BaseException as exc:  # noqa: BLE001 - handed to the slot's thread in ready()
             self.error = exc
 
+    def load(self) -> None:
+        """Its reference loads the problem now, in the background, once its imports are done."""
+        opening = self._threads[0]
+
+        def prepare() -> None:
+            opening.join()
+            if self.pool is not None and self.error is None:
+                try:
+                    self.pool.prepare()
+                except BaseException as exc:  # noqa: BLE001 - handed to the slot's thread in ready()
+                    self.error = exc
+
+        self.loaded, self.started = True, time.monotonic()
+        self._threads.append(threading.Thread(target=prepare, daemon=True))
+        self._threads[-1].start()
+
     def ready(self) -> Pool:
-        self._thread.join()
+        for thread in self._threads:
+            thread.join()
         if not self.loaded:  # its seconds count from now, not from the wait beside the problem before
             self.started = time.monotonic()
         if self.error:
@@ -92,7 +110,8 @@ class Opened:
         return self.pool
 
     def close(self) -> None:
-        self._thread.join()
+        for thread in self._threads:
+            thread.join()
         if self.pool:
             self.pool.close()
 
@@ -140,15 +159,23 @@ class Bench:
         return Opened(group, replace(self.options, gpu=gpu), gpu, self.build_jobs, loaded)
 
     def _slot(self, gpu: Optional[int], groups: "queue.Queue[list[Job]]") -> None:
+        """On a GPU two problems ahead: the next one's reference loads while the current one is
+        checked, and the one after imports torch meanwhile, so its seconds of imports are over
+        by the time it is next."""
         name = "cpu" if gpu is None else f"gpu {gpu}"
         upcoming = self._take(groups, gpu)
+        after: Optional[Opened] = None
         while upcoming is not None:
             current, upcoming = upcoming, None
 
             def prefetch(pool: Pool) -> None:
-                nonlocal upcoming
+                nonlocal upcoming, after
                 if gpu is not None:
-                    upcoming = self._take(groups, gpu, loaded=_leaves_room(pool))
+                    upcoming, after = after or self._take(groups, gpu, loaded=False), None
+                    if upcoming is not None:
+                        if _leaves_room(pool):
+                            upcoming.load()
+                        after = self._take(groups, gpu, loaded=False)
 
             try:
                 evaluate_problem(name, current, self._record, self.on_phase, prefetch)
@@ -156,10 +183,13 @@ class Bench:
                 self._errors.append(exc)
             finally:
                 current.close()
-            if self._errors and upcoming is not None:
-                upcoming.close()
+            if self._errors:
+                for opened in (upcoming, after):
+                    if opened is not None:
+                        opened.close()
                 break
-            upcoming = upcoming or self._take(groups, gpu)
+            upcoming = upcoming or after or self._take(groups, gpu)
+            after = None if upcoming is after else after
         self.on_phase(name, "done")
 
     def _record(self, record: BenchRecord) -> None:
