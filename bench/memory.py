@@ -3,6 +3,7 @@ problem's Model), against what an in-process evaluation needs: the inputs, the r
 outputs, the candidate's outputs and the timing's flush buffer.
 
     python bench/memory.py PROBLEM [PROBLEM ...] [--candidate FILE] [--device cuda] [--trials N]
+    python bench/memory.py --results BENCH_DIR/results.jsonl [PROBLEM ...]   (a bench's records)
 
 Per process: host peak (VmHWM), and on a GPU torch.cuda.max_memory_allocated and the device's
 used memory as that process last saw it (every process's, the CUDA contexts included).
@@ -18,45 +19,64 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from harness import EvalOptions  # noqa: E402
-from harness.engine.evaluate import FLUSH_BYTES, Evaluator  # noqa: E402
+from harness.engine.evaluate import Evaluator, in_process_need  # noqa: E402
 from harness.suite.jobs import write_copy  # noqa: E402
+from harness.suite.records import read_records  # noqa: E402
 
 
 def gb(n) -> str:
     return f"{n / 1e9:.2f}" if n else "-"
 
 
+def add_rows(table: Table, name: str, verdict: str, sizes: dict, peaks: dict, failure: str = "") -> None:
+    need = sizes.get("in_process_need", 0)
+    total_gpu = sum(p.get("gpu", 0) for p in peaks.values())
+    first = [name, verdict, gb(sizes.get("inputs")), gb(sizes.get("outputs")), gb(need)]
+    for role, peak in peaks.items():
+        table.add_row(*first, role, gb(peak.get("host")), gb(peak.get("gpu")), gb(peak.get("device_used")))
+        first = [""] * 5
+    if not peaks:
+        table.add_row(*first, "-", "", "", "")
+    if total_gpu and need:
+        table.add_row(*first, "all (sum)", "", f"{gb(total_gpu)} = {total_gpu / need:.2f}x need", "")
+    if failure:
+        table.add_row("", failure[:200], *[""] * 7)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("problems", nargs="+", type=Path)
+    parser.add_argument("problems", nargs="*", type=Path)
+    parser.add_argument("--results", type=Path, default=None,
+                        help="a bench's results.jsonl: the table from its records (only those of PROBLEMS' "
+                             "names where some are given), nothing run")
     parser.add_argument("--candidate", type=Path, default=None)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--time-cap", type=float, default=2.0)
     parser.add_argument("--model-mode", choices=["train", "eval"], default="train")
     args = parser.parse_args()
-    options = EvalOptions(device=args.device, trials=args.trials, time_cap=args.time_cap, model_mode=args.model_mode)
     table = Table(title="peak memory, GB")
     for column in ("problem", "verdict", "inputs", "outputs", "in-process need", "process", "host peak",
                    "gpu peak (allocated)", "device used"):
         table.add_column(column, justify="left" if column in ("problem", "verdict", "process") else "right")
+    if args.results:
+        wanted = {Path(p).stem for p in args.problems}
+        for record in read_records(args.results):
+            if not wanted or record.problem in wanted:
+                add_rows(table, f"{record.level}/{record.problem}", record.verdict, record.sizes, record.memory,
+                         "" if record.correct else record.explanation)
+        Console().print(table)
+        return
+    options = EvalOptions(device=args.device, trials=args.trials, time_cap=args.time_cap, model_mode=args.model_mode)
     with tempfile.TemporaryDirectory() as tmp:
         for problem in args.problems:
             candidate = args.candidate or write_copy(problem, Path(tmp))
             with Evaluator(problem, options, keep_spare=False) as evaluator:
                 result = evaluator.evaluate(candidate)
                 info = evaluator.oracle_info
-            need = info.input_bytes + 2 * info.output_bytes + FLUSH_BYTES
-            peaks = result.details.get("peak_memory", {})
-            total_gpu = sum(p.get("gpu", 0) for p in peaks.values())
-            first = [problem.name, result.verdict.value, gb(info.input_bytes), gb(info.output_bytes), gb(need)]
-            for role, peak in peaks.items():
-                table.add_row(*first, role, gb(peak.get("host")), gb(peak.get("gpu")), gb(peak.get("device_used")))
-                first = [""] * 5
-            if total_gpu:
-                table.add_row(*first, "all (sum)", "", f"{gb(total_gpu)} = {total_gpu / need:.2f}x need", "")
-            if not result.ok:
-                table.add_row("", result.explanation[:200], *[""] * 7)
+            sizes = {"inputs": info.input_bytes, "outputs": info.output_bytes, "in_process_need": in_process_need(info)}
+            add_rows(table, problem.name, result.verdict.value, sizes, result.details.get("peak_memory", {}),
+                     "" if result.ok else result.explanation)
     Console().print(table)
 
 

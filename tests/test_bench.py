@@ -221,6 +221,10 @@ def test_killed_bench_resumes_without_duplicates_or_losses(tmp_path):
     # where each correct evaluation's time went, for a bench that runs slower than it should
     assert all({"check", "time"} <= set(r.phases) for r in records if r.correct)
     assert sum("time=" in row for row in rows) == 3
+    # each process's peaks beside what an in-process evaluation would hold, for the memory table
+    assert all(r.memory["candidate_worker"]["host"] > 0 and r.memory["reference"]["host"] > 0
+               and r.sizes["in_process_need"] > r.sizes["inputs"] > 0 for r in records if r.correct)
+    assert sum("candidate_worker=(host=" in row for row in rows) >= 3
 
 
 def test_a_problem_opened_unloaded_has_its_processes_importing_and_loads_when_evaluated(tmp_path, cpu_options):

@@ -94,11 +94,17 @@ def footprint(ready: OracleReady) -> int:
     return 2 * (ready.input_bytes + ready.output_bytes) + ready.output_bytes + FLUSH_BYTES
 
 
+def in_process_need(ready: OracleReady) -> int:
+    """Bytes an in-process evaluation (KernelBench's) holds at the most: one input draw, both
+    models' outputs and the cache-flush buffer. The measure of a frugal engine."""
+    return ready.input_bytes + 2 * ready.output_bytes + FLUSH_BYTES
+
+
 def fit_refusal(problem: Problem, ready: OracleReady, device: str, limit: Optional[int],
                 host_limit: Optional[int]) -> Optional[str]:
     """The paragraph that refuses a problem too big for its device (footprint), or None when it fits."""
     inputs, outputs = ready.input_bytes, ready.output_bytes
-    kept = inputs + 2 * outputs + FLUSH_BYTES
+    kept = in_process_need(ready)
     needed = footprint(ready)
     where = "the GPU" if device != "cpu" else "the host"
     free = limit if limit is not None else ready.available_bytes

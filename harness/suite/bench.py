@@ -211,7 +211,7 @@ def evaluate_problem(name: str, opened: Opened, on_record: Recorded, on_phase: P
 
     def on_result(index: int, result: EvalResult) -> None:
         finished.add(index)
-        on_record(record_of(group[index], result))
+        on_record(record_of(group[index], result, pool.evaluators[0].oracle_info if pool else None))
 
     def on_event(index: int, phase: str) -> None:
         nonlocal prefetch

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Optional
 
+from ..engine.evaluate import in_process_need
+from ..engine.protocol import OracleReady
 from ..results import EvalResult, from_dict, to_dict
 from .jobs import Job, SuiteError
 
@@ -34,6 +36,10 @@ class BenchRecord:
     speedup_ieee: Optional[float] = None
     interval_ieee: Optional[list[float]] = None
     phases: dict[str, float] = field(default_factory=dict)  # seconds by phase (build, start, check, time, ...)
+    # peak bytes by process ("reference", "candidate_worker"): "host", and on a GPU "gpu" (allocated)
+    # and "device_used" (the whole device, as that process last saw it)
+    memory: dict[str, dict[str, int]] = field(default_factory=dict)
+    sizes: dict[str, int] = field(default_factory=dict)  # bytes: "inputs", "outputs", "in_process_need"
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -44,14 +50,18 @@ class BenchRecord:
         return self.verdict == "correct"
 
 
-def record_of(job: Job, result: EvalResult) -> BenchRecord:
+def record_of(job: Job, result: EvalResult, ready: Optional[OracleReady] = None) -> BenchRecord:
+    """`ready`: what the problem's reference process said, for the sizes beside the peaks."""
+    sizes = {"inputs": ready.input_bytes, "outputs": ready.output_bytes,
+             "in_process_need": in_process_need(ready)} if ready and ready.ready else {}
     compiled = next((b for b in result.baselines if b.name == "torch.compile"), None)
     ieee = next((b for b in result.baselines if (b.name, b.numerics) == ("eager", "ieee")), None)
     return BenchRecord(job.problem.stem, job.level, job.label, job.sample, result.verdict.value,
                        result.speedup, compiled.speedup if compiled else None, result.speedup_interval,
                        round(result.seconds, 3), result.explanation[:EXPLANATION_HEAD],
                        ieee.speedup if ieee else None, ieee.interval if ieee else None,
-                       {name: round(seconds, 3) for name, seconds in result.phase_seconds.items()})
+                       {name: round(seconds, 3) for name, seconds in result.phase_seconds.items()},
+                       result.details.get("peak_memory", {}), sizes)
 
 
 def problem_failure(job: Job, explanation: str, seconds: float = 0.0) -> BenchRecord:
@@ -117,11 +127,11 @@ def write_csv(records: list[BenchRecord], path: Path) -> None:
 
 
 def _cell(value) -> str:
-    """A CSV cell: intervals as "low high", phases as "name=seconds ..."."""
+    """A CSV cell: intervals as "low high", phases as "name=seconds ...", peaks as "process=(host=… gpu=…) ..."."""
     if value is None:
         return ""
     if isinstance(value, list):
         return " ".join(f"{v:.4g}" for v in value)
     if isinstance(value, dict):
-        return " ".join(f"{k}={v:.4g}" for k, v in value.items())
+        return " ".join(f"{k}=({_cell(v)})" if isinstance(v, dict) else f"{k}={v:.4g}" for k, v in value.items())
     return value
