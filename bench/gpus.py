@@ -114,6 +114,8 @@ def bench_suite(console: Console, gpus: list[int], suite: Path, out: Path) -> in
                    "--gpus", ",".join(map(str, setting))]
         _, wall = timed(" ".join(command[1:]), lambda: subprocess.run(command, cwd=ROOT, check=False))
         walls.append(wall)
+        if not (directory / "results.jsonl").exists():
+            sys.exit(f"harness bench wrote no results for {suite} on GPUs {setting} (its message is above).")
         records[len(setting)] = {f"{r['level']}/{r['problem']}": r for r in
                                  map(json.loads, (directory / "results.jsonl").read_text().splitlines())}
     return compare(console, f"harness bench {suite} --copies", records[1], records[len(gpus)],
@@ -130,6 +132,10 @@ def main() -> None:
     gpus = [int(g) for g in args.gpus.split(",")]
     if len(gpus) < 2:
         parser.error("--gpus needs at least two GPUs to compare with the first alone")
+    import torch
+
+    if torch.cuda.device_count() <= max(gpus):
+        sys.exit(f"bench/gpus.py needs GPUs {args.gpus}; this machine has {torch.cuda.device_count()}.")
     out = args.out or Path(tempfile.mkdtemp(prefix="gpus-"))
     out.mkdir(parents=True, exist_ok=True)
     console = Console()

@@ -19,9 +19,9 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from harness import EvalOptions  # noqa: E402
-from harness.engine.evaluate import Evaluator, in_process_need  # noqa: E402
-from harness.suite.jobs import write_copy  # noqa: E402
-from harness.suite.records import read_records  # noqa: E402
+from harness.engine.evaluate import Evaluator  # noqa: E402
+from harness.suite.jobs import SuiteError, write_copy  # noqa: E402
+from harness.suite.records import read_records, sizes_of  # noqa: E402
 
 
 def gb(n) -> str:
@@ -61,7 +61,11 @@ def main() -> None:
         table.add_column(column, justify="left" if column in ("problem", "verdict", "process") else "right")
     if args.results:
         wanted = {Path(p).stem for p in args.problems}
-        for record in read_records(args.results):
+        try:
+            records = read_records(args.results)
+        except SuiteError as exc:
+            sys.exit(str(exc))
+        for record in records:
             if not wanted or record.problem in wanted:
                 add_rows(table, f"{record.level}/{record.problem}", record.verdict, record.sizes, record.memory,
                          "" if record.correct else record.explanation)
@@ -74,8 +78,7 @@ def main() -> None:
             with Evaluator(problem, options, keep_spare=False) as evaluator:
                 result = evaluator.evaluate(candidate)
                 info = evaluator.oracle_info
-            sizes = {"inputs": info.input_bytes, "outputs": info.output_bytes, "in_process_need": in_process_need(info)}
-            add_rows(table, problem.name, result.verdict.value, sizes, result.details.get("peak_memory", {}),
+            add_rows(table, problem.name, result.verdict.value, sizes_of(info), result.details.get("peak_memory", {}),
                      "" if result.ok else result.explanation)
     Console().print(table)
 

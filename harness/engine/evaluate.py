@@ -292,7 +292,7 @@ class Evaluator:
         self.oracle = blank if blank and blank.alive() else self._spawn_oracle()
         self.oracle.send(to_dict(OracleSpec(self.problem.path, self.options.device, self.problem.tolerance_table(),
                                             str(self.cache), model_mode=self.options.model_mode,
-                                            device_key=self._device_lock().key if hold_device else "",
+                                            device_key=self._device_key if hold_device else "",
                                             **self.seeds)))
         if hold_device:
             self._oracle_says(time.monotonic() + DEVICE_WAIT_S, OracleHolding)
@@ -315,8 +315,7 @@ class Evaluator:
     def spawn(self) -> None:
         """Start the reference process and a spare worker for the first candidate without the
         problem, at low priority: they import torch (seconds) but hold no GPU memory until
-        start_oracle and the first candidate. A bench starts the next problem so while the
-        current one, too big to load another beside it, is timed."""
+        start_oracle and the first candidate. A bench starts a problem so while others are timed."""
         if self._spare is None:
             self._spare = self._spawn_worker(spare=True)
         if not (self.oracle and self.oracle.alive()) and self._blank_oracle is None:
@@ -520,9 +519,13 @@ class Evaluator:
         # a spare imports torch at low priority, so a timing running meanwhile keeps its CPU
         return {**self._env(), **({"HARNESS_START_NICE": "10"} if spare else {})}
 
+    @property
+    def _device_key(self) -> str:
+        return device_key(self.options.device, self.options.gpu)
+
     def _device_lock(self, on_wait: Phase = _quiet) -> DeviceLock:
         """This evaluation's device, held across harness processes (device_lock)."""
-        return DeviceLock(self.cache, device_key(self.options.device, self.options.gpu), on_wait)
+        return DeviceLock(self.cache, self._device_key, on_wait)
 
     def _import_spec(self, path: Path, entry: builds.BuildEntry) -> BuildSpec:
         return BuildSpec(str(path.resolve()), str(entry.lock_path), str(entry.pch_lock_path))

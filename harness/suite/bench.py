@@ -60,10 +60,9 @@ def _leaves_room(pool: Pool) -> bool:
 
 
 class Opened:
-    """A problem's pool, started in the background. Loaded: its reference process loads the
-    problem now, beside the problem being timed. Else its processes only import torch (seconds,
-    no GPU memory), and the reference loads on load(), or else when the pool evaluates, beside
-    its first worker."""
+    """A problem's pool, started in the background: its processes import torch (seconds, no GPU
+    memory). Loaded (or once told load()), its reference then loads the problem as soon as no
+    timing runs on the device; else when the pool evaluates, beside its first worker."""
 
     def __init__(self, group: list[Job], options: EvalOptions, gpu: Optional[int], build_jobs: int,
                  loaded: bool = True):
@@ -188,8 +187,8 @@ class Bench:
                     if opened is not None:
                         opened.close()
                 break
-            upcoming = upcoming or after or self._take(groups, gpu)
-            after = None if upcoming is after else after
+            if upcoming is None:  # no candidate of this one was checked: nothing was opened for the next
+                upcoming, after = after or self._take(groups, gpu), None
         self.on_phase(name, "done")
 
     def _record(self, record: BenchRecord) -> None:

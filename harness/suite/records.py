@@ -50,10 +50,16 @@ class BenchRecord:
         return self.verdict == "correct"
 
 
+def sizes_of(ready: Optional[OracleReady]) -> dict[str, int]:
+    """A problem's sizes in bytes, as its reference process found them, beside what an in-process
+    evaluation holds; {} where the reference never got ready."""
+    if not (ready and ready.ready):
+        return {}
+    return {"inputs": ready.input_bytes, "outputs": ready.output_bytes, "in_process_need": in_process_need(ready)}
+
+
 def record_of(job: Job, result: EvalResult, ready: Optional[OracleReady] = None) -> BenchRecord:
     """`ready`: what the problem's reference process said, for the sizes beside the peaks."""
-    sizes = {"inputs": ready.input_bytes, "outputs": ready.output_bytes,
-             "in_process_need": in_process_need(ready)} if ready and ready.ready else {}
     compiled = next((b for b in result.baselines if b.name == "torch.compile"), None)
     ieee = next((b for b in result.baselines if (b.name, b.numerics) == ("eager", "ieee")), None)
     return BenchRecord(job.problem.stem, job.level, job.label, job.sample, result.verdict.value,
@@ -61,7 +67,7 @@ def record_of(job: Job, result: EvalResult, ready: Optional[OracleReady] = None)
                        round(result.seconds, 3), result.explanation[:EXPLANATION_HEAD],
                        ieee.speedup if ieee else None, ieee.interval if ieee else None,
                        {name: round(seconds, 3) for name, seconds in result.phase_seconds.items()},
-                       result.details.get("peak_memory", {}), sizes)
+                       result.details.get("peak_memory", {}), sizes_of(ready))
 
 
 def problem_failure(job: Job, explanation: str, seconds: float = 0.0) -> BenchRecord:
