@@ -28,12 +28,43 @@ print("EXPORT OK")
 '''
 
 
-def test_export_installs_and_traces(tmp_path):
+GPU_CHECK = '''
+import torch
+import harness_kernels_layer_norm_4d as m
+
+x = torch.randn(16, 64, 256, 256, device="cuda")
+model = m.ModelNew((64, 256, 256)).cuda()
+with torch.no_grad():
+    model.weight.add_(torch.randn_like(model.weight))
+    model.bias.add_(torch.randn_like(model.bias))
+args = (x, model.weight.detach(), model.bias.detach(), 1e-5)
+torch.library.opcheck(torch.ops.harness_kernels.layer_norm_4d.default, args)
+with torch.no_grad():
+    eager = model(x)
+    expected = torch.nn.functional.layer_norm(x, (64, 256, 256), model.weight, model.bias)
+    assert torch.allclose(eager, expected, atol=1e-4, rtol=1e-4), "the op differs from layer_norm"
+    compiled = torch.compile(model, fullgraph=True)(x)
+    assert torch.equal(compiled, eager), "compiled differs from eager"
+    static = x.clone()
+    model(static)  # warm: the graph captures launches, not the first call's setup
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = model(static)
+    fresh = torch.randn_like(x)
+    static.copy_(fresh)
+    graph.replay()
+    assert torch.equal(captured, model(fresh)), "graph replay differs from eager"
+print("EXPORT OK")
+'''
+
+
+def _install(tmp_path, candidate, name: str) -> tuple[str, dict]:
+    """Export CANDIDATE and pip-install the package into a fresh venv; its python and environment."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}
     out = tmp_path / "pkg"
-    done = subprocess.run([sys.executable, "-m", "harness", "export", str(CANDIDATES / "cpp_layernorm.py"),
-                           "--name", "mykernels::layer_norm", "-o", str(out)], env=env, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-m", "harness", "export", str(candidate), "--name", name, "-o", str(out)],
+                          env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert (out / "pyproject.toml").is_file() and "No figures" in (out / "README.md").read_text()
     venv = tmp_path / "venv"
@@ -46,9 +77,35 @@ def test_export_installs_and_traces(tmp_path):
     pip = subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", *map(str, wheels.glob("*.whl"))],
                          capture_output=True, text=True, timeout=300)
     assert pip.returncode == 0, pip.stderr
-    run = subprocess.run([python, "-c", CHECK], cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                         env={k: v for k, v in env.items() if k != "PYTHONPATH"})
+    return python, {k: v for k, v in env.items() if k != "PYTHONPATH"}
+
+
+def test_export_installs_and_traces(tmp_path):
+    python, env = _install(tmp_path, CANDIDATES / "cpp_layernorm.py", "mykernels::layer_norm")
+    run = subprocess.run([python, "-c", CHECK], cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
     assert "EXPORT OK" in run.stdout, run.stderr[-3000:]
+
+
+@pytest.mark.gpu
+def test_gpu_export_of_the_shipped_layernorm_kernel(tmp_path):
+    """opcheck, torch.compile(fullgraph=True) with inductor, and CUDA graph replay of the exported op."""
+    python, env = _install(tmp_path, REPO / "kernels" / "layernorm_4d.py", "harness_kernels::layer_norm_4d")
+    run = subprocess.run([python, "-c", GPU_CHECK], cwd=tmp_path, capture_output=True, text=True, timeout=900, env=env)
+    assert "EXPORT OK" in run.stdout, run.stderr[-3000:]
+
+
+def test_export_reads_what_a_shipped_kernel_computes(tmp_path):
+    """kernels/layernorm_4d.py names its build by a hash and passes self.eps, declared `double eps` in C++:
+    the package names its own build and types eps as a float."""
+    done = export(str(REPO / "kernels" / "layernorm_4d.py"), "hk::ln", tmp_path / "o", tmp_path)
+    text = (done.path / done.module / "__init__.py").read_text()
+    assert "def ln(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:" in text
+    assert '"name": "hk_ln_' in text and "layernorm_4d_" not in text
+    compile(text, "exported", "exec")
+    done = export(str(REPO / "kernels" / "rmsnorm.py"), "hk::rms", tmp_path / "r", tmp_path)
+    text = (done.path / done.module / "__init__.py").read_text()
+    # float(self.eps) is a float; a module-level number forward passes travels with the package
+    assert "eps: float, mode: int" in text and "\n_MODE = " in text
 
 
 @pytest.mark.parametrize("name, says", [

@@ -8,6 +8,7 @@ return one call of the extension on tensors and plain constants.
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -77,6 +78,7 @@ class _Kernel:
     function: str  # the extension function forward calls
     args: list[tuple[str, str]]  # (name, schema type) of the op's arguments
     model_new: str  # ModelNew's source
+    numbers: dict  # module-level numbers that ModelNew.forward passes to the call
 
 
 def _parse(source: str, path: Path) -> _Kernel:
@@ -96,8 +98,8 @@ def _parse(source: str, path: Path) -> _Kernel:
                 builds.append((node.targets[0].id, value))
                 continue
             try:
-                constants[node.targets[0].id] = ast.literal_eval(value)
-            except ValueError:
+                constants[node.targets[0].id] = _static_value(value, constants)
+            except (KeyError, ValueError, TypeError):
                 pass
     if len(builds) != 1:
         raise refuse(f"it has {len(builds)} module-level `name = load_inline(...)` assignments where the export "
@@ -108,8 +110,10 @@ def _parse(source: str, path: Path) -> _Kernel:
     build = {}
     for keyword in call.keywords:
         value = keyword.value
+        if keyword.arg == "name":
+            continue  # the package names its extension itself, after its own sources (_module_text)
         try:
-            build[keyword.arg] = constants[value.id] if isinstance(value, ast.Name) else ast.literal_eval(value)
+            build[keyword.arg] = _static_value(value, constants)
         except (KeyError, ValueError):
             raise refuse(f"load_inline's {keyword.arg}= is not a literal nor a module-level constant "
                          f"(`{ast.unparse(value)}`)") from None
@@ -125,24 +129,88 @@ def _parse(source: str, path: Path) -> _Kernel:
         raise refuse(f"ModelNew.forward must keep its work in one call, `return {ext}.<function>(...)` on tensors "
                      "(its arguments or its own parameters) and constants; it does other work too, which the op "
                      "would not carry")
+    declared = _declared_types(build, ret.func.attr)
     args = []
+    numbers = {}  # module-level numbers forward passes, written into the package beside ModelNew
     for i, arg in enumerate(ret.args):
         if isinstance(arg, ast.Name) and arg.id in params:
             args.append((arg.id, "torch.Tensor"))
-        elif isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name) and arg.value.id == "self":
-            args.append((arg.attr, "torch.Tensor"))
+        elif (isinstance(arg, ast.Call) and getattr(arg.func, "id", None) in ("float", "int", "bool")
+              and len(arg.args) == 1 and _on_self(arg.args[0])):
+            # float(self.eps): a number kept on the module, converted by the call
+            args.append((ast.unparse(arg.args[0]).removeprefix("self.").replace(".", "_"), arg.func.id))
+        elif _on_self(arg):
+            # a parameter, or a number kept on the module (self.eps): the C++ declaration tells which
+            name = ast.unparse(arg).removeprefix("self.").replace(".", "_")
+            args.append((name, declared[i] if declared and i < len(declared) else "torch.Tensor"))
         elif isinstance(arg, ast.Constant) and type(arg.value) in (int, float, bool):
             args.append((f"arg{i}", type(arg.value).__name__))
+        elif isinstance(arg, ast.Name) and type(constants.get(arg.id)) in (int, float, bool):
+            args.append((arg.id.strip("_").lower() or f"arg{i}", type(constants[arg.id]).__name__))
+            numbers[arg.id] = constants[arg.id]
         else:
             raise refuse(f"argument {i + 1} of its {ext}.{ret.func.attr}(...) call, `{ast.unparse(arg)}`, is neither "
                          "a tensor (a forward argument, a self attribute) nor a number")
-    return _Kernel(ext, build, ret.func.attr, args, ast.get_source_segment(source, model))
+    return _Kernel(ext, build, ret.func.attr, args, ast.get_source_segment(source, model), numbers)
+
+
+def _static_value(node: ast.expr, constants: dict):
+    """A literal, a module-level constant, or what + , lists and plain f-strings make of them
+    (`[_CPP_SRC]`, `_CONFIG + r"..."`, `f"-DMODE={_MODE}"`)."""
+    if isinstance(node, ast.Name):
+        return constants[node.id]
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_static_value(item, constants) for item in node.elts]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _static_value(node.left, constants) + _static_value(node.right, constants)
+    if isinstance(node, ast.JoinedStr):
+        parts = []
+        for part in node.values:
+            if isinstance(part, ast.FormattedValue):
+                if part.conversion != -1 or part.format_spec is not None:
+                    raise ValueError("a formatted f-string field")
+                part = part.value
+            parts.append(str(_static_value(part, constants)))
+        return "".join(parts)
+    return ast.literal_eval(node)
+
+
+def _on_self(node: ast.expr) -> bool:
+    """self.x or self.linear.weight."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id == "self"
+
+
+_CPP_TYPES = {"Tensor": "torch.Tensor", "double": "float", "float": "float", "int64_t": "int", "int": "int",
+              "long": "int", "bool": "bool"}
+
+
+def _declared_types(build: dict, function: str) -> Optional[list[str]]:
+    """The op's argument types from the function's C++ declaration in cpp_sources, if it has one
+    that reads plainly (`torch::Tensor f(torch::Tensor x, double eps)`)."""
+    sources = build.get("cpp_sources", "")
+    text = "\n".join(sources) if isinstance(sources, list) else str(sources)
+    found = re.search(rf"\b{re.escape(function)}\s*\(([^()]*)\)\s*[{{;]", text)
+    if not found:
+        return None
+    types = []
+    for param in filter(None, (p.strip() for p in found.group(1).split(","))):
+        words = re.findall(r"[A-Za-z_]\w*", param.split("=")[0])[:-1]  # the type's words, without the name
+        kind = next((_CPP_TYPES[w] for w in reversed(words) if w in _CPP_TYPES), None)
+        if kind is None:
+            return None
+        types.append(kind)
+    return types
 
 
 def _module_text(kernel: _Kernel, lib: str, op: str, candidate: Path) -> str:
     signature = ", ".join(f"{name}: {kind}" for name, kind in kernel.args)
     names = ", ".join(name for name, _ in kernel.args)
     first = next(name for name, kind in kernel.args if kind == "torch.Tensor")
+    # named after its sources and flags, so an edited kernel never loads an older build
+    numbers = "".join(f"{name} = {value!r}\n" for name, value in kernel.numbers.items()) + "\n\n" * bool(kernel.numbers)
+    digest = hashlib.sha256(json.dumps(kernel.build, sort_keys=True).encode()).hexdigest()[:12]
     return f'''"""{lib}::{op}, exported by `harness export` from {candidate.name}.
 
 The extension builds with torch.utils.cpp_extension.load_inline at first use; the op is a
@@ -153,7 +221,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.cpp_extension import load_inline
 
-_BUILD = {json.dumps(kernel.build, indent=4)}
+_BUILD = {json.dumps({"name": f"{lib}_{op}_{digest}", **kernel.build}, indent=4)}
 _built = None
 
 
@@ -181,7 +249,7 @@ class {kernel.ext}:
     {kernel.function} = staticmethod({op})
 
 
-{kernel.model_new}
+{numbers}{kernel.model_new}
 '''
 
 
