@@ -12,6 +12,7 @@ same kernel file, whose candidate median should agree with the op's.
 """
 import argparse
 import json
+import site
 import subprocess
 import sys
 import tempfile
@@ -124,6 +125,9 @@ def main() -> None:
             sys.exit(f"bench/export.py: {exc}")
         rows.append(("export", f"{time.perf_counter() - started:.2f} s"))
         timed("venv", [sys.executable, "-m", "venv", "--system-site-packages", str(tmp / "venv")])
+        # it sees this python's packages (torch) even when this python is a venv itself
+        own = next((tmp / "venv").glob("lib/python*/site-packages"))
+        (own / "_parent.pth").write_text("\n".join(site.getsitepackages()) + "\n")
         python = str(tmp / "venv" / "bin" / "python")
         wheel = timed("pip wheel", [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
                                     "-w", str(tmp / "wheels"), str(done.path)])

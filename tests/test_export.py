@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import CANDIDATES, REPO
+from conftest import CANDIDATES, REPO, fresh_venv
 from harness.runs.export import ExportError, export
 
 CHECK = '''
@@ -67,9 +67,7 @@ def _install(tmp_path, candidate, name: str) -> tuple[str, dict]:
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert (out / "pyproject.toml").is_file() and "No figures" in (out / "README.md").read_text()
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
-    python = str(venv / "bin" / "python")
+    python = str(fresh_venv(tmp_path / "venv"))
     # built by this python, whose setuptools makes wheels (as tests/test_wheel.py does), installed into the venv
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
@@ -91,7 +89,7 @@ def test_gpu_export_of_the_shipped_layernorm_kernel(tmp_path):
     """opcheck, torch.compile(fullgraph=True) with inductor, and CUDA graph replay of the exported op."""
     python, env = _install(tmp_path, REPO / "kernels" / "layernorm_4d.py", "harness_kernels::layer_norm_4d")
     run = subprocess.run([python, "-c", GPU_CHECK], cwd=tmp_path, capture_output=True, text=True, timeout=900, env=env)
-    assert "EXPORT OK" in run.stdout, run.stderr[-3000:]
+    assert "EXPORT OK" in run.stdout, run.stdout[-1000:] + run.stderr[-3000:]
 
 
 def test_export_reads_what_a_shipped_kernel_computes(tmp_path):

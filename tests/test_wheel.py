@@ -6,7 +6,7 @@ import shutil
 import subprocess
 import sys
 
-from conftest import PROBLEMS, REPO
+from conftest import PROBLEMS, REPO, fresh_venv
 
 FAST = ("import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
         "    def __init__(self, scale):\n        super().__init__()\n        self.scale = scale\n\n"
@@ -24,7 +24,7 @@ def test_a_wheel_runs_a_files_run_outside_the_repository(tmp_path, cache_dir):
                     str(wheels), str(source)], check=True, capture_output=True)
     venv = tmp_path / "venv"
     # torch and the other dependencies come from this interpreter's site-packages
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    fresh_venv(venv)
     subprocess.run([venv / "bin" / "pip", "install", "--no-deps", "--no-index", "-q", *wheels.glob("*.whl")],
                    check=True, capture_output=True)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # nothing may lead back to a checkout

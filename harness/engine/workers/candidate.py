@@ -74,8 +74,9 @@ def candidate_role(conn, header: dict) -> None:
     while True:
         request = from_dict(Request, channel.recv(conn).header)
         shared.clear()
+        if request.cmd is not Command.GRAPH:
+            graph = None  # its static inputs and outputs are a copy of each: gone once the checks move on
         if request.cmd is Command.SHAPE:
-            graph = None
             try:
                 shapes.set(request.shape or {})
                 reference, candidate, _ = build_pair(problem, model_new, spec, device)
@@ -88,7 +89,7 @@ def candidate_role(conn, header: dict) -> None:
         elif request.cmd is Command.GRAPH:
             inputs = inputs_from_seed(problem, device, request.seed)
             try:
-                if graph is None:
+                if graph is None:  # captured on the first request's inputs, replayed on the next one's
                     graph = CapturedForward(candidate, inputs)
                 outputs = graph.replay(inputs)
                 tensors: list = []
@@ -180,7 +181,7 @@ class CapturedForward:
     copies new inputs into them first, as a serving stack does."""
 
     def __init__(self, model: torch.nn.Module, inputs: list):
-        self.static = [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
+        self.static = inputs  # drawn for this capture alone, so no copy
         try:
             # warm-up on a side stream, as torch.cuda.graphs asks: lazy inits stay out of the capture
             side = torch.cuda.Stream()
