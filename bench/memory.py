@@ -6,12 +6,19 @@ outputs, the candidate's outputs and the timing's flush buffer.
     python bench/memory.py --results BENCH_DIR/results.jsonl [PROBLEM ...]   (a bench's records)
 
 Per process: host peak (VmHWM), and on a GPU torch.cuda.max_memory_allocated and the device's
-used memory as that process last saw it (every process's, the CUDA contexts included).
+used memory as that process last saw it (every process's, the CUDA contexts included). On a GPU
+the "all" row also gives the device's used memory at its highest during the evaluation, less what
+was used before it, sampled by nvidia-smi every 20 ms: the peak over all the harness's processes
+at once, which is what must fit.
 """
 import argparse
+import os
+import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -28,7 +35,31 @@ def gb(n) -> str:
     return f"{n / 1e9:.2f}" if n else "-"
 
 
-def add_rows(table: Table, name: str, verdict: str, sizes: dict, peaks: dict, failure: str = "") -> None:
+@contextmanager
+def device_peak(device: str) -> Iterator[dict]:
+    """The GPU's used memory at its highest while the block runs, less what was used before,
+    in ["bytes"] afterwards (None without nvidia-smi or off a GPU)."""
+    found: dict = {"bytes": None}
+    gpu = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]
+    query = ["nvidia-smi", "-i", gpu, "--query-gpu=memory.used", "--format=csv,noheader,nounits"]
+    try:
+        before = int(subprocess.run(query, capture_output=True, text=True, timeout=30).stdout.split()[0])
+        sampler = subprocess.Popen(query + ["-lms", "20"], stdout=subprocess.PIPE, text=True)
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        yield found
+        return
+    try:
+        yield found
+    finally:
+        sampler.terminate()
+        out, _ = sampler.communicate(timeout=30)
+        used = [int(line) for line in out.split() if line.isdigit()]
+        if used and device == "cuda":
+            found["bytes"] = (max(used) - before) << 20
+
+
+def add_rows(table: Table, name: str, verdict: str, sizes: dict, peaks: dict, failure: str = "",
+             together: Optional[int] = None) -> None:
     need = sizes.get("in_process_need", 0)
     total_gpu = sum(p.get("gpu", 0) for p in peaks.values())
     first = [name, verdict, gb(sizes.get("inputs")), gb(sizes.get("outputs")), gb(need)]
@@ -38,7 +69,8 @@ def add_rows(table: Table, name: str, verdict: str, sizes: dict, peaks: dict, fa
     if not peaks:
         table.add_row(*first, "-", "", "", "")
     if total_gpu and need:
-        table.add_row(*first, "all (sum)", "", f"{gb(total_gpu)} = {total_gpu / need:.2f}x need", "")
+        table.add_row(*first, "all (sum)", "", f"{gb(total_gpu)} = {total_gpu / need:.2f}x need",
+                      f"peak {gb(together)} = {together / need:.2f}x need" if together else "")
     if failure:
         table.add_row("", failure[:200], *[""] * 7)
 
@@ -75,11 +107,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for problem in args.problems:
             candidate = args.candidate or write_copy(problem, Path(tmp))
-            with Evaluator(problem, options, keep_spare=False) as evaluator:
+            with device_peak(args.device) as peak, Evaluator(problem, options, keep_spare=False) as evaluator:
                 result = evaluator.evaluate(candidate)
                 info = evaluator.oracle_info
             add_rows(table, problem.name, result.verdict.value, sizes_of(info), result.details.get("peak_memory", {}),
-                     "" if result.ok else result.explanation)
+                     "" if result.ok else result.explanation, peak["bytes"])
     Console().print(table)
 
 

@@ -19,8 +19,8 @@ from ...results import from_dict, to_dict
 from .. import channel, check, timing
 from ..protocol import CandidateReady, CandidateSpec, Command, Reply, Request, ShapeSet, Timed, TrialOutputs
 from .common import (Shapes, State, build_model, classify_import_error, copy_parameters, error_message,
-                     import_candidate, import_file, in_mode, inputs_from_seed, memory_use, reference_from,
-                     settle, sync)
+                     free_cache, import_candidate, import_file, in_mode, inputs_from_seed, memory_use,
+                     reference_from, settle, sync)
 
 # Every callable the harness relies on here, the engine's own modules included, as
 # they were before candidate code ran. The labels keep the short names verdicts have
@@ -36,6 +36,7 @@ for _label, _namespace in (("torch", torch), ("torch.nn.functional", torch.nn.fu
 # the functions this module calls after candidate code has run, kept unswappable
 _send, _time_interleaved, _at_default_numerics = channel.send, timing.time_interleaved, guards.at_default_numerics
 _digest, _totals, _changed, _memory_use = digests.digest, digests.totals, digests.changed, memory_use
+_free_cache = free_cache
 
 
 def candidate_role(conn, header: dict) -> None:
@@ -130,6 +131,7 @@ def candidate_role(conn, header: dict) -> None:
                                            memory=_memory_use(device), **findings(GUARD, watch, l2))),
                 tensors, share_gpu=True)
             del outputs, tensors, tree  # nothing of a trial outlives its reply
+            _free_cache(device)  # the inputs' memory, while the reference compares (the outputs stay shared)
         elif request.cmd is Command.TIME:
             make_inputs = lambda seed: inputs_from_seed(problem, device, seed)  # noqa: E731
             observed = TimedOutputs(device)
@@ -151,6 +153,7 @@ def candidate_role(conn, header: dict) -> None:
             shared = _send(conn, to_dict(Timed(timings=results, timed=samples, memory=_memory_use(device),
                                                **findings(GUARD, watch, l2))), tensors, share_gpu=True)
             del observed, mirrored, samples, tensors
+            _free_cache(device)  # the reference re-checks the samples next, on inputs of its own
         else:
             return
 

@@ -165,6 +165,13 @@ def memory_use(device: torch.device) -> dict[str, int]:
     return use
 
 
+def free_cache(device: torch.device) -> None:
+    """Between phases: what this process freed goes back to the device, for the other process:
+    the reference's and the candidate's peaks then come one after the other, not on top."""
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
 def tensor_bytes(values: list) -> int:
     return sum(v.nbytes for v in values if isinstance(v, torch.Tensor))
 

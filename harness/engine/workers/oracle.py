@@ -25,9 +25,9 @@ from .. import channel, check, timing
 from ..device_lock import DeviceLock
 from ..protocol import Checked, Command, OracleHolding, OracleReady, OracleSpec, ReferenceTimed, Request, ShapeSet, TrialMade
 from ...integrity.digest import checksum
-from .common import (Shapes, State, benchmark_shapes, check_inputs, error_message, import_file, in_mode,
-                     inputs_from_seed, memory_available, memory_use, reference_from, settle, shape_variants, sync,
-                     tensor_bytes)
+from .common import (Shapes, State, benchmark_shapes, check_inputs, error_message, free_cache, import_file,
+                     in_mode, inputs_from_seed, memory_available, memory_use, reference_from, settle,
+                     shape_variants, sync, tensor_bytes)
 
 
 def problem_roofline(problem, device: torch.device, device_name: str, cache_dir: str | None) -> dict:
@@ -113,12 +113,6 @@ def _failure(exc: BaseException) -> str:
     """How the harness should read a failure of the reference: running out of memory is the
     device's limit, not a broken problem file."""
     return "out_of_memory" if isinstance(exc, torch.OutOfMemoryError) else "problem_error"
-
-
-def free_cache(device: torch.device) -> None:
-    """Between phases: what this process freed goes back to the device, for the candidate's process."""
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
 
 
 def build_reference(problem, spec: OracleSpec, device: torch.device) -> torch.nn.Module:
