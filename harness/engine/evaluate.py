@@ -122,6 +122,9 @@ def fit_refusal(problem: Problem, ready: OracleReady, device: str, limit: Option
     return None
 
 
+# inputs up to this size get the CUDA graph's replay on new inputs (a second copy of them)
+GRAPH_SECOND_COPY_BYTES = 1 << 30
+
 # the timing's cache-flush buffer, at most (max(2 x L2, 64 MB) on a GPU, 2 x the CPU's caches)
 FLUSH_BYTES = 256 << 20
 
@@ -670,13 +673,17 @@ class Evaluator:
         return total
 
     def _check_graph(self, worker: Child, result: EvalResult) -> None:
-        """CUDA: forward captured in a CUDA graph on one trial's inputs, then replayed on another's,
-        both compared with the reference. What stops a capture, or a replay that does not match,
+        """CUDA: forward captured in a CUDA graph on one trial's inputs, then replayed on another's
+        (where a second copy of the inputs is small), both compared with the reference. What stops a capture, or a replay that does not match,
         is a note (serving stacks replay graphs), not a verdict."""
         if self.options.device == "cpu":
             return
         deadline = time.monotonic() + self.options.run_timeout
-        for replay in range(2):
+        # A replay on new inputs holds a second copy of them beside the graph's own; where that copy
+        # would be big, the graph is replayed on its captured inputs only, and the note says so.
+        inputs = self.oracle_info.input_bytes
+        replays = 2 if inputs <= max(GRAPH_SECOND_COPY_BYTES, in_process_need(self.oracle_info) // 10) else 1
+        for replay in range(replays):
             self.oracle.send(to_dict(Request(Command.MAKE_TRIAL)))
             made = self._oracle_says(deadline, TrialMade)
             worker.send(to_dict(Request(Command.GRAPH, seed=made.seed)))
@@ -691,6 +698,9 @@ class Evaluator:
                 result.not_capturable = (f"replayed on {'new' if replay else 'its captured'} inputs, its outputs "
                                          f"do not match the reference: {'; '.join(check.reasons)}")[:500]
                 return
+        if replays == 1:
+            result.warnings.append(f"the CUDA graph was replayed on its captured inputs only: a replay on new ones "
+                                   f"would hold a second copy of the inputs ({_gb(inputs)})")
 
     def _check_shapes(self, worker: Child, result: EvalResult) -> None:
         """The candidate at the problem's other shapes, both models rebuilt afresh at each; the

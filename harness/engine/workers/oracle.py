@@ -218,6 +218,7 @@ def oracle_role(conn, header: dict) -> None:
                     outputs = reference(*inputs)
                 sync(device)
                 del inputs
+                free_cache(device)  # the worker draws the same inputs next: one copy on the device, not two
                 output_bytes = tensor_bytes(as_list(outputs))
             except BaseException as exc:  # noqa: BLE001
                 channel.send(conn, error_message(_failure(exc), exc))
