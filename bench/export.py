@@ -12,7 +12,6 @@ same kernel file, whose candidate median should agree with the op's.
 """
 import argparse
 import json
-import site
 import subprocess
 import sys
 import tempfile
@@ -26,7 +25,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from harness import EvalOptions, HarnessError, evaluate_many, speedup_text  # noqa: E402
-from harness.runs.export import export  # noqa: E402
+from harness.runs.export import export, fresh_venv  # noqa: E402
 
 # Runs in the venv, where only the installed package (and torch) is importable.
 MEASURE = '''
@@ -124,11 +123,7 @@ def main() -> None:
         except HarnessError as exc:
             sys.exit(f"bench/export.py: {exc}")
         rows.append(("export", f"{time.perf_counter() - started:.2f} s"))
-        timed("venv", [sys.executable, "-m", "venv", "--system-site-packages", str(tmp / "venv")])
-        # it sees this python's packages (torch) even when this python is a venv itself
-        own = next((tmp / "venv").glob("lib/python*/site-packages"))
-        (own / "_parent.pth").write_text("\n".join(site.getsitepackages()) + "\n")
-        python = str(tmp / "venv" / "bin" / "python")
+        python = str(fresh_venv(tmp / "venv"))
         wheel = timed("pip wheel", [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
                                     "-w", str(tmp / "wheels"), str(done.path)])
         install = timed("pip install", [python, "-m", "pip", "install", "-q", "--no-deps", "--no-index",

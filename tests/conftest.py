@@ -1,7 +1,4 @@
 import os
-import site
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -11,16 +8,6 @@ CANDIDATES = HERE / "candidates"
 PROBLEMS = HERE / "problems"
 SEEDS = HERE / "seeds"
 REPO = HERE.parent
-
-
-def fresh_venv(path: Path) -> Path:
-    """A venv whose own installs come first and that also sees this python's packages, even when
-    this python is itself a venv (as where torch is installed in one): --system-site-packages alone
-    would reach only the base interpreter's."""
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(path)], check=True, timeout=120)
-    own = next(path.glob("lib/python*/site-packages"))
-    (own / "_parent.pth").write_text("\n".join(site.getsitepackages()) + "\n")
-    return path / "bin" / "python"
 
 
 def _cuda() -> bool:

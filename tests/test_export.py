@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from conftest import CANDIDATES, REPO, fresh_venv
-from harness.runs.export import ExportError, export
+from conftest import CANDIDATES, REPO
+from harness.runs.export import ExportError, export, fresh_venv
 
 CHECK = '''
 import torch

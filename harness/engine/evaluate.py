@@ -674,8 +674,9 @@ class Evaluator:
 
     def _check_graph(self, worker: Child, result: EvalResult) -> None:
         """CUDA: forward captured in a CUDA graph on one trial's inputs, then replayed on another's
-        (where a second copy of the inputs is small), both compared with the reference. What stops a capture, or a replay that does not match,
-        is a note (serving stacks replay graphs), not a verdict."""
+        (where a second copy of the inputs is small), both compared with the reference. What stops
+        a capture, or a replay that does not match, is a note (serving stacks replay graphs), not
+        a verdict."""
         if self.options.device == "cpu":
             return
         deadline = time.monotonic() + self.options.run_timeout

@@ -11,6 +11,9 @@ import ast
 import hashlib
 import json
 import re
+import site
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -21,6 +24,16 @@ from .history import load
 from .store import StoreError
 
 _OP_NAME = re.compile(r"^([A-Za-z_]\w*)::([A-Za-z_]\w*)$")
+
+
+def fresh_venv(path: Path) -> Path:
+    """A venv to try an exported package in: its own installs come first, and it also sees this
+    python's packages (torch), even when this python is itself a venv, which --system-site-packages
+    alone would not reach. Returns its python."""
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(path)], check=True, timeout=120)
+    own = next(path.glob("lib/python*/site-packages"))
+    (own / "_parent.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    return path / "bin" / "python"
 
 
 class ExportError(HarnessError):
@@ -138,11 +151,10 @@ def _parse(source: str, path: Path) -> _Kernel:
         elif (isinstance(arg, ast.Call) and getattr(arg.func, "id", None) in ("float", "int", "bool")
               and len(arg.args) == 1 and _on_self(arg.args[0])):
             # float(self.eps): a number kept on the module, converted by the call
-            args.append((ast.unparse(arg.args[0]).removeprefix("self.").replace(".", "_"), arg.func.id))
+            args.append((_attr_name(arg.args[0]), arg.func.id))
         elif _on_self(arg):
             # a parameter, or a number kept on the module (self.eps): the C++ declaration tells which
-            name = ast.unparse(arg).removeprefix("self.").replace(".", "_")
-            args.append((name, declared[i] if declared and i < len(declared) else "torch.Tensor"))
+            args.append((_attr_name(arg), declared[i] if declared and i < len(declared) else "torch.Tensor"))
         elif isinstance(arg, ast.Constant) and type(arg.value) in (int, float, bool):
             args.append((f"arg{i}", type(arg.value).__name__))
         elif isinstance(arg, ast.Name) and type(constants.get(arg.id)) in (int, float, bool):
@@ -180,6 +192,11 @@ def _on_self(node: ast.expr) -> bool:
     while isinstance(node, ast.Attribute):
         node = node.value
     return isinstance(node, ast.Name) and node.id == "self"
+
+
+def _attr_name(node: ast.expr) -> str:
+    """The op argument's name for self.eps or self.linear.weight: eps, linear_weight."""
+    return ast.unparse(node).removeprefix("self.").replace(".", "_")
 
 
 _CPP_TYPES = {"Tensor": "torch.Tensor", "double": "float", "float": "float", "int64_t": "int", "int": "int",
