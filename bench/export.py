@@ -129,7 +129,8 @@ def main() -> None:
         install = timed("pip install", [python, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
                                         *map(str, (tmp / "wheels").glob("*.whl"))])
         rows.append(("pip wheel + pip install", f"{wheel:.1f} s + {install:.1f} s"))
-        env = {"PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(tmp), "TORCH_EXTENSIONS_DIR": str(tmp / "ext")}
+        # ninja (the build) is found beside the python that has torch, as in a user's activated venv
+        env = {"PATH": f"{Path(python).parent}:{Path(sys.executable).parent}:/usr/bin:/bin:/usr/local/bin", "HOME": str(tmp), "TORCH_EXTENSIONS_DIR": str(tmp / "ext")}
         with console.status("in the venv: first use (the build), opcheck, torch.compile, timing"):
             run = subprocess.run([python, "-c", MEASURE, done.module, args.name, str(args.problem.resolve()),
                                   args.device], capture_output=True, text=True, env=env, cwd=tmp, timeout=1800)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import pprint
 import re
 import site
 import subprocess
@@ -228,6 +229,7 @@ def _module_text(kernel: _Kernel, lib: str, op: str, candidate: Path) -> str:
     # named after its sources and flags, so an edited kernel never loads an older build
     numbers = "".join(f"{name} = {value!r}\n" for name, value in kernel.numbers.items()) + "\n\n" * bool(kernel.numbers)
     digest = hashlib.sha256(json.dumps(kernel.build, sort_keys=True).encode()).hexdigest()[:12]
+    # _BUILD is written as Python literals (True, not JSON's true): the package must import
     return f'''"""{lib}::{op}, exported by `harness export` from {candidate.name}.
 
 The extension builds with torch.utils.cpp_extension.load_inline at first use; the op is a
@@ -238,7 +240,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.cpp_extension import load_inline
 
-_BUILD = {json.dumps({"name": f"{lib}_{op}_{digest}", **kernel.build}, indent=4)}
+_BUILD = {pprint.pformat({"name": f"{lib}_{op}_{digest}", **kernel.build}, sort_dicts=False, width=120)}
 _built = None
 
 
