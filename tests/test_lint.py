@@ -92,3 +92,25 @@ def test_integer_outputs():
     assert lint_reference(Fn(lambda x: (x > 0).long()), randn(64, 32)) == []
     (warning,) = lint_reference(Fn(lambda x: torch.zeros(4, dtype=torch.long) + 0 * x[:4].long()), randn(64))
     assert "the same value everywhere (0)" in warning
+
+
+def test_checks_over_many_slices_count_and_compare_every_slice(monkeypatch):
+    """Identity and finiteness are read a slice at a time (a GPU's temporaries would be the size of a
+    multi-GB output): a difference, or a non-finite value, in the last slice still counts."""
+    from harness.integrity import lint
+
+    monkeypatch.setattr(lint, "CHUNK", 7)
+    a = torch.randn(10, 5)
+    b = a.clone()
+    assert lint.identical(a, b)
+    b[-1, -1] += 1
+    assert not lint.identical(a, b)
+    a[-1, -1], b[-1, -1] = float("nan"), float("nan")
+    assert lint.identical(a, b)  # NaN where NaN
+    assert not lint.identical(a, b.reshape(5, 10))
+    (warning,) = lint_reference(Fn(torch.log), randn(64, 32))
+    assert "non-finite value(s) of 2048" in warning
+    x = torch.randn(64, 32)
+    count = int((~torch.isfinite(torch.log(x))).sum())
+    assert lint._value_warnings("The output", torch.log(x), (1e-4, 1e-4))[0].startswith(
+        f"The output holds {count} non-finite value(s) of 2048")

@@ -676,7 +676,7 @@ class Evaluator:
         """CUDA: forward captured in a CUDA graph on one trial's inputs, then replayed on another's
         (where a second copy of the inputs is small), both compared with the reference. What stops
         a capture, or a replay that does not match, is a note (serving stacks replay graphs), not
-        a verdict."""
+        a verdict. The worker then lets go of the graph, before the oracle needs the device again."""
         if self.options.device == "cpu":
             return
         deadline = time.monotonic() + self.options.run_timeout
@@ -684,6 +684,15 @@ class Evaluator:
         # would be big, the graph is replayed on its captured inputs only, and the note says so.
         inputs = self.oracle_info.input_bytes
         replays = 2 if inputs <= max(GRAPH_SECOND_COPY_BYTES, in_process_need(self.oracle_info) // 10) else 1
+        result.not_capturable = self._replay_graph(worker, replays, deadline) or None
+        worker.send(to_dict(Request(Command.RELEASE)))
+        self._talk(worker, deadline, "letting go of its CUDA graph", Reply)
+        if replays == 1 and not result.not_capturable:
+            result.warnings.append(f"the CUDA graph was replayed on its captured inputs only: a replay on new ones "
+                                   f"would hold a second copy of the inputs ({_gb(inputs)})")
+
+    def _replay_graph(self, worker: Child, replays: int, deadline: float) -> str:
+        """Why the candidate's graph cannot be captured or replayed, or "" when every replay matched."""
         for replay in range(replays):
             self.oracle.send(to_dict(Request(Command.MAKE_TRIAL)))
             made = self._oracle_says(deadline, TrialMade)
@@ -691,17 +700,13 @@ class Evaluator:
             reply, outputs = self._talk(worker, deadline, "replaying its CUDA graph", TrialOutputs, raw=True)
             self._refuse_tampering(reply)
             if reply.not_capturable or reply.checksum != made.checksum:
-                result.not_capturable = reply.not_capturable or "its inputs were not the trial's"
-                return
+                return reply.not_capturable or "its inputs were not the trial's"
             self.oracle.forward(outputs, cmd=Command.COMPARE.value)
             check = self._oracle_says(deadline, Checked).check
             if not check.passed:
-                result.not_capturable = (f"replayed on {'new' if replay else 'its captured'} inputs, its outputs "
-                                         f"do not match the reference: {'; '.join(check.reasons)}")[:500]
-                return
-        if replays == 1:
-            result.warnings.append(f"the CUDA graph was replayed on its captured inputs only: a replay on new ones "
-                                   f"would hold a second copy of the inputs ({_gb(inputs)})")
+                return (f"replayed on {'new' if replay else 'its captured'} inputs, its outputs "
+                        f"do not match the reference: {'; '.join(check.reasons)}")[:500]
+        return ""
 
     def _check_shapes(self, worker: Child, result: EvalResult) -> None:
         """The candidate at the problem's other shapes, both models rebuilt afresh at each; the

@@ -28,6 +28,7 @@ class Command(str, enum.Enum):
     TRIAL = "trial"  # run on the inputs of a seed and return the outputs
     TIME = "time"  # time candidate and reference interleaved
     GRAPH = "graph"  # CUDA: forward captured in a CUDA graph once, replayed on a seed's inputs; return the outputs
+    RELEASE = "release"  # let go of the graph and the outputs the oracle mapped, give the memory back
     # to both: set the problem's module-level values to a shape and rebuild the models; {} is the main shape
     SHAPE = "shape"
     # to any worker

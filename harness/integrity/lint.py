@@ -96,10 +96,18 @@ def _identical(a: list, b: list) -> bool:
 def identical(a, b) -> bool:
     """Bit for bit the same output, NaN where NaN."""
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        # torch.equal holds no temporary; NaN (unequal to itself) needs the slower look
-        return a.shape == b.shape and a.dtype == b.dtype and (torch.equal(a, b) or (a.is_floating_point() and bool(
-            torch.isclose(a, b, rtol=0, atol=0, equal_nan=True).all())))
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        a, b = a.reshape(-1), b.reshape(-1)
+        # a slice at a time: on a GPU, equal and isclose hold temporaries the size of what they are given
+        return all(_same_slice(a[i:i + CHUNK], b[i:i + CHUNK]) for i in range(0, a.numel(), CHUNK))
     return a == b
+
+
+def _same_slice(a: torch.Tensor, b: torch.Tensor) -> bool:
+    # NaN (unequal to itself) needs the slower look
+    return torch.equal(a, b) or (a.is_floating_point() and bool(torch.isclose(a, b, rtol=0, atol=0,
+                                                                              equal_nan=True).all()))
 
 
 def _close(a: torch.Tensor, b: torch.Tensor, tol: tuple[float, float]) -> bool:
@@ -119,12 +127,13 @@ def _value_warnings(label: str, out: torch.Tensor, tol: tuple[float, float]) -> 
         return []
     values = out.float() if out.dtype.is_floating_point else out.to(torch.float64)
     warnings = []
-    finite = torch.isfinite(values)
-    bad = int((~finite).sum())
+    flat = values.reshape(-1)
+    # a slice at a time: isfinite's temporaries are twice what it is given
+    bad = sum(int((~torch.isfinite(flat[i:i + CHUNK])).sum()) for i in range(0, flat.numel(), CHUNK))
     if bad:
         warnings.append(f"{label} holds {bad} non-finite value(s) of {out.numel()} on random inputs: the check "
                         "cannot tell a right answer from a wrong one there.")
-        values = values[finite]
+        values = values[torch.isfinite(values)]
     if values.numel() < 2:
         return warnings
     std, mean = (float(v) for v in torch.std_mean(values, unbiased=False))

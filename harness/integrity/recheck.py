@@ -92,6 +92,7 @@ def verify_timed(samples: list[dict], tensors: list[torch.Tensor],
             want = flat[positions].to(torch.float64)
             if got.numel() != want.numel() or not torch.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True):
                 reasons.append(f"output {i} differs from the reference")
+        del refs  # gone before the next call's outputs are made: one set on the device, not two
         if reasons:
             failures += 1
             if result.passed:

@@ -75,9 +75,12 @@ def candidate_role(conn, header: dict) -> None:
     while True:
         request = from_dict(Request, channel.recv(conn).header)
         shared.clear()
-        if request.cmd is not Command.GRAPH:
+        if request.cmd is not Command.GRAPH and graph is not None:
             graph = None  # its static inputs and outputs are a copy of each: gone once the checks move on
-        if request.cmd is Command.SHAPE:
+            _free_cache(device)
+        if request.cmd is Command.RELEASE:  # the oracle has compared what it mapped: the device is the oracle's
+            _send(conn, to_dict(Reply(memory=_memory_use(device))))
+        elif request.cmd is Command.SHAPE:
             try:
                 shapes.set(request.shape or {})
                 reference, candidate, _ = build_pair(problem, model_new, spec, device)
@@ -126,12 +129,15 @@ def candidate_role(conn, header: dict) -> None:
                 if shapes.main:  # at another shape: that shape's failure, the process goes on
                     continue
                 return
+            memory = _memory_use(device)
+            # the inputs' memory goes back before the reply, not after it, while the oracle starts its
+            # part; the outputs stay, shared, until the next request
+            _free_cache(device)
             shared = _send(
                 conn, to_dict(TrialOutputs(outputs=tree, inputs_changed=changed, checksum=digest,
-                                           memory=_memory_use(device), **findings(GUARD, watch, l2))),
+                                           memory=memory, **findings(GUARD, watch, l2))),
                 tensors, share_gpu=True)
             del outputs, tensors, tree  # nothing of a trial outlives its reply
-            _free_cache(device)  # the inputs' memory, while the reference compares (the outputs stay shared)
         elif request.cmd is Command.TIME:
             make_inputs = lambda seed: inputs_from_seed(problem, device, seed)  # noqa: E731
             observed = TimedOutputs(device)
@@ -149,11 +155,13 @@ def candidate_role(conn, header: dict) -> None:
             except BaseException as exc:  # noqa: BLE001
                 channel.send(conn, error_message("runtime_error", exc, phase="timing"))
                 return
-            samples, tensors = observed.message()
-            shared = _send(conn, to_dict(Timed(timings=results, timed=samples, memory=_memory_use(device),
-                                               **findings(GUARD, watch, l2))), tensors, share_gpu=True)
-            del observed, mirrored, samples, tensors
-            _free_cache(device)  # the reference re-checks the samples next, on inputs of its own
+            samples, tensors = observed.message()  # on the host
+            memory = _memory_use(device)
+            del observed, mirrored
+            _free_cache(device)  # before the reply: the reference re-checks the samples next, on inputs of its own
+            _send(conn, to_dict(Timed(timings=results, timed=samples, memory=memory, **findings(GUARD, watch, l2))),
+                  tensors)
+            del samples, tensors
         else:
             return
 
@@ -193,6 +201,7 @@ class CapturedForward:
                 model(*self.static)
             torch.cuda.current_stream().wait_stream(side)
             torch.cuda.synchronize()
+            _free_cache(torch.device("cuda"))  # the warm-up's outputs: the graph's own pool cannot reuse them
             self.graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(self.graph), torch.no_grad():
                 self.outputs = model(*self.static)
