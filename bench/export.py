@@ -130,7 +130,8 @@ def main() -> None:
                                         *map(str, (tmp / "wheels").glob("*.whl"))])
         rows.append(("pip wheel + pip install", f"{wheel:.1f} s + {install:.1f} s"))
         # ninja (the build) is found beside the python that has torch, as in a user's activated venv
-        env = {"PATH": f"{Path(python).parent}:{Path(sys.executable).parent}:/usr/bin:/bin:/usr/local/bin", "HOME": str(tmp), "TORCH_EXTENSIONS_DIR": str(tmp / "ext")}
+        path = f"{Path(python).parent}:{Path(sys.executable).parent}:/usr/bin:/bin:/usr/local/bin"
+        env = {"PATH": path, "HOME": str(tmp), "TORCH_EXTENSIONS_DIR": str(tmp / "ext")}
         with console.status("in the venv: first use (the build), opcheck, torch.compile, timing"):
             run = subprocess.run([python, "-c", MEASURE, done.module, args.name, str(args.problem.resolve()),
                                   args.device], capture_output=True, text=True, env=env, cwd=tmp, timeout=1800)

@@ -8,7 +8,7 @@ what it sees in sentences; it never refuses a problem.
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 import torch
 
@@ -96,12 +96,15 @@ def _identical(a: list, b: list) -> bool:
 def identical(a, b) -> bool:
     """Bit for bit the same output, NaN where NaN."""
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        if a.shape != b.shape or a.dtype != b.dtype:
-            return False
-        a, b = a.reshape(-1), b.reshape(-1)
-        # a slice at a time: on a GPU, equal and isclose hold temporaries the size of what they are given
-        return all(_same_slice(a[i:i + CHUNK], b[i:i + CHUNK]) for i in range(0, a.numel(), CHUNK))
+        return a.shape == b.shape and a.dtype == b.dtype and all(map(_same_slice, _slices(a), _slices(b)))
     return a == b
+
+
+def _slices(t: torch.Tensor) -> Iterator[torch.Tensor]:
+    """The tensor's elements CHUNK at a time: on a GPU, equal, isclose, allclose and isfinite hold
+    temporaries the size of (or several times) what they are given, here a slice, not a whole output."""
+    flat = t.reshape(-1)
+    return (flat[i:i + CHUNK] for i in range(0, flat.numel(), CHUNK))
 
 
 def _same_slice(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -115,10 +118,8 @@ def _close(a: torch.Tensor, b: torch.Tensor, tol: tuple[float, float]) -> bool:
         return False
     if not a.dtype.is_floating_point:
         return torch.equal(a, b)
-    a, b = a.reshape(-1), b.reshape(-1)
-    # a slice at a time: allclose's temporaries are several copies of what it is given
-    return all(torch.allclose(b[i:i + CHUNK].float(), a[i:i + CHUNK].float(), atol=tol[0], rtol=tol[1],
-                              equal_nan=True) for i in range(0, a.numel(), CHUNK))
+    return all(torch.allclose(y.float(), x.float(), atol=tol[0], rtol=tol[1], equal_nan=True)
+               for x, y in zip(_slices(a), _slices(b)))
 
 
 def _value_warnings(label: str, out: torch.Tensor, tol: tuple[float, float]) -> list[str]:
@@ -127,9 +128,7 @@ def _value_warnings(label: str, out: torch.Tensor, tol: tuple[float, float]) -> 
         return []
     values = out.float() if out.dtype.is_floating_point else out.to(torch.float64)
     warnings = []
-    flat = values.reshape(-1)
-    # a slice at a time: isfinite's temporaries are twice what it is given
-    bad = sum(int((~torch.isfinite(flat[i:i + CHUNK])).sum()) for i in range(0, flat.numel(), CHUNK))
+    bad = sum(int((~torch.isfinite(piece)).sum()) for piece in _slices(values))
     if bad:
         warnings.append(f"{label} holds {bad} non-finite value(s) of {out.numel()} on random inputs: the check "
                         "cannot tell a right answer from a wrong one there.")
