@@ -278,6 +278,9 @@ class EvalResult:
     speedup_interval: Optional[list[float]] = None  # 95%
     baselines: list[Baseline] = field(default_factory=list)  # every speedup, the headline first
     hidden_work_ms: Optional[float] = None  # GPU: time only a device-wide synchronize saw; then timed that way
+    # GPU: how far the reference's time moved when only its parameters' addresses changed (relative, e.g.
+    # 0.004); every interval spans it too, since the candidate's parameters sit elsewhere than the reference's
+    placement_spread: Optional[float] = None
     warnings: list[str] = field(default_factory=list)
     environment: Optional[Environment] = None
     seconds: float = 0.0

@@ -115,3 +115,56 @@ def test_work_on_a_stream_the_caller_waits_for_is_timed_queued(cache_dir):
     assert result.verdict is Verdict.CORRECT, result.explanation
     assert result.hidden_work_ms is None
     assert result.speedup_interval[0] <= result.speedup <= result.speedup_interval[1]
+
+
+def test_a_twin_shifted_beyond_its_noise_widens_every_interval_by_its_shift():
+    """Where the reference's parameters sit moves its time; a twin at other addresses that reads
+    1% slower, beyond the noise, widens the intervals by 1% each side; one within the noise does not."""
+    rng = random.Random(4)
+    reference = [rng.gauss(2.0, 0.004) for _ in range(200)]
+    moved = [1.01 * t for t in reference]
+    noisy = [t + rng.gauss(0.0, 0.004) for t in reference]
+    assert speedups.placement_spread(timing(reference), [timing(noisy)]) == 0.0
+    spread = speedups.placement_spread(timing(reference), [timing(noisy), timing(moved)])
+    assert spread == pytest.approx(0.00995, abs=1e-4)
+    timings = {"candidate": timing([rng.gauss(1.0, 0.002) for _ in range(200)]), "reference": timing(reference)}
+    plain, widened = speedups.baselines(timings)[0], speedups.baselines(timings, spread)[0]
+    assert widened.speedup == plain.speedup
+    assert widened.interval[0] == pytest.approx(plain.interval[0] / 1.01, rel=1e-3)
+    assert widened.interval[1] == pytest.approx(plain.interval[1] * 1.01, rel=1e-3)
+    from harness.cli.report import basis_text
+
+    shown = EvalResult(Verdict.CORRECT, "", timings=timings, baselines=[widened], placement_spread=spread)
+    assert "widened ±1.00% for where the parameters sit" in basis_text(shown)
+
+
+def test_the_reference_twins_are_timed_once_per_problem_and_their_spread_recorded(cpu_options):
+    """A problem with parameters: the first evaluation times the reference's twins alone beside it
+    and records the spread (JSON too); the next candidate of the same evaluator reuses it."""
+    from harness.engine.evaluate import Evaluator
+
+    with Evaluator(PROBLEMS / "small_layernorm.py", cpu_options, keep_spare=False) as evaluator:
+        first = evaluator.evaluate(CANDIDATES / "py_correct.py")
+        measured = dict(evaluator.placement)
+        second = evaluator.evaluate(CANDIDATES / "py_correct.py")
+    assert first.verdict is Verdict.CORRECT, first.explanation
+    assert set(measured) == {""} and first.placement_spread == measured[""] >= 0.0
+    assert second.placement_spread == first.placement_spread and evaluator.placement == measured
+    assert not any(key.startswith("placement_") for key in first.timings)
+    low, high = first.speedup_interval
+    assert low <= first.speedup <= high
+    assert from_json(EvalResult, to_json(first)).placement_spread == first.placement_spread
+
+
+def test_twins_hold_the_same_parameters_at_other_addresses():
+    import torch
+
+    from harness.engine.workers.oracle import TWIN_PADS_MIB, twins
+
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.BatchNorm1d(64))
+    made = twins(model, torch.device("cpu"))
+    assert len(made) == len(TWIN_PADS_MIB)
+    for twin in made:
+        for (name, mine), theirs in zip(model.state_dict().items(), twin.state_dict().values()):
+            assert torch.equal(mine, theirs) and mine.data_ptr() != theirs.data_ptr(), name
+    assert twins(torch.nn.ReLU(), torch.device("cpu")) == []  # nothing to place

@@ -51,8 +51,10 @@ def basis_text(result: EvalResult) -> str:
         protocol = "CUDA events with a device-wide synchronize (work was seen off the current stream)"
     else:
         protocol = "CUDA events, calls queued as do_bench does, L2 flushed before each"
+    placement = (f", widened ±{result.placement_spread:.2%} for where the parameters sit (the reference's twins)"
+                 if result.placement_spread else "")
     return (f"{protocol}; over {head.label}, interleaved; median of {cand.n} samples, "
-            "95% bootstrap interval")
+            f"95% bootstrap interval{placement}")
 
 
 def eval_panel(result: EvalResult) -> Panel:

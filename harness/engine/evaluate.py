@@ -90,14 +90,15 @@ def footprint(ready: OracleReady) -> int:
     """Bytes one evaluation of the problem holds on its device at the most, over all processes:
     in the reference process one input draw, the reference's outputs and the candidate's outputs
     it compares; in the candidate worker one input draw and the candidate's outputs (timing
-    draws one set at a time); and the timing's cache-flush buffer."""
-    return 2 * (ready.input_bytes + ready.output_bytes) + ready.output_bytes + FLUSH_BYTES
+    draws one set at a time); a forward's workspace; and the timing's cache-flush buffer."""
+    return 2 * (ready.input_bytes + ready.output_bytes) + ready.output_bytes + ready.workspace_bytes + FLUSH_BYTES
 
 
 def in_process_need(ready: OracleReady) -> int:
     """Bytes an in-process evaluation (KernelBench's) holds at the most: one input draw, both
-    models' outputs and the cache-flush buffer. The measure of a frugal engine."""
-    return ready.input_bytes + 2 * ready.output_bytes + FLUSH_BYTES
+    models' outputs, the workspace of the forward that runs beside the other's outputs, and the
+    cache-flush buffer. The measure of a frugal engine."""
+    return ready.input_bytes + 2 * ready.output_bytes + ready.workspace_bytes + FLUSH_BYTES
 
 
 def fit_refusal(problem: Problem, ready: OracleReady, device: str, limit: Optional[int],
@@ -107,12 +108,14 @@ def fit_refusal(problem: Problem, ready: OracleReady, device: str, limit: Option
     kept = in_process_need(ready)
     needed = footprint(ready)
     where = "the GPU" if device != "cpu" else "the host"
+    workspace = f"; a forward's own workspace {_gb(ready.workspace_bytes)}" if ready.workspace_bytes else ""
     free = limit if limit is not None else ready.available_bytes
     if free and needed > free:
         given = " (the limit given)" if limit is not None else " free"
         return (f"Problem file {problem.path} does not fit: one evaluation needs about {_gb(needed)} "
                 f"(inputs {_gb(inputs)}, outputs {_gb(outputs)}, kept copies {_gb(kept)}: the reference's outputs "
-                f"and the candidate's side by side, and the timing's cache flush); {where} has {_gb(free)}{given}. "
+                f"and the candidate's side by side, and the timing's cache flush{workspace}); {where} has "
+                f"{_gb(free)}{given}. "
                 "Make get_inputs() smaller, or use a device with more memory.")
     worker = inputs + outputs + FLUSH_BYTES
     if device == "cpu" and host_limit and worker > host_limit:
@@ -254,6 +257,8 @@ class Evaluator:
         self._closed = False  # after close, a timing thread still running starts no process
         self.environment = None
         self.memory: dict[str, dict[str, int]] = {}  # peak bytes by process, as their replies said
+        # by shape label ("" the main shape): placement_spread, measured once per problem and shape
+        self.placement: dict[str, float] = {}
         self.profiler = Profiler(self.options.device) if self.options.profile else None
 
     def __enter__(self) -> "Evaluator":
@@ -397,7 +402,7 @@ class Evaluator:
                 result.timings = self._time_at_benchmark_shapes(worker, result, notify)
             else:
                 with self._holding_device("timing", notify, result):
-                    result.timings = self._time(worker, result)
+                    result.timings = self._time(worker, result, shape="")
             phases["time"], mark = time.monotonic() - mark, time.monotonic()
             # after timing: a candidate that breaks at another shape may leave a CUDA context unusable
             notify("checking other shapes")
@@ -405,7 +410,8 @@ class Evaluator:
             self._check_shapes(worker, result)
             phases["shapes"] = time.monotonic() - mark
             shapes = result.benchmark_shapes
-            result.baselines = speedups.over_shapes(shapes) if shapes else speedups.baselines(result.timings)
+            result.baselines = (speedups.over_shapes(shapes) if shapes
+                                else speedups.baselines(result.timings, self.placement.get("", 0.0)))
             headline = result.baselines[0]
             result.speedup, result.speedup_interval = headline.speedup, headline.interval
             self._judge_speed(result)
@@ -696,7 +702,7 @@ class Evaluator:
         for replay in range(replays):
             self.oracle.send(to_dict(Request(Command.MAKE_TRIAL)))
             made = self._oracle_says(deadline, TrialMade)
-            worker.send(to_dict(Request(Command.GRAPH, seed=made.seed)))
+            worker.send(to_dict(Request(Command.GRAPH, seed=made.seed, last=replay == replays - 1)))
             reply, outputs = self._talk(worker, deadline, "replaying its CUDA graph", TrialOutputs, raw=True)
             self._refuse_tampering(reply)
             if reply.not_capturable or reply.checksum != made.checksum:
@@ -790,13 +796,14 @@ class Evaluator:
                                         deadline)
                     notify(f"timing at {label}")
                     with self._holding_device("timing", notify, result):
-                        timings = self._time(worker, result, shares=len(shapes))
+                        timings = self._time(worker, result, shares=len(shapes), shape=label)
                 except _Stop as stop:  # wrong outputs here are its failure: their time would mean nothing
                     stop.explanation = f"{stop.explanation} (at benchmark shape {label})"
                     raise
                 result.warnings[said:] = [f"at benchmark shape {label}: {w}" for w in result.warnings[said:]]
                 cand = timings["candidate"]
-                result.benchmark_shapes.append(ShapeTiming(values, cand.median, cand.n, speedups.baselines(timings)))
+                result.benchmark_shapes.append(ShapeTiming(values, cand.median, cand.n,
+                                                           speedups.baselines(timings, self.placement.get(label, 0.0))))
                 if not shown or not values:
                     shown = timings
         finally:
@@ -849,22 +856,23 @@ class Evaluator:
                         f"running ({names}): work finished after forward returns escapes the check and "
                         "the clock.", threads=reply.threads)
 
-    def _time(self, worker: Child, result: EvalResult, shares: int = 1) -> dict[str, Timing]:
+    def _time(self, worker: Child, result: EvalResult, shares: int = 1, shape: str = "") -> dict[str, Timing]:
         """Candidate and reference beside each other in the worker, then the reference alone, each
         with `shares`' part of the time cap. A reference much slower beside the candidate is timed
         again, both ways, before the candidate is refused: load from elsewhere comes and goes, a
-        candidate that slows the reference down does so every time."""
-        timings, alone = self._time_once(worker, result, shares)
+        candidate that slows the reference down does so every time. The first time at a `shape`, the
+        reference's twins are timed alone beside it too (placement_spread)."""
+        timings, alone = self._time_once(worker, result, shares, shape)
         if any(self._slowed_down(timings[key], alone[key]) for key in _BESIDE_AND_ALONE if key in alone):
             result.retimed_for_slowdown = Retimed(timings["reference"].median, alone["reference"].median)
-            timings, alone = self._time_once(worker, result, shares)
+            timings, alone = self._time_once(worker, result, shares, shape)
         for key in _BESIDE_AND_ALONE:
             if key in alone:
                 self._compare_reference(timings[key], alone.pop(key), result)
         return {**timings, **alone}
 
     def _time_once(self, worker: Child, result: EvalResult,
-                   shares: int) -> tuple[dict[str, Timing], dict[str, Timing]]:
+                   shares: int, shape: str) -> tuple[dict[str, Timing], dict[str, Timing]]:
         o = self.options
         rule = Rule(o.rel_se_target(), o.time_cap / shares, o.min_samples)
         numerics = self.oracle_info.numerics_differ
@@ -897,9 +905,15 @@ class Evaluator:
                    else "Its behaviour changes between calls (call counting, cached outputs, or skipped work)")
             raise _Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} It passed the check trials, but "
                         f"while being timed {'; '.join(check.reasons)}. {why}.", timed_check=to_dict(check))
+        measure = shape not in self.placement
         self.oracle.send(to_dict(Request(Command.TIME_REFERENCE, compile_baseline=o.compile_baseline,
-                                         rule=self._alone_rule(shares), default_numerics=numerics)))
+                                         rule=self._alone_rule(shares), default_numerics=numerics,
+                                         placement=measure)))
         alone = self._oracle_says(deadline, ReferenceTimed, "timing the reference alone").timings
+        twins = [alone.pop(key) for key in [key for key in alone if key.startswith("placement_")]]
+        if measure:
+            self.placement[shape] = speedups.placement_spread(alone["reference"], twins)
+        result.placement_spread = max(result.placement_spread or 0.0, self.placement[shape])
         return timings, alone
 
     def _alone_rule(self, shares: int = 1) -> Rule:

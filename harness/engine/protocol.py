@@ -82,11 +82,13 @@ class Rule:
 @dataclass
 class Request:
     cmd: Command
-    seed: Optional[int] = None  # TRIAL
+    seed: Optional[int] = None  # TRIAL, GRAPH
+    last: bool = False  # GRAPH: no replay follows, so the graph's captured inputs can go before the reply
     rule: Optional[Rule] = None  # TIME, TIME_REFERENCE
     compile_baseline: bool = False  # TIME_REFERENCE
     # TIME, TIME_REFERENCE: also time the reference under PyTorch's default float32 settings
     default_numerics: bool = False
+    placement: bool = False  # TIME_REFERENCE: also time twins of the reference, their parameters elsewhere
     shape: Optional[dict[str, Any]] = None  # SHAPE
 
 
@@ -148,6 +150,9 @@ class OracleReady(Reply):
     inputs: list[str] = field(default_factory=list)  # how forward's arguments arrive, one a line
     input_bytes: int = 0  # one draw of get_inputs()
     output_bytes: int = 0  # the reference's outputs for it
+    # what the reference's forward allocates beyond its outputs while it runs (a copy of its input,
+    # a cuDNN workspace): any evaluation, in-process too, holds it at a forward's peak; 0 on a CPU
+    workspace_bytes: int = 0
     available_bytes: int = 0  # memory free for the problem on the device (for both processes together)
     # other shapes to check: the problem's get_shape_variants(), or derived from its module-level ints
     shapes: list[dict[str, Any]] = field(default_factory=list)

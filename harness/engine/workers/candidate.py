@@ -96,16 +96,20 @@ def candidate_role(conn, header: dict) -> None:
                 if graph is None:  # captured on the first request's inputs, replayed on the next one's
                     graph = CapturedForward(candidate, inputs)
                 outputs = graph.replay(inputs)
+                digest = _totals(_digest(inputs))
                 tensors: list = []
                 tree = channel.flatten(outputs, tensors)
+                if request.last:  # the oracle copies the outputs in next: the inputs need not sit beside them
+                    del inputs
+                    graph.drop_inputs()
+                    _free_cache(device)
             except NotCapturable as exc:
                 _send(conn, to_dict(TrialOutputs(not_capturable=str(exc), **findings(GUARD, watch, l2))))
                 continue
             except BaseException as exc:  # noqa: BLE001
                 channel.send(conn, error_message("runtime_error", exc, phase="replaying the CUDA graph"))
                 return
-            shared = _send(conn, to_dict(TrialOutputs(outputs=tree, checksum=_totals(_digest(inputs)),
-                                                      **findings(GUARD, watch, l2))),
+            shared = _send(conn, to_dict(TrialOutputs(outputs=tree, checksum=digest, **findings(GUARD, watch, l2))),
                            tensors, share_gpu=True)
         elif request.cmd is Command.TRIAL:
             phase = "drawing the trial's inputs"
@@ -210,7 +214,13 @@ class CapturedForward:
             _release_generator()
             raise NotCapturable(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]) from None
 
+    def drop_inputs(self) -> None:
+        """Lets the captured inputs go; the graph reads them, so it is not replayed again."""
+        self.static = None
+
     def replay(self, inputs: list):
+        if self.static is None:
+            raise RuntimeError("the CUDA graph's captured inputs are gone; it is not replayed again")
         for static, new in zip(self.static, inputs):
             if isinstance(static, torch.Tensor):
                 static.copy_(new)

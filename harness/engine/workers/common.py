@@ -165,6 +165,19 @@ def memory_use(device: torch.device) -> dict[str, int]:
     return use
 
 
+def peak_above(device: torch.device, run):
+    """run()'s result, and the most it allocated on a GPU above what was allocated when it started
+    (0 on a CPU, where nothing counts allocations cheaply)."""
+    if device.type != "cuda":
+        return run(), 0
+    torch.cuda.synchronize(device)
+    start = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    result = run()
+    torch.cuda.synchronize(device)
+    return result, torch.cuda.max_memory_allocated(device) - start
+
+
 def free_cache(device: torch.device) -> None:
     """Between phases: what this process freed goes back to the device, for the other process:
     the reference's and the candidate's peaks then come one after the other, not on top."""

@@ -7,7 +7,9 @@ candidate code, so the reference outputs never live where the candidate runs.
 from __future__ import annotations
 
 import contextlib
+import copy
 import inspect
+import itertools
 import os
 import platform
 from pathlib import Path
@@ -26,7 +28,7 @@ from ..device_lock import DeviceLock
 from ..protocol import Checked, Command, OracleHolding, OracleReady, OracleSpec, ReferenceTimed, Request, ShapeSet, TrialMade
 from ...integrity.digest import checksum
 from .common import (Shapes, State, benchmark_shapes, check_inputs, error_message, free_cache, import_file,
-                     in_mode, inputs_from_seed, memory_available, memory_use, reference_from, settle,
+                     in_mode, inputs_from_seed, memory_available, memory_use, peak_above, reference_from, settle,
                      shape_variants, sync, tensor_bytes)
 
 
@@ -51,6 +53,28 @@ def changed_by_default_numerics(reference, inputs: list, exact: list) -> bool:
     with torch.no_grad(), pytorch_default_numerics():
         usual = as_list(reference(*inputs))
     return len(exact) != len(usual) or not all(map(lint.identical, exact, usual))
+
+
+# Memory held before each twin of the reference is made, so the twin's parameters land at other
+# addresses than the reference's: odd sizes, not multiples of the allocator's 2 MiB pages.
+TWIN_PADS_MIB = (7, 33)
+
+
+def twins(reference: torch.nn.Module, device: torch.device) -> list[torch.nn.Module]:
+    """Copies of the reference whose parameters and buffers sit at other addresses, to measure
+    what placement alone does to its time; none where it holds no tensors, cannot be copied, or
+    its copies would take more than a quarter of the memory free."""
+    held = sum(t.nbytes for t in itertools.chain(reference.parameters(), reference.buffers()))
+    if not held or len(TWIN_PADS_MIB) * held > memory_available(device) // 4:
+        return []
+    pads, found = [], []
+    try:
+        for mib in TWIN_PADS_MIB:
+            pads.append(torch.empty(mib << 20, dtype=torch.uint8, device=device))
+            found.append(copy.deepcopy(reference))
+    except Exception:  # noqa: BLE001 - a model that cannot be copied goes without the measure
+        return []
+    return found
 
 
 def check_outputs(outputs) -> None:
@@ -156,10 +180,11 @@ def oracle_role(conn, header: dict) -> None:
             check_inputs(sample, "get_inputs()")
             reproducible = checksum(sample) == first
             with torch.no_grad():
-                exact = reference(*sample)
+                exact, forward_peak = peak_above(device, lambda: reference(*sample))
             check_outputs(exact)
             # the footprint, for the harness to say before the first trial whether the problem fits
             sizes = {"input_bytes": tensor_bytes(sample), "output_bytes": tensor_bytes(as_list(exact))}
+            sizes["workspace_bytes"] = max(0, forward_peak - sizes["output_bytes"])
             sizes["available_bytes"] = memory_available(device) + sizes["input_bytes"] + sizes["output_bytes"]
             numerics_differ = changed_by_default_numerics(reference, sample, as_list(exact))
             arguments = input_facts(problem, sample)
@@ -245,6 +270,8 @@ def oracle_role(conn, header: dict) -> None:
             entries = {"reference": timing.Timed(make_inputs, reference)}
             if request.default_numerics:
                 entries["reference_defaults"] = timing.Timed(make_inputs, at_default_numerics(reference))
+            for n, twin in enumerate(twins(reference, device) if request.placement else [], 1):
+                entries[f"placement_{n}"] = timing.Timed(make_inputs, twin)
             try:
                 if request.compile_baseline:
                     if compiled is None:  # compiled once per oracle
@@ -256,6 +283,7 @@ def oracle_role(conn, header: dict) -> None:
             except BaseException as exc:  # noqa: BLE001
                 channel.send(conn, error_message(_failure(exc), exc))
                 return
+            del entries  # the twins with them
             free_cache(device)
             channel.send(conn, to_dict(ReferenceTimed(timings=results, memory=memory_use(device))))
         elif cmd is Command.SHAPE:
