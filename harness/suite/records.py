@@ -39,7 +39,8 @@ class BenchRecord:
     # peak bytes by process ("reference", "candidate_worker"): "host", and on a GPU "gpu" (allocated)
     # and "device_used" (the whole device, as that process last saw it)
     memory: dict[str, dict[str, int]] = field(default_factory=dict)
-    sizes: dict[str, int] = field(default_factory=dict)  # bytes: "inputs", "outputs", "in_process_need"
+    sizes: dict[str, int] = field(default_factory=dict)  # bytes: "inputs", "outputs", "workspace", "in_process_need"
+    placement_spread: Optional[float] = None  # EvalResult.placement_spread: the intervals span it
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -68,7 +69,7 @@ def record_of(job: Job, result: EvalResult, ready: Optional[OracleReady] = None)
                        round(result.seconds, 3), result.explanation[:EXPLANATION_HEAD],
                        ieee.speedup if ieee else None, ieee.interval if ieee else None,
                        {name: round(seconds, 3) for name, seconds in result.phase_seconds.items()},
-                       result.details.get("peak_memory", {}), sizes_of(ready))
+                       result.details.get("peak_memory", {}), sizes_of(ready), result.placement_spread)
 
 
 def problem_failure(job: Job, explanation: str, seconds: float = 0.0) -> BenchRecord:

@@ -46,13 +46,14 @@ def problem_roofline(problem, device: torch.device, device_name: str, cache_dir:
     return {"roofline": declared, "peaks": peaks}
 
 
-def changed_by_default_numerics(reference, inputs: list, exact: list) -> bool:
+def changed_by_default_numerics(reference, inputs: list, exact: list, device: torch.device) -> tuple[bool, int]:
     """Whether PyTorch's default float32 settings change the reference's outputs (`exact`,
     under IEEE float32) on these inputs (they do where cuDNN convolutions may use TF32);
-    where they do not, one timing of the reference serves as both baselines."""
+    where they do not, one timing of the reference serves as both baselines. Also the most
+    that forward allocated (peak_above): its algorithms, so its workspace, may differ."""
     with torch.no_grad(), pytorch_default_numerics():
-        usual = as_list(reference(*inputs))
-    return len(exact) != len(usual) or not all(map(lint.identical, exact, usual))
+        usual, peak = peak_above(device, lambda: as_list(reference(*inputs)))
+    return len(exact) != len(usual) or not all(map(lint.identical, exact, usual)), peak
 
 
 # Memory held before each twin of the reference is made, so the twin's parameters land at other
@@ -184,9 +185,9 @@ def oracle_role(conn, header: dict) -> None:
             check_outputs(exact)
             # the footprint, for the harness to say before the first trial whether the problem fits
             sizes = {"input_bytes": tensor_bytes(sample), "output_bytes": tensor_bytes(as_list(exact))}
-            sizes["workspace_bytes"] = max(0, forward_peak - sizes["output_bytes"])
             sizes["available_bytes"] = memory_available(device) + sizes["input_bytes"] + sizes["output_bytes"]
-            numerics_differ = changed_by_default_numerics(reference, sample, as_list(exact))
+            numerics_differ, defaults_peak = changed_by_default_numerics(reference, sample, as_list(exact), device)
+            sizes["workspace_bytes"] = max(0, forward_peak - sizes["output_bytes"], defaults_peak - sizes["output_bytes"])
             arguments = input_facts(problem, sample)
             del exact
             random_draws = lint.draws_random(reference, sample, state.restore)
@@ -303,6 +304,7 @@ def oracle_role(conn, header: dict) -> None:
                 state = State(reference)
                 reply = ShapeSet(reason=f"the reference cannot be built there: {type(exc).__name__}: {exc}"[:500])
             outputs, compiled = None, None
+            free_cache(device)  # blocks cached at the old shape do not fit the new one's tensors
             channel.send(conn, to_dict(reply))
         elif cmd is Command.VERIFY_TIMED:
             def reference_outputs(seed: int) -> list:
