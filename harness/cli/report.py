@@ -7,7 +7,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ..engine.speedups import shown
+from ..engine.speedups import RESOLUTION, shown
 from ..integrity.roofline import roofline_text
 from ..results import EvalResult, Verdict, speedup_text
 
@@ -51,10 +51,10 @@ def basis_text(result: EvalResult) -> str:
         protocol = "CUDA events with a device-wide synchronize (work was seen off the current stream)"
     else:
         protocol = "CUDA events, calls queued as do_bench does, L2 flushed before each"
-    placement = (f", widened ±{result.placement_spread:.2%} for where the parameters sit (the reference's twins)"
+    placement = (f" and ±{result.placement_spread:.2%} for where the parameters sit (the reference's twins)"
                  if result.placement_spread else "")
     return (f"{protocol}; over {head.label}, interleaved; median of {cand.n} samples, "
-            f"95% bootstrap interval{placement}")
+            f"95% bootstrap interval, widened ±{RESOLUTION:.1%}{placement}")
 
 
 def eval_panel(result: EvalResult) -> Panel:
