@@ -1,8 +1,8 @@
 """Peak memory of every harness process for a problem and candidate (by default a copy of the
 problem's Model), against what an in-process evaluation needs: the inputs, the reference's
 outputs, the candidate's outputs, the workspace a forward allocates beyond its outputs while it
-runs (a copy of its input, a cuDNN workspace: measured on the reference at load, GPU only) and the
-timing's flush buffer.
+runs (a copy of its input, a cuDNN workspace: measured on the reference at load, GPU only), both
+models' parameters and the timing's flush buffer.
 
     python bench/memory.py PROBLEM [PROBLEM ...] [--candidate FILE] [--device cuda] [--trials N]
     python bench/memory.py --results BENCH_DIR/results.jsonl [PROBLEM ...]   (a bench's records)
@@ -171,10 +171,10 @@ def add_rows(table: Table, name: str, verdict: str, sizes: dict, peaks: dict, fa
              together: Optional[int] = None, context: int = 0) -> None:
     need = sizes.get("in_process_need", 0)
     total_gpu = sum(p.get("gpu", 0) for p in peaks.values())
-    first = [name, verdict, gb(sizes.get("inputs")), gb(sizes.get("outputs")), gb(sizes.get("workspace")), gb(need)]
+    first = [name, verdict] + [gb(sizes.get(k)) for k in ("inputs", "outputs", "workspace", "parameters")] + [gb(need)]
     for role, peak in peaks.items():
         table.add_row(*first, role, gb(peak.get("host")), gb(peak.get("gpu")), gb(peak.get("device_used")))
-        first = [""] * 6
+        first = [""] * 7
     if not peaks:
         table.add_row(*first, "-", "", "", "")
     if total_gpu and need:
@@ -182,7 +182,7 @@ def add_rows(table: Table, name: str, verdict: str, sizes: dict, peaks: dict, fa
                       (f"peak {gb(together)} = {together / need:.2f}x need" +
                        (f", {together / (need + context):.2f}x with a context" if context else "")) if together else "")
     if failure:
-        table.add_row("", failure[:200], *[""] * 8)
+        table.add_row("", failure[:200], *[""] * 9)
 
 
 def main() -> None:
@@ -200,7 +200,7 @@ def main() -> None:
                         help="a directory for each problem's memory curve (PNG, CSV), on a GPU")
     args = parser.parse_args()
     table = Table(title="peak memory, GB")
-    for column in ("problem", "verdict", "inputs", "outputs", "workspace", "in-process need", "process", "host peak",
+    for column in ("problem", "verdict", "inputs", "outputs", "workspace", "parameters", "in-process need", "process", "host peak",
                    "gpu peak (allocated)", "device used"):
         table.add_column(column, justify="left" if column in ("problem", "verdict", "process") else "right")
     if args.results:

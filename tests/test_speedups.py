@@ -160,15 +160,30 @@ def test_the_reference_twins_are_timed_once_per_problem_and_their_spread_recorde
     assert from_json(EvalResult, to_json(first)).placement_spread == first.placement_spread
 
 
+def test_parameters_too_big_to_copy_twice_leave_the_spread_unmeasured_and_say_so(cpu_options, monkeypatch):
+    from harness.engine import evaluate as engine
+    from harness.loop.feedback import warning_lines
+
+    monkeypatch.setattr(engine, "PLACEMENT_SHARE", 0.0)  # no room for twins
+    with engine.Evaluator(PROBLEMS / "small_layernorm.py", cpu_options, keep_spare=False) as evaluator:
+        result = evaluator.evaluate(CANDIDATES / "py_correct.py")
+    assert result.verdict is Verdict.CORRECT, result.explanation
+    assert result.placement_spread is None and evaluator.placement == {"": None}
+    said = [w for w in result.warnings if "too big to copy twice" in w]
+    assert said and said[0] not in warning_lines(result, frozenset())  # for the person, not the model
+
+
 def test_twins_hold_the_same_parameters_at_other_addresses():
     import torch
 
     from harness.engine.workers.oracle import TWIN_PADS_MIB, twins
 
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.BatchNorm1d(64))
-    made = twins(model, torch.device("cpu"))
+    held = sum(t.nbytes for t in model.state_dict().values())
+    assert twins(model, torch.device("cpu"), len(TWIN_PADS_MIB) * held - 1) == []  # over the budget: none
+    made = twins(model, torch.device("cpu"), len(TWIN_PADS_MIB) * held)
     assert len(made) == len(TWIN_PADS_MIB)
     for twin in made:
         for (name, mine), theirs in zip(model.state_dict().items(), twin.state_dict().values()):
             assert torch.equal(mine, theirs) and mine.data_ptr() != theirs.data_ptr(), name
-    assert twins(torch.nn.ReLU(), torch.device("cpu")) == []  # nothing to place
+    assert twins(torch.nn.ReLU(), torch.device("cpu"), 1 << 30) == []  # nothing to place

@@ -90,15 +90,18 @@ def footprint(ready: OracleReady) -> int:
     """Bytes one evaluation of the problem holds on its device at the most, over all processes:
     in the reference process one input draw, the reference's outputs and the candidate's outputs
     it compares; in the candidate worker one input draw and the candidate's outputs (timing
-    draws one set at a time); a forward's workspace; and the timing's cache-flush buffer."""
-    return 2 * (ready.input_bytes + ready.output_bytes) + ready.output_bytes + ready.workspace_bytes + FLUSH_BYTES
+    draws one set at a time); a forward's workspace; three models' parameters (the reference
+    in each process, the candidate); and the timing's cache-flush buffer."""
+    return (2 * (ready.input_bytes + ready.output_bytes) + ready.output_bytes + ready.workspace_bytes
+            + 3 * ready.parameter_bytes + FLUSH_BYTES)
 
 
 def in_process_need(ready: OracleReady) -> int:
     """Bytes an in-process evaluation (KernelBench's) holds at the most: one input draw, both
-    models' outputs, the workspace of the forward that runs beside the other's outputs, and the
-    cache-flush buffer. The measure of a frugal engine."""
-    return ready.input_bytes + 2 * ready.output_bytes + ready.workspace_bytes + FLUSH_BYTES
+    models' outputs and parameters, the workspace of the forward that runs beside the other's
+    outputs, and the cache-flush buffer. The measure of a frugal engine."""
+    return (ready.input_bytes + 2 * ready.output_bytes + ready.workspace_bytes + 2 * ready.parameter_bytes
+            + FLUSH_BYTES)
 
 
 def fit_refusal(problem: Problem, ready: OracleReady, device: str, limit: Optional[int],
@@ -124,6 +127,9 @@ def fit_refusal(problem: Problem, ready: OracleReady, device: str, limit: Option
                 "(--max-host-memory). Raise the limit or make get_inputs() smaller.")
     return None
 
+
+# the reference's twins (placement_spread) may take at most this share of the in-process need
+PLACEMENT_SHARE = 0.1
 
 # inputs up to this size get the CUDA graph's replay on new inputs (a second copy of them)
 GRAPH_SECOND_COPY_BYTES = 1 << 30
@@ -258,7 +264,7 @@ class Evaluator:
         self.environment = None
         self.memory: dict[str, dict[str, int]] = {}  # peak bytes by process, as their replies said
         # by shape label ("" the main shape): placement_spread, measured once per problem and shape
-        self.placement: dict[str, float] = {}
+        self.placement: dict[str, Optional[float]] = {}  # None: the model is too big to copy twice
         self.profiler = Profiler(self.options.device) if self.options.profile else None
 
     def __enter__(self) -> "Evaluator":
@@ -411,7 +417,7 @@ class Evaluator:
             phases["shapes"] = time.monotonic() - mark
             shapes = result.benchmark_shapes
             result.baselines = (speedups.over_shapes(shapes) if shapes
-                                else speedups.baselines(result.timings, self.placement.get("", 0.0)))
+                                else speedups.baselines(result.timings, self.placement.get("") or 0.0))
             headline = result.baselines[0]
             result.speedup, result.speedup_interval = headline.speedup, headline.interval
             self._judge_speed(result)
@@ -803,7 +809,7 @@ class Evaluator:
                 result.warnings[said:] = [f"at benchmark shape {label}: {w}" for w in result.warnings[said:]]
                 cand = timings["candidate"]
                 result.benchmark_shapes.append(ShapeTiming(values, cand.median, cand.n,
-                                                           speedups.baselines(timings, self.placement.get(label, 0.0))))
+                                                           speedups.baselines(timings, self.placement.get(label) or 0.0)))
                 if not shown or not values:
                     shown = timings
         finally:
@@ -906,14 +912,23 @@ class Evaluator:
             raise _Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} It passed the check trials, but "
                         f"while being timed {'; '.join(check.reasons)}. {why}.", timed_check=to_dict(check))
         measure = shape not in self.placement
+        budget = int(PLACEMENT_SHARE * in_process_need(self.oracle_info)) if measure else 0
         self.oracle.send(to_dict(Request(Command.TIME_REFERENCE, compile_baseline=o.compile_baseline,
                                          rule=self._alone_rule(shares), default_numerics=numerics,
-                                         placement=measure)))
+                                         placement_budget=budget)))
         alone = self._oracle_says(deadline, ReferenceTimed, "timing the reference alone").timings
         twins = [alone.pop(key) for key in [key for key in alone if key.startswith("placement_")]]
         if measure:
-            self.placement[shape] = speedups.placement_spread(alone["reference"], twins)
-        result.placement_spread = max(result.placement_spread or 0.0, self.placement[shape])
+            # no twins of a model that holds tensors: too big to copy twice, the spread is not known
+            unmeasured = not twins and self.oracle_info.parameter_bytes
+            self.placement[shape] = None if unmeasured else speedups.placement_spread(alone["reference"], twins)
+            if unmeasured:
+                result.warnings.append(
+                    f"the reference's parameters ({_gb(self.oracle_info.parameter_bytes)}) are too big to copy twice "
+                    "beside it, so what their placement alone does to its time was not measured; the interval "
+                    "does not span it")
+        if self.placement[shape] is not None:
+            result.placement_spread = max(result.placement_spread or 0.0, self.placement[shape])
         return timings, alone
 
     def _alone_rule(self, shares: int = 1) -> Rule:

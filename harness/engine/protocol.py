@@ -88,7 +88,8 @@ class Request:
     compile_baseline: bool = False  # TIME_REFERENCE
     # TIME, TIME_REFERENCE: also time the reference under PyTorch's default float32 settings
     default_numerics: bool = False
-    placement: bool = False  # TIME_REFERENCE: also time twins of the reference, their parameters elsewhere
+    # TIME_REFERENCE: also time twins of the reference, their parameters elsewhere, if they take at most this many bytes
+    placement_budget: int = 0
     shape: Optional[dict[str, Any]] = None  # SHAPE
 
 
@@ -153,6 +154,7 @@ class OracleReady(Reply):
     # what the reference's forward allocates beyond its outputs while it runs (a copy of its input,
     # a cuDNN workspace): any evaluation, in-process too, holds it at a forward's peak; 0 on a CPU
     workspace_bytes: int = 0
+    parameter_bytes: int = 0  # the reference's parameters and buffers
     available_bytes: int = 0  # memory free for the problem on the device (for both processes together)
     # other shapes to check: the problem's get_shape_variants(), or derived from its module-level ints
     shapes: list[dict[str, Any]] = field(default_factory=list)

@@ -27,7 +27,7 @@ NOISE = 0.02
 # Characters of a round's approach kept for the history table.
 APPROACH_CHARS = 80
 # Warnings meant for the person running the harness, about the measurement, not the candidate.
-_FOR_PEOPLE = ("a speedup above", "the reference ran")
+_FOR_PEOPLE = ("a speedup above", "the reference ran", "the reference's parameters (")
 
 
 class Past(NamedTuple):

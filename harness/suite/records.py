@@ -57,7 +57,7 @@ def sizes_of(ready: Optional[OracleReady]) -> dict[str, int]:
     if not (ready and ready.ready):
         return {}
     return {"inputs": ready.input_bytes, "outputs": ready.output_bytes, "workspace": ready.workspace_bytes,
-            "in_process_need": in_process_need(ready)}
+            "parameters": ready.parameter_bytes, "in_process_need": in_process_need(ready)}
 
 
 def record_of(job: Job, result: EvalResult, ready: Optional[OracleReady] = None) -> BenchRecord:

@@ -61,12 +61,17 @@ def changed_by_default_numerics(reference, inputs: list, exact: list, device: to
 TWIN_PADS_MIB = (7, 33)
 
 
-def twins(reference: torch.nn.Module, device: torch.device) -> list[torch.nn.Module]:
+def held_bytes(model: torch.nn.Module) -> int:
+    """What a model's parameters and buffers take."""
+    return sum(t.nbytes for t in itertools.chain(model.parameters(), model.buffers()))
+
+
+def twins(reference: torch.nn.Module, device: torch.device, budget: int) -> list[torch.nn.Module]:
     """Copies of the reference whose parameters and buffers sit at other addresses, to measure
     what placement alone does to its time; none where it holds no tensors, cannot be copied, or
-    its copies would take more than a quarter of the memory free."""
-    held = sum(t.nbytes for t in itertools.chain(reference.parameters(), reference.buffers()))
-    if not held or len(TWIN_PADS_MIB) * held > memory_available(device) // 4:
+    its copies would take more than `budget` bytes."""
+    held = held_bytes(reference)
+    if not held or len(TWIN_PADS_MIB) * held > budget:
         return []
     pads, found = [], []
     try:
@@ -184,7 +189,8 @@ def oracle_role(conn, header: dict) -> None:
                 exact, forward_peak = peak_above(device, lambda: reference(*sample))
             check_outputs(exact)
             # the footprint, for the harness to say before the first trial whether the problem fits
-            sizes = {"input_bytes": tensor_bytes(sample), "output_bytes": tensor_bytes(as_list(exact))}
+            sizes = {"input_bytes": tensor_bytes(sample), "output_bytes": tensor_bytes(as_list(exact)),
+                     "parameter_bytes": held_bytes(reference)}
             sizes["available_bytes"] = memory_available(device) + sizes["input_bytes"] + sizes["output_bytes"]
             numerics_differ, defaults_peak = changed_by_default_numerics(reference, sample, as_list(exact), device)
             sizes["workspace_bytes"] = max(0, forward_peak - sizes["output_bytes"], defaults_peak - sizes["output_bytes"])
@@ -271,7 +277,7 @@ def oracle_role(conn, header: dict) -> None:
             entries = {"reference": timing.Timed(make_inputs, reference)}
             if request.default_numerics:
                 entries["reference_defaults"] = timing.Timed(make_inputs, at_default_numerics(reference))
-            for n, twin in enumerate(twins(reference, device) if request.placement else [], 1):
+            for n, twin in enumerate(twins(reference, device, request.placement_budget), 1):
                 entries[f"placement_{n}"] = timing.Timed(make_inputs, twin)
             try:
                 if request.compile_baseline:
