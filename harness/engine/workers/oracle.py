@@ -191,7 +191,9 @@ def oracle_role(conn, header: dict) -> None:
             # the footprint, for the harness to say before the first trial whether the problem fits
             sizes = {"input_bytes": tensor_bytes(sample), "output_bytes": tensor_bytes(as_list(exact)),
                      "parameter_bytes": held_bytes(reference)}
-            sizes["available_bytes"] = memory_available(device) + sizes["input_bytes"] + sizes["output_bytes"]
+            # what is free, plus what this process already holds of the problem's own
+            sizes["available_bytes"] = (memory_available(device) + sizes["input_bytes"] + sizes["output_bytes"]
+                                        + sizes["parameter_bytes"])
             numerics_differ, defaults_peak = changed_by_default_numerics(reference, sample, as_list(exact), device)
             sizes["workspace_bytes"] = max(0, forward_peak - sizes["output_bytes"], defaults_peak - sizes["output_bytes"])
             arguments = input_facts(problem, sample)
