@@ -32,7 +32,8 @@ def attempt(name: str, *says: str) -> Attempt:
 CPU = [
     attempt("reuses_freed_memory", "differs from the reference"),
     attempt("mutates_input_for_reference", "changed its input"),
-    # which catches it (a trial or the timed re-check) depends on the allocator's addresses
+    # the timed calls get their inputs in the same tensors (SameTensors), so the re-check catches these
+    # whatever the allocator does; a trial may catch them first
     attempt("cache_by_data_ptr", "while being timed", "differs from the reference"),
     attempt("cache_by_id", "while being timed", "differs from the reference"),
     attempt("counts_calls", "while being timed"),
@@ -211,3 +212,20 @@ def test_every_attempt_is_tested_and_says_its_trick():
     for path in files.values():
         first = path.read_text().splitlines()[0]
         assert first.startswith("# ") and len(first) > 30, f"{path.name}: the first line must say its trick"
+
+
+def test_timed_calls_get_each_seeds_inputs_in_the_same_tensors():
+    """What keeps an address- or id-keyed output cache from passing: the same tensor objects, at the
+    same addresses, carry each seed's inputs in turn."""
+    import torch
+
+    from harness.engine.workers.common import SameTensors, import_file, inputs_from_seed
+
+    problem = import_file(str(SMALL), "problem_same_tensors")
+    draw = SameTensors(problem, torch.device("cpu"))
+    first = draw(1)
+    address = [t.data_ptr() for t in first]
+    second = draw(2)
+    assert second[0] is first[0] and [t.data_ptr() for t in second] == address
+    assert torch.equal(second[0], inputs_from_seed(problem, torch.device("cpu"), 2)[0])
+    assert not torch.equal(second[0], inputs_from_seed(problem, torch.device("cpu"), 1)[0])

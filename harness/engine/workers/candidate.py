@@ -18,9 +18,9 @@ from ...integrity.recheck import TimedOutputs
 from ...results import from_dict, to_dict
 from .. import channel, check, timing
 from ..protocol import CandidateReady, CandidateSpec, Command, Reply, Request, ShapeSet, Timed, TrialOutputs
-from .common import (Shapes, State, build_model, classify_import_error, copy_parameters, error_message,
-                     free_cache, import_candidate, import_file, in_mode, inputs_from_seed, memory_use,
-                     reference_from, settle, sync)
+from .common import (SameTensors, Shapes, State, build_model, classify_import_error, copy_parameters,
+                     error_message, free_cache, import_candidate, import_file, in_mode, inputs_from_seed,
+                     memory_use, reference_from, settle, sync)
 
 # Every callable the harness relies on here, the engine's own modules included, as
 # they were before candidate code ran. The labels keep the short names verdicts have
@@ -36,7 +36,7 @@ for _label, _namespace in (("torch", torch), ("torch.nn.functional", torch.nn.fu
 # the functions this module calls after candidate code has run, kept unswappable
 _send, _time_interleaved, _at_default_numerics = channel.send, timing.time_interleaved, guards.at_default_numerics
 _digest, _totals, _changed, _memory_use = digests.digest, digests.totals, digests.changed, memory_use
-_free_cache = free_cache
+_free_cache, _SameTensors = free_cache, SameTensors
 
 
 def candidate_role(conn, header: dict) -> None:
@@ -144,16 +144,16 @@ def candidate_role(conn, header: dict) -> None:
                 tensors, share_gpu=True)
             del outputs, tensors, tree  # nothing of a trial outlives its reply
         elif request.cmd is Command.TIME:
-            make_inputs = lambda seed: inputs_from_seed(problem, device, seed)  # noqa: E731
             observed = TimedOutputs(device)
             # the reference's outputs are sampled the same way and dropped: the sampling's host and
             # device work then follows every timed call alike, not the candidate's alone
             mirrored = TimedOutputs(device)
-            entries = {"candidate": timing.Timed(make_inputs, candidate, observed.observe),
-                       "reference": timing.Timed(make_inputs, reference, mirrored.observe)}
+            # each model its own inputs, kept in the same tensors call after call where small
+            entries = {"candidate": timing.Timed(_SameTensors(problem, device), candidate, observed.observe),
+                       "reference": timing.Timed(_SameTensors(problem, device), reference, mirrored.observe)}
             if request.default_numerics:  # eager as users run it, beside the candidate too
-                entries["reference_defaults"] = timing.Timed(make_inputs, _at_default_numerics(reference),
-                                                             mirrored.observe)
+                entries["reference_defaults"] = timing.Timed(_SameTensors(problem, device),
+                                                             _at_default_numerics(reference), mirrored.observe)
             try:
                 rule = timing.StopRule(**to_dict(request.rule))
                 results = _time_interleaved(entries, device, rule)

@@ -150,6 +150,42 @@ def inputs_from_seed(problem, device: torch.device, seed: int) -> list:
     return to_device(list(values), device) if isinstance(values, (list, tuple)) else values
 
 
+# Inputs up to this size are drawn into the same tensors call after call while timing.
+REUSED_INPUT_BYTES = 8 << 20
+
+
+class SameTensors:
+    """Each timed call's inputs, drawn from its seed and written into the tensors the call before
+    got (where they take at most REUSED_INPUT_BYTES, so keeping them costs next to nothing): a
+    candidate that caches its output by its input's address or Python id meets the same key with
+    other contents, and the re-check of the timed outputs catches the stale output, whatever the
+    allocator would have done. (Bigger inputs come back at the same address from a GPU's caching
+    allocator anyway, a block of one size being reused for the next.)"""
+
+    def __init__(self, problem, device: torch.device):
+        self.problem, self.device, self.kept = problem, device, None
+
+    def __call__(self, seed: int) -> list:
+        fresh = inputs_from_seed(self.problem, self.device, seed)
+        if self.kept is not None and len(self.kept) == len(fresh) and all(map(_same_layout, self.kept, fresh)):
+            with torch.no_grad():
+                for old, new in zip(self.kept, fresh):
+                    if isinstance(old, torch.Tensor):
+                        old.copy_(new)
+            return list(self.kept)
+        if self.kept is None and tensor_bytes(fresh) <= REUSED_INPUT_BYTES:
+            self.kept = fresh
+        return fresh
+
+
+def _same_layout(old, new) -> bool:
+    """`new` can be written into `old`: contiguous tensors of one shape, dtype and device, or equal values."""
+    if isinstance(old, torch.Tensor) and isinstance(new, torch.Tensor):
+        return (old.shape == new.shape and old.dtype == new.dtype and old.device == new.device
+                and old.is_contiguous() and new.is_contiguous())
+    return not isinstance(old, torch.Tensor) and not isinstance(new, torch.Tensor) and old == new
+
+
 def memory_use(device: torch.device) -> dict[str, int]:
     """This process's peak memory so far (protocol.Reply.memory)."""
     use = {}
