@@ -40,6 +40,18 @@ def gb(n) -> str:
     return f"{n / 1e9:.2f}" if n else "-"
 
 
+def smi(*what: str) -> list[str]:
+    """An nvidia-smi command about the GPU this process sees, as CSV without header or units."""
+    gpu = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]
+    return ["nvidia-smi", "-i", gpu, "--format=csv,noheader,nounits", *what]
+
+
+def used_bytes() -> int:
+    """The GPU's used memory now (raises OSError, ValueError or IndexError where nvidia-smi cannot tell)."""
+    out = subprocess.run(smi("--query-gpu=memory.used"), capture_output=True, text=True, timeout=30).stdout
+    return int(out.split()[0]) << 20
+
+
 @contextmanager
 def device_peak(device: str) -> Iterator[dict]:
     """The GPU's used memory at its highest while the block runs, less what was used before,
@@ -49,15 +61,12 @@ def device_peak(device: str) -> Iterator[dict]:
     started = time.monotonic()
     found: dict = {"bytes": None, "samples": [], "processes": [], "phases": [], "roles": {}}
     found["mark"] = lambda phase: found["phases"].append((time.monotonic() - started, phase))
-    gpu = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]
-    query = ["nvidia-smi", "-i", gpu, "--format=csv,noheader,nounits", "-lms", "20"]
     if device != "cuda":
         yield found
         return
     try:
-        before = int(subprocess.run(query[:-2] + ["--query-gpu=memory.used"], capture_output=True, text=True,
-                                    timeout=30).stdout.split()[0])
-        samplers = [subprocess.Popen(query + [what], stdout=subprocess.PIPE, text=True)
+        before = used_bytes()
+        samplers = [subprocess.Popen(smi("-lms", "20", what), stdout=subprocess.PIPE, text=True)
                     for what in ("--query-gpu=memory.used", "--query-compute-apps=pid,used_memory")]
     except (OSError, ValueError, IndexError, subprocess.SubprocessError):
         yield found
@@ -66,7 +75,7 @@ def device_peak(device: str) -> Iterator[dict]:
     def read_total() -> None:  # each line as it comes, so its time is known
         for line in samplers[0].stdout:
             if line.strip().isdigit():
-                found["samples"].append((time.monotonic() - started, (int(line) - before) << 20))
+                found["samples"].append((time.monotonic() - started, (int(line) << 20) - before))
 
     def read_processes() -> None:
         for line in samplers[1].stdout:
@@ -147,18 +156,15 @@ def context_bytes(device: str) -> int:
     harness one per process. 0 off a GPU or without nvidia-smi."""
     if device != "cuda":
         return 0
-    gpu = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]
-    query = ["nvidia-smi", "-i", gpu, "--query-gpu=memory.used", "--format=csv,noheader,nounits"]
     holder = None
     try:
-        before = int(subprocess.run(query, capture_output=True, text=True, timeout=30).stdout.split()[0])
+        before = used_bytes()
         holder = subprocess.Popen([sys.executable, "-c", "import sys, torch; torch.empty(1, device='cuda'); "
                                    "torch.cuda.synchronize(); print('ready', flush=True); sys.stdin.read()"],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         holder.stdout.readline()
         time.sleep(0.5)
-        during = int(subprocess.run(query, capture_output=True, text=True, timeout=30).stdout.split()[0])
-        return max(0, during - before) << 20
+        return max(0, used_bytes() - before)
     except (OSError, ValueError, IndexError, subprocess.SubprocessError):
         return 0
     finally:

@@ -35,9 +35,10 @@ _PAIRED = {"reference", "reference_defaults"}
 # past this share of the queued time (plus a floor for clock ramp-up on short calls),
 # it ran where the queued events could not see it.
 HIDDEN_SHARE = 0.2
+HIDDEN_FLOOR_MS = 0.05
+
 # Every interval's widening beyond the bootstrap and the twins' spread, each side (relative).
 RESOLUTION = 0.001
-HIDDEN_FLOOR_MS = 0.05
 
 
 def hidden_work_ms(timings: dict[str, Timing]) -> float:
