@@ -205,6 +205,10 @@ def main() -> None:
     parser.add_argument("--timeline", type=Path, default=None,
                         help="a directory for each problem's memory curve (PNG, CSV), on a GPU")
     args = parser.parse_args()
+    if args.timeline and args.device != "cuda":
+        sys.exit("--timeline draws the GPU's memory as nvidia-smi samples it: it needs --device cuda.")
+    if args.timeline and args.timeline.exists() and not args.timeline.is_dir():
+        sys.exit(f"--timeline {args.timeline} is a file, not a directory for the curves.")
     table = Table(title="peak memory, GB")
     for column in ("problem", "verdict", "inputs", "outputs", "workspace", "parameters", "in-process need", "process", "host peak",
                    "gpu peak (allocated)", "device used"):
