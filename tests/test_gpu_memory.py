@@ -42,3 +42,64 @@ def test_gpu_forward_workspace_is_counted_and_the_graph_check_survives_dropping_
     assert in_process_need(ready) >= 4 * inputs
     assert result.not_capturable is None
     assert any("replayed on its captured inputs only" in w for w in result.warnings), result.warnings
+
+
+# a 512 MiB weight and a small input: what the device holds is the weights, twice at the most
+LINEAR = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Linear(16384, 8192)
+
+        def forward(self, x):
+            return torch.relu(self.linear(x))
+
+    def get_inputs():
+        return [torch.rand(8, 16384)]
+
+    def get_init_inputs():
+        return []
+''')
+
+
+def test_gpu_parking_moves_a_models_data_to_the_host_and_back_keeping_its_tensors():
+    import torch
+
+    from harness.engine.protocol import PARK_BYTES
+    from harness.engine.workers.common import Parking, held_bytes
+
+    device = torch.device("cuda")
+    model = torch.nn.Sequential(torch.nn.Linear(16384, 8192), torch.nn.BatchNorm1d(8192)).to(device)
+    weight, running_mean = model[0].weight, model[1].running_mean
+    before = weight.detach().clone()
+    assert held_bytes(model) >= PARK_BYTES
+    parking, allocated = Parking(model, device), torch.cuda.memory_allocated(device)
+    parking.park()
+    assert weight.device.type == running_mean.device.type == "cpu"
+    assert allocated - torch.cuda.memory_allocated(device) >= held_bytes(model)
+    parking.unpark()
+    assert model[0].weight is weight and model[1].running_mean is running_mean  # the same objects
+    assert weight.device == device and torch.equal(weight, before)
+    small = torch.nn.Linear(4, 4).to(device)
+    Parking(small, device).park()  # below PARK_BYTES: stays where it is
+    assert small.weight.device == device
+
+
+def test_gpu_big_parameters_sit_on_the_device_at_most_twice(tmp_path, cache_dir):
+    problem = tmp_path / "linear_big.py"
+    problem.write_text(LINEAR)
+    options = EvalOptions(device="cuda", cache_dir=cache_dir, time_cap=1.0, trials=2)
+    with Evaluator(problem, options, keep_spare=False) as evaluator:
+        result = evaluator.evaluate(write_copy(problem, tmp_path))
+        ready = evaluator.oracle_info
+    assert result.verdict.value == "correct", result.explanation
+    params = ready.parameter_bytes
+    assert params >= 512 << 20
+    peaks = result.details["peak_memory"]
+    # the worker holds ModelNew's weights, and the reference's while it times both (plus the flush buffer);
+    # the reference process its own, which it parks while the worker times
+    assert peaks["candidate_worker"]["gpu"] <= 2 * params + (300 << 20), peaks
+    assert peaks["reference"]["gpu"] <= 1.3 * params, peaks

@@ -149,3 +149,24 @@ def test_models_are_built_on_their_device_or_else_on_the_cpu():
     again = build_model(NeedsHostTensors, [5], 7, torch.device("cpu"))
     assert built.weight.device.type == "cpu" and built.table == list(range(5))
     assert torch.equal(built.weight, again.weight)  # the same seed, whichever way it was built
+
+
+def test_parameters_are_randomized_in_chunks_alike_in_every_build(monkeypatch):
+    from harness.engine.workers import common
+
+    monkeypatch.setattr(common, "NOISE_CHUNK", 7)  # a 5x6 weight in five parts, the last one short
+
+    def build():
+        torch.manual_seed(0)
+        model = torch.nn.Linear(6, 5)
+        model.weight = torch.nn.Parameter(torch.ones(6, 5).t())  # not contiguous: drawn in one part
+        common.randomize_parameters(model, seed=3)
+        return model
+
+    first, second = build(), build()
+    assert torch.equal(first.weight, second.weight) and torch.equal(first.bias, second.bias)
+    assert (first.weight != 1).all()  # every part moved, the short last one too
+    flat = torch.nn.Linear(6, 5)
+    init = flat.weight.detach().clone()
+    common.randomize_parameters(flat, seed=3)
+    assert (flat.weight != init).all()

@@ -31,7 +31,7 @@ from .environment import collect_environment
 from .profile import TIME_LIMIT_S, Profiler, ProfileRequest
 from .process import (MAX_LOG_BYTES, MAX_PROCESSES, REGISTRY, Child, ChildBrokeProtocol, ChildDied, ChildTimeout, Limits,
                       default_host_memory, prune_logs)
-from .protocol import (BuildDone, BuildSpec, CandidateReady, CandidateSpec, Checked, Command, Guarded, OracleHolding,
+from .protocol import (PARK_BYTES, BuildDone, BuildSpec, CandidateReady, CandidateSpec, Checked, Command, Guarded, OracleHolding,
                        OracleReady, OracleSpec, ReferenceTimed, Reply, Request, Rule, ShapeSet, Timed, TrialMade,
                        TrialOutputs)
 
@@ -90,10 +90,12 @@ def footprint(ready: OracleReady) -> int:
     """Bytes one evaluation of the problem holds on its device at the most, over all processes:
     in the reference process one input draw, the reference's outputs and the candidate's outputs
     it compares; in the candidate worker one input draw and the candidate's outputs (timing
-    draws one set at a time); a forward's workspace; three models' parameters (the reference
-    in each process, the candidate); and the timing's cache-flush buffer."""
+    draws one set at a time); a forward's workspace; two copies of the parameters (the reference's
+    in one process or the other, the candidate's), and a third below PARK_BYTES, which is not
+    parked; and the timing's cache-flush buffer."""
+    params = ready.parameter_bytes
     return (2 * (ready.input_bytes + ready.output_bytes) + ready.output_bytes + ready.workspace_bytes
-            + 3 * ready.parameter_bytes + FLUSH_BYTES)
+            + 2 * params + (params if params < PARK_BYTES else 0) + FLUSH_BYTES)
 
 
 def in_process_need(ready: OracleReady) -> int:
@@ -882,8 +884,11 @@ class Evaluator:
         o = self.options
         rule = Rule(o.rel_se_target(), o.time_cap / shares, o.min_samples)
         numerics = self.oracle_info.numerics_differ
-        worker.send(to_dict(Request(Command.TIME, rule=rule, default_numerics=numerics)))
         deadline = time.monotonic() + o.run_timeout
+        if self.oracle_info.parameter_bytes >= PARK_BYTES:  # the reference's weights leave the device to the worker
+            self.oracle.send(to_dict(Request(Command.PARK)))
+            self._oracle_says(deadline, Reply, "moving the reference's parameters to the host")
+        worker.send(to_dict(Request(Command.TIME, rule=rule, default_numerics=numerics)))
         reply, message = self._talk(worker, deadline, "being timed", Timed, raw=True)
         self._refuse_tampering(reply)
         timings = reply.timings

@@ -31,8 +31,16 @@ class Command(str, enum.Enum):
     RELEASE = "release"  # let go of the graph and the outputs the oracle mapped, give the memory back
     # to both: set the problem's module-level values to a shape and rebuild the models; {} is the main shape
     SHAPE = "shape"
+    # to the oracle, before the worker's TIME: its reference's parameters to the host until it next runs it
+    PARK = "park"
     # to any worker
     EXIT = "exit"
+
+
+# A model whose parameters and buffers take at least this much waits on the host while its process
+# does not run it (workers.common.Parking): the device then holds two copies of big parameters, as an
+# in-process evaluation does. A smaller third copy is small beside the timing's cache-flush buffer.
+PARK_BYTES = 256 << 20
 
 
 # --- specs: the first message a worker gets ------------------------------------

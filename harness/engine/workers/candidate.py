@@ -18,7 +18,7 @@ from ...integrity.recheck import TimedOutputs
 from ...results import from_dict, to_dict
 from .. import channel, check, timing
 from ..protocol import CandidateReady, CandidateSpec, Command, Reply, Request, ShapeSet, Timed, TrialOutputs
-from .common import (SameTensors, Shapes, State, build_model, classify_import_error, copy_parameters,
+from .common import (Parking, SameTensors, Shapes, State, build_model, classify_import_error, copy_parameters,
                      error_message, free_cache, import_candidate, import_file, in_mode, inputs_from_seed,
                      memory_use, reference_from, settle, sync)
 
@@ -36,7 +36,7 @@ for _label, _namespace in (("torch", torch), ("torch.nn.functional", torch.nn.fu
 # the functions this module calls after candidate code has run, kept unswappable
 _send, _time_interleaved, _at_default_numerics = channel.send, timing.time_interleaved, guards.at_default_numerics
 _digest, _totals, _changed, _memory_use = digests.digest, digests.totals, digests.changed, memory_use
-_free_cache, _SameTensors = free_cache, SameTensors
+_free_cache, _SameTensors, _park, _unpark = free_cache, SameTensors, Parking.park, Parking.unpark
 
 
 def candidate_role(conn, header: dict) -> None:
@@ -64,8 +64,8 @@ def candidate_role(conn, header: dict) -> None:
                                          message="the file defines no ModelNew subclass of torch.nn.Module")))
         return
     try:
-        reference, candidate, warnings = build_pair(problem, model_new, spec, device)
-        state = State(reference, candidate)
+        reference, parking, candidate, warnings = build_pair(problem, model_new, spec, device)
+        state = State(candidate)  # the reference runs here only to be timed, where no state is restored
     except BaseException as exc:  # noqa: BLE001
         channel.send(conn, error_message("runtime_error", exc, phase="constructing ModelNew"))
         return
@@ -81,10 +81,13 @@ def candidate_role(conn, header: dict) -> None:
         if request.cmd is Command.RELEASE:  # the oracle has compared what it mapped: the device is the oracle's
             _send(conn, to_dict(Reply(memory=_memory_use(device))))
         elif request.cmd is Command.SHAPE:
+            # the old shape's models go first: the device never holds them beside the new ones
+            reference = parking = candidate = state = None
+            _free_cache(device)
             try:
                 shapes.set(request.shape or {})
-                reference, candidate, _ = build_pair(problem, model_new, spec, device)
-                state = State(reference, candidate)
+                reference, parking, candidate, _ = build_pair(problem, model_new, spec, device)
+                state = State(candidate)
             except BaseException as exc:  # noqa: BLE001
                 # at another shape a failure is that shape's verdict: the process goes on to the next
                 channel.send(conn, error_message("runtime_error", exc, phase="constructing ModelNew at the shape"))
@@ -156,7 +159,9 @@ def candidate_role(conn, header: dict) -> None:
                                                              _at_default_numerics(reference), mirrored.observe)
             try:
                 rule = timing.StopRule(**to_dict(request.rule))
+                _unpark(parking)
                 results = _time_interleaved(entries, device, rule)
+                _park(parking)
             except BaseException as exc:  # noqa: BLE001
                 channel.send(conn, error_message("runtime_error", exc, phase="timing"))
                 return
@@ -172,12 +177,15 @@ def candidate_role(conn, header: dict) -> None:
 
 
 def build_pair(problem, model_new, spec: CandidateSpec, device: torch.device):
-    """The reference and ModelNew built afresh from get_init_inputs(), with the same parameters."""
+    """The reference (parked: see Parking) and ModelNew, built afresh from get_init_inputs(), with the
+    same parameters; and the warnings of copying them."""
     init_args = list(problem.get_init_inputs())
-    reference = reference_from(problem, init_args, spec, device)
+    reference = in_mode(reference_from(problem, init_args, spec, device).to(device), spec.model_mode)
+    parking = Parking(reference, device)
+    parking.park()  # before ModelNew is built: the two models' weights never sit here beside the oracle's
     candidate = build_model(model_new, init_args, spec.init_seed, device)
     warnings = copy_parameters(reference, candidate)
-    return in_mode(reference.to(device), spec.model_mode), in_mode(candidate.to(device), spec.model_mode), warnings
+    return reference, parking, in_mode(candidate.to(device), spec.model_mode), warnings
 
 
 class NotCapturable(Exception):

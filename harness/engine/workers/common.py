@@ -6,6 +6,7 @@ same kind of device, so processes agree on a trial by exchanging a seed.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import os
 import random
 import sys
@@ -19,7 +20,7 @@ from ...integrity.guards import full_precision
 from ...problem import derived_shapes, shape_names
 from ...results import to_dict
 from ..build import file_lock
-from ..protocol import BuildSpec, Reply
+from ..protocol import PARK_BYTES, BuildSpec, Reply
 
 
 def import_file(path: str, name: str):
@@ -80,6 +81,10 @@ def error_message(kind: str, exc: BaseException, phase: str = "") -> dict:
                          phase=phase))
 
 
+# Parameter elements drawn and summed at a time: beside a 4 GB weight, its noise takes 64 MB, not 4 GB.
+NOISE_CHUNK = 1 << 24
+
+
 def randomize_parameters(model: torch.nn.Module, seed: int) -> None:
     """Move every float parameter off its init, the same way in every process.
 
@@ -89,9 +94,11 @@ def randomize_parameters(model: torch.nn.Module, seed: int) -> None:
         for p in model.parameters():
             if p.dtype.is_floating_point and p.numel():
                 gen = generators.setdefault(p.device, torch.Generator(device=p.device).manual_seed(seed))
-                scale = float(p.detach().abs().mean()) or 1.0
-                noise = torch.randn(p.shape, generator=gen, dtype=torch.float32, device=p.device) * 0.5 * scale
-                p.add_(noise.to(dtype=p.dtype))
+                parts = p.view(-1).split(NOISE_CHUNK) if p.is_contiguous() else (p,)
+                scale = sum(float(part.abs().sum(dtype=torch.float64)) for part in parts) / p.numel() or 1.0
+                for part in parts:
+                    noise = torch.randn(part.shape, generator=gen, dtype=torch.float32, device=p.device)
+                    part.add_(noise.mul_(0.5 * scale).to(dtype=p.dtype))
 
 
 def copy_parameters(reference: torch.nn.Module, candidate: torch.nn.Module) -> list[str]:
@@ -242,6 +249,41 @@ def in_mode(model: torch.nn.Module, mode: str) -> torch.nn.Module:
     """"train" leaves the model in the mode it was constructed in (training, unless the
     problem says otherwise), as KernelBench runs it; "eval" puts it in eval()."""
     return model.eval() if mode == "eval" else model
+
+
+def held_bytes(model: torch.nn.Module) -> int:
+    """What a model's parameters and buffers take."""
+    return tensor_bytes(list(itertools.chain(model.parameters(), model.buffers())))
+
+
+class Parking:
+    """A big model's parameters and buffers (PARK_BYTES or more) on the host while its process does
+    not run it, back on their device before it does: the reference process holds no weights while
+    the candidate's process times both models, which holds the reference's only then, so the device
+    never holds more copies of them than an in-process evaluation. Each tensor stays the same object
+    (only its data moves), so State and the model's own references to its tensors stay valid."""
+
+    def __init__(self, model: torch.nn.Module, device: torch.device):
+        self.device = device
+        self.tensors = list(itertools.chain(model.parameters(), model.buffers()))
+        self.homes = [t.device for t in self.tensors]
+        self.applies = device.type == "cuda" and tensor_bytes(self.tensors) >= PARK_BYTES
+        self.parked = False
+
+    def park(self) -> None:
+        if self.applies and not self.parked:
+            with torch.no_grad():
+                for tensor in self.tensors:
+                    tensor.data = tensor.data.to("cpu")
+            self.parked = True
+            free_cache(self.device)
+
+    def unpark(self) -> None:
+        if self.parked:
+            with torch.no_grad():
+                for tensor, home in zip(self.tensors, self.homes):
+                    tensor.data = tensor.data.to(home)
+            self.parked = False
 
 
 class State:

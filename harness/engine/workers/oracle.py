@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
-import itertools
 import os
 import platform
 from pathlib import Path
@@ -25,11 +24,12 @@ from ...problem import tolerance
 from ...results import CheckResult, as_list, from_dict, to_dict
 from .. import channel, check, timing
 from ..device_lock import DeviceLock
-from ..protocol import Checked, Command, OracleHolding, OracleReady, OracleSpec, ReferenceTimed, Request, ShapeSet, TrialMade
+from ..protocol import (Checked, Command, OracleHolding, OracleReady, OracleSpec, ReferenceTimed, Reply, Request,
+                        ShapeSet, TrialMade)
 from ...integrity.digest import checksum
-from .common import (Shapes, State, benchmark_shapes, check_inputs, error_message, free_cache, import_file,
-                     in_mode, inputs_from_seed, memory_available, memory_use, peak_above, reference_from, settle,
-                     shape_variants, sync, tensor_bytes)
+from .common import (Parking, Shapes, State, benchmark_shapes, check_inputs, error_message, free_cache, held_bytes,
+                     import_file, in_mode, inputs_from_seed, memory_available, memory_use, peak_above, reference_from,
+                     settle, shape_variants, sync, tensor_bytes)
 
 
 def problem_roofline(problem, device: torch.device, device_name: str, cache_dir: str | None) -> dict:
@@ -59,11 +59,6 @@ def changed_by_default_numerics(reference, inputs: list, exact: list, device: to
 # Memory held before each twin of the reference is made, so the twin's parameters land at other
 # addresses than the reference's: odd sizes, not multiples of the allocator's 2 MiB pages.
 TWIN_PADS_MIB = (7, 33)
-
-
-def held_bytes(model: torch.nn.Module) -> int:
-    """What a model's parameters and buffers take."""
-    return sum(t.nbytes for t in itertools.chain(model.parameters(), model.buffers()))
 
 
 def twins(reference: torch.nn.Module, device: torch.device, budget: int) -> list[torch.nn.Module]:
@@ -175,7 +170,7 @@ def oracle_role(conn, header: dict) -> None:
         try:
             problem = import_file(spec.problem, "problem")
             reference = build_reference(problem, spec, device)
-            state = State(reference)
+            state, parking = State(reference), Parking(reference, device)
             shapes, variants, benchmarks = Shapes(problem), shape_variants(problem), benchmark_shapes(problem)
             compiled = None
             probe = new_seed()
@@ -244,6 +239,7 @@ def oracle_role(conn, header: dict) -> None:
             seed = new_seed()
             try:
                 outputs = None
+                parking.unpark()
                 state.restore()  # trial k sees the state the candidate's model sees: as constructed
                 inputs = inputs_from_seed(problem, device, seed)
                 check_inputs(inputs, "get_inputs()")
@@ -276,6 +272,7 @@ def oracle_role(conn, header: dict) -> None:
             # The reference alone, in a process no candidate touched: the yardstick
             # for the reference timed beside the candidate.
             make_inputs = lambda seed: inputs_from_seed(problem, device, seed)  # noqa: E731
+            parking.unpark()
             entries = {"reference": timing.Timed(make_inputs, reference)}
             if request.default_numerics:
                 entries["reference_defaults"] = timing.Timed(make_inputs, at_default_numerics(reference))
@@ -299,22 +296,34 @@ def oracle_role(conn, header: dict) -> None:
             # The reference at another shape, rebuilt afresh; one that cannot be built there is the
             # problem's limit, not a candidate's failure: the main shape comes back.
             request = from_dict(Request, message.header)
+            # the old shape's model goes first: the device never holds it beside the new one
+            reference = state = parking = outputs = compiled = None
+            free_cache(device)
             try:
                 shapes.set(request.shape or {})
                 reference = build_reference(problem, spec, device)
-                state = State(reference)
                 with torch.no_grad():  # a shape the reference cannot run is no shape to check a candidate at
                     check_outputs(reference(*inputs_from_seed(problem, device, new_seed())))
                 reply = ShapeSet(applied=True)
             except Exception as exc:  # noqa: BLE001
+                reference = None
+                free_cache(device)
                 shapes.set({})
                 reference = build_reference(problem, spec, device)
-                state = State(reference)
                 reply = ShapeSet(reason=f"the reference cannot be built there: {type(exc).__name__}: {exc}"[:500])
-            outputs, compiled = None, None
+            state, parking = State(reference), Parking(reference, device)
             free_cache(device)  # blocks cached at the old shape do not fit the new one's tensors
             channel.send(conn, to_dict(reply))
+        elif cmd is Command.PARK:
+            try:
+                parking.park()  # the candidate's process times both models next
+            except BaseException as exc:  # noqa: BLE001
+                channel.send(conn, error_message(_failure(exc), exc))
+                return
+            channel.send(conn, to_dict(Reply(memory=memory_use(device))))
         elif cmd is Command.VERIFY_TIMED:
+            parking.unpark()
+
             def reference_outputs(seed: int) -> list:
                 state.restore()
                 with torch.no_grad():
