@@ -82,7 +82,7 @@ def test_gpu_parking_moves_a_models_data_to_the_host_and_back_keeping_its_tensor
     assert allocated - torch.cuda.memory_allocated(device) >= held_bytes(model)
     parking.unpark()
     assert model[0].weight is weight and model[1].running_mean is running_mean  # the same objects
-    assert weight.device == device and torch.equal(weight, before)
+    assert weight.device.type == "cuda" and torch.equal(weight, before)
     small = torch.nn.Linear(4, 4).to(device)
     Parking(small, device).park()  # below PARK_BYTES: stays where it is
     assert small.weight.device == device
@@ -99,7 +99,8 @@ def test_gpu_big_parameters_sit_on_the_device_at_most_twice(tmp_path, cache_dir)
     params = ready.parameter_bytes
     assert params >= 512 << 20
     peaks = result.details["peak_memory"]
-    # the worker holds ModelNew's weights, and the reference's while it times both (plus the flush buffer);
-    # the reference process its own, which it parks while the worker times
-    assert peaks["candidate_worker"]["gpu"] <= 2 * params + (300 << 20), peaks
-    assert peaks["reference"]["gpu"] <= 1.3 * params, peaks
+    # the worker holds ModelNew's weights, and the reference's while it times both; the reference
+    # process its own, which it parks while the worker times; each besides the timing's flush buffer
+    # and cuBLAS's workspace. Drawn whole, the reference's noise alone would take 3x its weights.
+    assert peaks["candidate_worker"]["gpu"] <= 2 * params + (320 << 20), peaks
+    assert peaks["reference"]["gpu"] <= params + (320 << 20), peaks

@@ -167,7 +167,8 @@ def candidate_role(conn, header: dict) -> None:
                 return
             samples, tensors = observed.message()  # on the host
             memory = _memory_use(device)
-            del observed, mirrored
+            # the entries hold both models: at a new shape the old ones must be free to go
+            del observed, mirrored, entries
             _free_cache(device)  # before the reply: the reference re-checks the samples next, on inputs of its own
             _send(conn, to_dict(Timed(timings=results, timed=samples, memory=memory, **findings(GUARD, watch, l2))),
                   tensors)
