@@ -261,22 +261,29 @@ class Parking:
     not run it, back on their device before it does: the reference process holds no weights while
     the candidate's process times both models, which holds the reference's only then, so the device
     never holds more copies of them than an in-process evaluation. Each tensor stays the same object
-    (only its data moves), so State and the model's own references to its tensors stay valid."""
+    (only its data moves), so State and the model's own references to its tensors stay valid. The
+    host copies are page-locked, once: a 4 GB model then moves in a fraction of a second each way,
+    several times faster than through pageable memory."""
 
     def __init__(self, model: torch.nn.Module, device: torch.device):
         self.device = device
         self.tensors = list(itertools.chain(model.parameters(), model.buffers()))
         self.homes = [t.device for t in self.tensors]
         self.applies = device.type == "cuda" and tensor_bytes(self.tensors) >= PARK_BYTES
+        self.host: list[torch.Tensor] = []
         self.parked = False
 
     def park(self) -> None:
-        if self.applies and not self.parked:
-            with torch.no_grad():
-                for tensor in self.tensors:
-                    tensor.data = tensor.data.to("cpu")
-            self.parked = True
-            free_cache(self.device)
+        if not self.applies or self.parked:
+            return
+        with torch.no_grad():
+            if not self.host:
+                self.host = [torch.empty_like(t, device="cpu", pin_memory=True) for t in self.tensors]
+            for tensor, host in zip(self.tensors, self.host):
+                host.copy_(tensor.data)
+                tensor.data = host
+        self.parked = True
+        free_cache(self.device)
 
     def unpark(self) -> None:
         if self.parked:
