@@ -210,8 +210,8 @@ def main() -> None:
     if args.timeline and args.timeline.exists() and not args.timeline.is_dir():
         sys.exit(f"--timeline {args.timeline} is a file, not a directory for the curves.")
     table = Table(title="peak memory, GB")
-    for column in ("problem", "verdict", "inputs", "outputs", "workspace", "parameters", "in-process need", "process", "host peak",
-                   "gpu peak (allocated)", "device used"):
+    for column in ("problem", "verdict", "inputs", "outputs", "workspace", "parameters", "in-process need", "process",
+                   "host peak", "gpu peak (allocated)", "device used"):
         table.add_column(column, justify="left" if column in ("problem", "verdict", "process") else "right")
     if args.results:
         wanted = {Path(p).stem for p in args.problems}

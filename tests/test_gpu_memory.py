@@ -28,14 +28,21 @@ SWISH = textwrap.dedent('''
 ''')
 
 
-def test_gpu_forward_workspace_is_counted_and_the_graph_check_survives_dropping_its_inputs(tmp_path, cache_dir):
-    problem = tmp_path / "swish_big.py"
-    problem.write_text(SWISH)
+def evaluate_copy(source: str, name: str, tmp_path, cache_dir):
+    """A copy of the problem in `source` evaluated on the GPU: its result, and what the reference process
+    measured at load."""
+    problem = tmp_path / name
+    problem.write_text(source)
     options = EvalOptions(device="cuda", cache_dir=cache_dir, time_cap=1.0, trials=2)
     with Evaluator(problem, options, keep_spare=False) as evaluator:
         result = evaluator.evaluate(write_copy(problem, tmp_path))
         ready = evaluator.oracle_info
     assert result.verdict.value == "correct", result.explanation
+    return result, ready
+
+
+def test_gpu_forward_workspace_is_counted_and_the_graph_check_survives_dropping_its_inputs(tmp_path, cache_dir):
+    result, ready = evaluate_copy(SWISH, "swish_big.py", tmp_path, cache_dir)
     inputs = 5 << 28
     assert ready.input_bytes == ready.output_bytes == inputs
     assert 0.9 * inputs <= ready.workspace_bytes <= 1.1 * inputs  # sigmoid(x) beside x and the output
@@ -89,13 +96,7 @@ def test_gpu_parking_moves_a_models_data_to_the_host_and_back_keeping_its_tensor
 
 
 def test_gpu_big_parameters_sit_on_the_device_at_most_twice(tmp_path, cache_dir):
-    problem = tmp_path / "linear_big.py"
-    problem.write_text(LINEAR)
-    options = EvalOptions(device="cuda", cache_dir=cache_dir, time_cap=1.0, trials=2)
-    with Evaluator(problem, options, keep_spare=False) as evaluator:
-        result = evaluator.evaluate(write_copy(problem, tmp_path))
-        ready = evaluator.oracle_info
-    assert result.verdict.value == "correct", result.explanation
+    result, ready = evaluate_copy(LINEAR, "linear_big.py", tmp_path, cache_dir)
     params = ready.parameter_bytes
     assert params >= 512 << 20
     peaks = result.details["peak_memory"]

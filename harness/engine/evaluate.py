@@ -31,9 +31,9 @@ from .environment import collect_environment
 from .profile import TIME_LIMIT_S, Profiler, ProfileRequest
 from .process import (MAX_LOG_BYTES, MAX_PROCESSES, REGISTRY, Child, ChildBrokeProtocol, ChildDied, ChildTimeout, Limits,
                       default_host_memory, prune_logs)
-from .protocol import (PARK_BYTES, BuildDone, BuildSpec, CandidateReady, CandidateSpec, Checked, Command, Guarded, OracleHolding,
-                       OracleReady, OracleSpec, ReferenceTimed, Reply, Request, Rule, ShapeSet, Timed, TrialMade,
-                       TrialOutputs)
+from .protocol import (PARK_BYTES, BuildDone, BuildSpec, CandidateReady, CandidateSpec, Checked, Command, Guarded,
+                       OracleHolding, OracleReady, OracleSpec, ReferenceTimed, Reply, Request, Rule, ShapeSet, Timed,
+                       TrialMade, TrialOutputs)
 
 Phase = Callable[[str], None]
 R = TypeVar("R", bound=Reply)
@@ -809,9 +809,9 @@ class Evaluator:
                     stop.explanation = f"{stop.explanation} (at benchmark shape {label})"
                     raise
                 result.warnings[said:] = [f"at benchmark shape {label}: {w}" for w in result.warnings[said:]]
-                cand = timings["candidate"]
+                cand, spread = timings["candidate"], self.placement.get(label) or 0.0
                 result.benchmark_shapes.append(ShapeTiming(values, cand.median, cand.n,
-                                                           speedups.baselines(timings, self.placement.get(label) or 0.0)))
+                                                           speedups.baselines(timings, spread)))
                 if not shown or not values:
                     shown = timings
         finally:

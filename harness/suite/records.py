@@ -39,7 +39,8 @@ class BenchRecord:
     # peak bytes by process ("reference", "candidate_worker"): "host", and on a GPU "gpu" (allocated)
     # and "device_used" (the whole device, as that process last saw it)
     memory: dict[str, dict[str, int]] = field(default_factory=dict)
-    sizes: dict[str, int] = field(default_factory=dict)  # bytes: "inputs", "outputs", "workspace", "in_process_need"
+    # bytes: "inputs", "outputs", "workspace", "parameters", "in_process_need"
+    sizes: dict[str, int] = field(default_factory=dict)
     placement_spread: Optional[float] = None  # EvalResult.placement_spread: the intervals span it
 
     @property

@@ -92,7 +92,7 @@ def candidate_role(conn, header: dict) -> None:
                 # at another shape a failure is that shape's verdict: the process goes on to the next
                 channel.send(conn, error_message("runtime_error", exc, phase="constructing ModelNew at the shape"))
                 continue
-            _free_cache(device)  # blocks cached at the old shape do not fit the new one's tensors
+            _free_cache(device)  # what building left cached goes back, for the oracle's next trial
             _send(conn, to_dict(ShapeSet(applied=True)))
         elif request.cmd is Command.GRAPH:
             inputs = inputs_from_seed(problem, device, request.seed)

@@ -251,9 +251,14 @@ def in_mode(model: torch.nn.Module, mode: str) -> torch.nn.Module:
     return model.eval() if mode == "eval" else model
 
 
+def held_tensors(model: torch.nn.Module) -> list[torch.Tensor]:
+    """A model's parameters and buffers."""
+    return list(itertools.chain(model.parameters(), model.buffers()))
+
+
 def held_bytes(model: torch.nn.Module) -> int:
     """What a model's parameters and buffers take."""
-    return tensor_bytes(list(itertools.chain(model.parameters(), model.buffers())))
+    return tensor_bytes(held_tensors(model))
 
 
 class Parking:
@@ -267,7 +272,7 @@ class Parking:
 
     def __init__(self, model: torch.nn.Module, device: torch.device):
         self.device = device
-        self.tensors = list(itertools.chain(model.parameters(), model.buffers()))
+        self.tensors = held_tensors(model)
         self.homes = [t.device for t in self.tensors]
         self.applies = device.type == "cuda" and tensor_bytes(self.tensors) >= PARK_BYTES
         self.host: list[torch.Tensor] = []

@@ -190,7 +190,7 @@ def oracle_role(conn, header: dict) -> None:
             sizes["available_bytes"] = (memory_available(device) + sizes["input_bytes"] + sizes["output_bytes"]
                                         + sizes["parameter_bytes"])
             numerics_differ, defaults_peak = changed_by_default_numerics(reference, sample, as_list(exact), device)
-            sizes["workspace_bytes"] = max(0, forward_peak - sizes["output_bytes"], defaults_peak - sizes["output_bytes"])
+            sizes["workspace_bytes"] = max(0, max(forward_peak, defaults_peak) - sizes["output_bytes"])
             arguments = input_facts(problem, sample)
             del exact
             random_draws = lint.draws_random(reference, sample, state.restore)
@@ -312,7 +312,7 @@ def oracle_role(conn, header: dict) -> None:
                 reference = build_reference(problem, spec, device)
                 reply = ShapeSet(reason=f"the reference cannot be built there: {type(exc).__name__}: {exc}"[:500])
             state, parking = State(reference), Parking(reference, device)
-            free_cache(device)  # blocks cached at the old shape do not fit the new one's tensors
+            free_cache(device)  # what the trial run left cached goes back, for the worker's build
             channel.send(conn, to_dict(reply))
         elif cmd is Command.PARK:
             try:
