@@ -151,22 +151,30 @@ def draw_timeline(path: Path, name: str, found: dict, need: int) -> None:
     plt.close(fig)
 
 
-def context_bytes(device: str) -> int:
-    """What one CUDA context holds on the device: an in-process evaluation holds one too, the
-    harness one per process. 0 off a GPU or without nvidia-smi."""
+def context_bytes(device: str) -> tuple[int, int]:
+    """What one CUDA context holds on the device, bare and after a first matmul has loaded cuBLAS
+    (its code and workspace): an in-process evaluation holds one context, the harness one per process.
+    (0, 0) off a GPU or without nvidia-smi."""
     if device != "cuda":
-        return 0
+        return 0, 0
     holder = None
     try:
         before = used_bytes()
         holder = subprocess.Popen([sys.executable, "-c", "import sys, torch; torch.empty(1, device='cuda'); "
-                                   "torch.cuda.synchronize(); print('ready', flush=True); sys.stdin.read()"],
+                                   "torch.cuda.synchronize(); print('ready', flush=True); sys.stdin.readline(); "
+                                   "a = torch.ones(256, 256, device='cuda'); a @ a; torch.cuda.synchronize(); "
+                                   "print('ready', flush=True); sys.stdin.read()"],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        holder.stdout.readline()
-        time.sleep(0.5)
-        return max(0, used_bytes() - before)
+        used = []
+        for _ in range(2):
+            holder.stdout.readline()
+            time.sleep(0.5)
+            used.append(max(0, used_bytes() - before))
+            holder.stdin.write("\n")
+            holder.stdin.flush()
+        return used[0], used[1]
     except (OSError, ValueError, IndexError, subprocess.SubprocessError):
-        return 0
+        return 0, 0
     finally:
         if holder:
             holder.kill()
@@ -184,9 +192,10 @@ def add_rows(table: Table, name: str, verdict: str, sizes: dict, peaks: dict, fa
     if not peaks:
         table.add_row(*first, "-", "", "", "")
     if total_gpu and need:
+        with_context = (f", {together / (need + context):.2f}x with a context, "
+                        f"{gb(together - need - context)} GB over that") if together and context else ""
         table.add_row(*first, "all (sum)", "", f"{gb(total_gpu)} = {total_gpu / need:.2f}x need",
-                      (f"peak {gb(together)} = {together / need:.2f}x need" +
-                       (f", {together / (need + context):.2f}x with a context" if context else "")) if together else "")
+                      f"peak {gb(together)} = {together / need:.2f}x need{with_context}" if together else "")
     if failure:
         table.add_row("", failure[:200], *[""] * 9)
 
@@ -225,10 +234,12 @@ def main() -> None:
                          "" if record.correct else record.explanation)
         Console().print(table)
         return
-    context = context_bytes(args.device)
+    context, with_cublas = context_bytes(args.device)
     if context:
-        table.caption = (f"a CUDA context holds {gb(context)} GB: the harness has two (reference, candidate), an "
-                         "in-process evaluation one; \"with a context\" counts that one in the need")
+        table.caption = (f"a CUDA context holds {gb(context)} GB, {gb(with_cublas)} GB once a matmul has loaded "
+                         "cuBLAS: the harness has two (reference, candidate), an in-process evaluation one; "
+                         "\"with a context\" counts that one, bare, in the need, and what is over that is mostly "
+                         "the second context and each process's cuBLAS or cuDNN")
     options = EvalOptions(device=args.device, trials=args.trials, time_cap=args.time_cap, model_mode=args.model_mode)
     with tempfile.TemporaryDirectory() as tmp:
         for problem in args.problems:

@@ -113,7 +113,8 @@ class Roofline:
 
 @dataclass
 class Retimed:
-    """A reference that ran much slower beside the candidate than alone, so both were timed again."""
+    """The first timing in which the reference ran much slower beside the candidate than alone;
+    both were timed again after it."""
 
     beside_ms: float
     alone_ms: float

@@ -144,7 +144,7 @@ def test_attempt_fails_and_names_the_trick(cpu_results, attempt):
 
 
 def test_slowdown_is_refused_only_after_it_repeats(cpu_results):
-    """The first slowdown past the threshold triggers a second timing; the refusal needs both."""
+    """The first slowdown past the threshold triggers more timings; the refusal needs every one."""
     result = cpu_results["slows_reference_dispatcher"]
     assert result.verdict is Verdict.REJECTED, result.explanation
     first = result.retimed_for_slowdown

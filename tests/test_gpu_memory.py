@@ -2,6 +2,8 @@
 an evaluation needs, and the CUDA graph check's last replay lets the captured inputs go before the
 reference process copies the outputs in; the graph is still checked."""
 import textwrap
+import threading
+import time
 
 import pytest
 
@@ -105,3 +107,37 @@ def test_gpu_big_parameters_sit_on_the_device_at_most_twice(tmp_path, cache_dir)
     # and cuBLAS's workspace. Drawn whole, the reference's noise alone would take 3x its weights.
     assert peaks["candidate_worker"]["gpu"] <= 2 * params + (320 << 20), peaks
     assert peaks["reference"]["gpu"] <= params + (320 << 20), peaks
+
+
+# 2.1 GB of weights: a third copy anywhere in the evaluation, in either process, is 2.1 GB more
+# than the two allowed, well past what each process adds on its own
+BIG_LINEAR = LINEAR.replace("nn.Linear(16384, 8192)", "nn.Linear(32768, 16384)").replace("(8, 16384)", "(8, 32768)")
+# a process's CUDA context with cuBLAS loaded, the flush buffer, inputs and outputs: about 0.95 GB
+# each on an H100 (two processes held 1.9 GB beside two copies of 4.3 GB of weights)
+PER_PROCESS = 1.25 * (1 << 30)
+
+
+def test_gpu_the_device_never_holds_big_weights_three_times(tmp_path, cache_dir):
+    """What the device holds over all processes at once, sampled through the evaluation: the
+    per-process peaks above cannot see the reference and the worker holding their copies together."""
+    import torch
+
+    free, total = torch.cuda.mem_get_info()  # this process's own context is in `before`
+    before, peak, done = total - free, [0], threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            free, total = torch.cuda.mem_get_info()
+            peak[0] = max(peak[0], total - free - before)
+            time.sleep(0.005)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        result, ready = evaluate_copy(BIG_LINEAR, "linear_2gb.py", tmp_path, cache_dir)
+    finally:
+        done.set()
+        sampler.join()
+    params = ready.parameter_bytes
+    assert params >= 2 << 30
+    assert 2 * params <= peak[0] <= 2 * params + 2 * PER_PROCESS, (peak[0], result.details["peak_memory"])
