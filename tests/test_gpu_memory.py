@@ -1,6 +1,7 @@
 """On a GPU the engine counts what a forward allocates beyond its outputs (its workspace) in what
 an evaluation needs, and the CUDA graph check's last replay lets the captured inputs go before the
-reference process copies the outputs in; the graph is still checked."""
+reference process copies the outputs in; the graph is still checked. A big model's weights sit on
+the device twice at the most, in each process and over both at once."""
 import textwrap
 import threading
 import time
@@ -53,25 +54,30 @@ def test_gpu_forward_workspace_is_counted_and_the_graph_check_survives_dropping_
     assert any("replayed on its captured inputs only" in w for w in result.warnings), result.warnings
 
 
-# a 512 MiB weight and a small input: what the device holds is the weights, twice at the most
-LINEAR = textwrap.dedent('''
-    import torch
-    import torch.nn as nn
+def linear_problem(features: int, outputs: int) -> str:
+    """A problem of one big `Linear` and a small input: what the device holds is mostly the weights."""
+    return textwrap.dedent(f'''
+        import torch
+        import torch.nn as nn
 
-    class Model(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.linear = nn.Linear(16384, 8192)
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.linear = nn.Linear({features}, {outputs})
 
-        def forward(self, x):
-            return torch.relu(self.linear(x))
+            def forward(self, x):
+                return torch.relu(self.linear(x))
 
-    def get_inputs():
-        return [torch.rand(8, 16384)]
+        def get_inputs():
+            return [torch.rand(8, {features})]
 
-    def get_init_inputs():
-        return []
-''')
+        def get_init_inputs():
+            return []
+    ''')
+
+
+# 512 MiB of weights: twice on the device at the most
+LINEAR = linear_problem(16384, 8192)
 
 
 def test_gpu_parking_moves_a_models_data_to_the_host_and_back_keeping_its_tensors():
@@ -111,7 +117,7 @@ def test_gpu_big_parameters_sit_on_the_device_at_most_twice(tmp_path, cache_dir)
 
 # 2.1 GB of weights: a third copy anywhere in the evaluation, in either process, is 2.1 GB more
 # than the two allowed, well past what each process adds on its own
-BIG_LINEAR = LINEAR.replace("nn.Linear(16384, 8192)", "nn.Linear(32768, 16384)").replace("(8, 16384)", "(8, 32768)")
+BIG_LINEAR = linear_problem(32768, 16384)
 # a process's CUDA context with cuBLAS loaded, the flush buffer, inputs and outputs: about 0.95 GB
 # each on an H100 (two processes held 1.9 GB beside two copies of 4.3 GB of weights)
 PER_PROCESS = 1.25 * (1 << 30)
