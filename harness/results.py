@@ -275,7 +275,7 @@ class EvalResult:
     build: Optional[BuildResult] = None
     check: Optional[CheckResult] = None
     timings: dict[str, Timing] = field(default_factory=dict)
-    speedup: Optional[float] = None  # over eager PyTorch under its default settings
+    speedup: Optional[float] = None  # over eager PyTorch, the faster numerics setting (baselines[0])
     speedup_interval: Optional[list[float]] = None  # 95%
     baselines: list[Baseline] = field(default_factory=list)  # every speedup, the headline first
     hidden_work_ms: Optional[float] = None  # GPU: time only a device-wide synchronize saw; then timed that way

@@ -7,7 +7,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ..engine.speedups import RESOLUTION, shown
+from ..engine.speedups import RESOLUTION, faster_of, shown
 from ..integrity.roofline import roofline_text
 from ..results import EvalResult, Verdict, speedup_text
 
@@ -53,7 +53,8 @@ def basis_text(result: EvalResult) -> str:
         protocol = "CUDA events, calls queued as do_bench does, L2 flushed before each"
     placement = (f" and ±{result.placement_spread:.2%} for where the parameters sit (the reference's twins)"
                  if result.placement_spread else "")
-    return (f"{protocol}; over {head.label}, interleaved; median of {cand.n} samples, "
+    chosen = faster_of(result.baselines, head)
+    return (f"{protocol}; over {head.label}{f' ({chosen})' if chosen else ''}, interleaved; median of {cand.n} samples, "
             f"95% bootstrap interval, widened ±{RESOLUTION:.1%}{placement}")
 
 

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple, Optional
 
 from ..integrity.roofline import roofline_text
 from ..results import CheckResult, EvalResult, Verdict, speedup_text
-from ..engine.speedups import shown
+from ..engine.speedups import faster_of, shown
 from ..stats import overlap
 from .profile_text import profile_lines
 from .prompts import FEEDBACK, Prompts
@@ -297,6 +297,8 @@ def speedup_line(result: EvalResult) -> str:
     if result.speedup is None:
         return ""
     over = result.baselines[0].label if result.baselines else "eager PyTorch"
+    chosen = faster_of(result.baselines, result.baselines[0]) if result.baselines else ""
+    over += f" ({chosen})" if chosen else ""
     line = f"{speedup_text(result.speedup, result.speedup_interval)}{' (95% interval)' if result.speedup_interval else ''} over {over}"
     others = [f"{speedup_text(b.speedup, b.interval)} over {b.label}" for b in shown(result.baselines)[1:]]
     line += "; " + "; ".join(others) if others else ""
