@@ -9,7 +9,7 @@ from rich.text import Text
 
 from ..engine.speedups import RESOLUTION, faster_of, shown
 from ..integrity.roofline import roofline_text
-from ..results import EvalResult, Verdict, speedup_text
+from ..results import EvalResult, Verdict, speedup_text, tolerance_text
 
 VERDICT_STYLE = {Verdict.CORRECT: "bold green", Verdict.INCORRECT: "bold red",
                  Verdict.REJECTED: "bold magenta", Verdict.TIMEOUT: "bold yellow"}
@@ -82,8 +82,9 @@ def eval_panel(result: EvalResult) -> Panel:
                                                                  if result.model_mode == "train" else ""))
     if result.check:
         c = result.check
+        tolerance = tolerance_text(result)
         summary.add_row("check", f"{c.trials} trial(s), max abs err {c.max_abs_error:.3g}, "
-                                 f"max rel err {c.max_rel_error:.3g}")
+                                 f"max rel err {c.max_rel_error:.3g}" + (f"; allclose at {tolerance}" if tolerance else ""))
     if result.shapes:
         failed = len(result.failed_shapes)
         unchecked = sum(s.passed is None for s in result.shapes)

@@ -47,6 +47,7 @@ class BenchRecord:
     # over eager under PyTorch's default settings, where they changed the reference
     speedup_defaults: Optional[float] = None
     interval_defaults: Optional[list[float]] = None
+    tolerance: Optional[list[float]] = None  # float32's (atol, rtol) as checked (EvalResult.tolerance)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -78,7 +79,8 @@ def record_of(job: Job, result: EvalResult, ready: Optional[OracleReady] = None)
                        {name: round(seconds, 3) for name, seconds in result.phase_seconds.items()},
                        result.details.get("peak_memory", {}), sizes_of(ready), result.placement_spread,
                        result.baselines[0].numerics if result.baselines else "",
-                       defaults.speedup if defaults else None, defaults.interval if defaults else None)
+                       defaults.speedup if defaults else None, defaults.interval if defaults else None,
+                       result.tolerance)
 
 
 def problem_failure(job: Job, explanation: str, seconds: float = 0.0) -> BenchRecord:
