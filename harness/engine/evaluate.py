@@ -945,9 +945,11 @@ class Evaluator:
             # Queued events see the current stream only; what ran elsewhere counts, so every
             # figure beside the candidate is read from the synchronous samples instead.
             result.hidden_work_ms = speedups.hidden_work_ms(timings)
-            result.warnings.append(
-                f"{result.hidden_work_ms:.3g} ms of the candidate's work showed only when the whole device was "
-                "synchronized (another stream or thread): it was timed synchronously, every stream counted")
+            seen = (f"its calls took {cand.sync_median:.4g} ms with the whole device synchronized before the clock "
+                    f"stopped, against {cand.median:.4g} ms queued on the caller's stream: {result.hidden_work_ms:.3g} "
+                    "ms more than the protocol adds to the reference")
+            result.warnings.append(f"{seen}, as work the caller's stream does not wait for (another stream or "
+                                   "thread) reads; it was timed synchronously, every stream counted")
             timings = {name: speedups.synchronous(t) for name, t in timings.items()}
         self.oracle.forward(message, cmd=Command.VERIFY_TIMED.value)
         check = self._oracle_says(self._run_deadline(), Checked, "re-checking the timed outputs").check
@@ -955,9 +957,11 @@ class Evaluator:
         if not check.passed:
             # Trials synchronize the device before reading outputs; timed calls follow one another
             # on the caller's stream, where unfinished work elsewhere shows as wrong outputs.
-            why = ("It left its work running on another stream or thread without making the caller's stream "
-                   "wait for it, so calls queued after it read outputs not yet written" if result.hidden_work_ms
-                   else "Its behaviour changes between calls (call counting, cached outputs, or skipped work)")
+            # Say what was measured; name a stream only where the synchronous samples saw hidden work.
+            why = (f"Also, {seen}: work left running where the caller's stream does not wait for it would leave "
+                   "calls queued after it reading outputs not yet written" if result.hidden_work_ms
+                   else "No work was seen off the caller's stream: the outputs of its timed calls differ from those "
+                        "of its check trials, as call counting, cached outputs or skipped work would make them")
             raise _Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} It passed the check trials, but "
                         f"while being timed {'; '.join(check.reasons)}. {why}.", timed_check=to_dict(check))
         measure = shape not in self.placement
