@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -190,6 +191,25 @@ SLOWDOWN_RETIMES = 2
 
 def _quiet(phase: str) -> None:
     pass
+
+
+# The build children running in this process, any evaluator's (a bench runs many): the retimes
+# before an accusation stop them, so the compiler's load is not on the candidate's side alone.
+_RUNNING_BUILDS: set[Child] = set()
+_BUILDS_LOCK = threading.Lock()
+
+
+@contextmanager
+def _builds_paused() -> Iterator[None]:
+    with _BUILDS_LOCK:
+        paused = list(_RUNNING_BUILDS)
+    for child in paused:
+        child.pause()
+    try:
+        yield
+    finally:
+        for child in paused:
+            child.resume()
 
 
 def _child_error(reply: Reply, doing: str) -> _Stop:
@@ -533,6 +553,8 @@ class Evaluator:
         entry.dir.mkdir(parents=True, exist_ok=True)
         child = Child("build", entry.log_path, env=self._env(entry), limits=self.limits, registry=self.registry)
         limit = self.options.build_timeout
+        with _BUILDS_LOCK:
+            _RUNNING_BUILDS.add(child)
         try:
             child.send(to_dict(self._import_spec(path, entry)))
             done = _read(BuildDone, child.recv(started + limit))
@@ -543,6 +565,8 @@ class Evaluator:
         except ChildBrokeProtocol as exc:
             raise _broke_protocol("building", str(exc)) from None
         finally:
+            with _BUILDS_LOCK:
+                _RUNNING_BUILDS.discard(child)
             child.stop()
         seconds = time.monotonic() - started
         if done.error:
@@ -918,7 +942,14 @@ class Evaluator:
                 break
             if result.retimed_for_slowdown is None:
                 result.retimed_for_slowdown = Retimed(timings["reference"].median, alone["reference"].median)
-            timings, alone = self._time_once(worker, result, shares, shape)
+            # Under the same conditions: this process's builds stopped, and the reference alone timed
+            # just before the candidate's timing as well as just after, the slower of the two counting,
+            # so load that comes and goes cannot fall on the candidate's side alone.
+            with _builds_paused():
+                before = self._reference_alone(shares)
+                timings, alone = self._time_once(worker, result, shares, shape)
+            alone.update({key: max(before[key], alone[key], key=lambda t: t.median)
+                          for key in _BESIDE_AND_ALONE if key in before and key in alone})
         for key in _BESIDE_AND_ALONE:
             if key in alone:
                 self._compare_reference(timings[key], alone.pop(key), result)
@@ -983,6 +1014,13 @@ class Evaluator:
         if self.placement[shape] is not None:
             result.placement_spread = max(result.placement_spread or 0.0, self.placement[shape])
         return timings, alone
+
+    def _reference_alone(self, shares: int) -> dict[str, Timing]:
+        """The reference alone, at each numerics setting the candidate's timing has, and nothing else."""
+        rule = self._alone_rule(shares)
+        self.oracle.send(to_dict(Request(Command.TIME_REFERENCE, rule=rule,
+                                         default_numerics=self.oracle_info.numerics_differ)))
+        return self._oracle_says(self._timing_deadline(rule), ReferenceTimed, "timing the reference alone").timings
 
     def _alone_rule(self, shares: int = 1) -> Rule:
         o = self.options
