@@ -292,6 +292,9 @@ class EvalResult:
     timed_calls_checked: Optional[int] = None
     worker_log: Optional[str] = None
     model_mode: str = ""  # "train" or "eval" (EvalOptions.model_mode); "" in eval.json files from before
+    # forward and backward checked and timed as one call (EvalOptions.backward): `timings` and the speedups
+    # are of both; "candidate_forward" and "reference_forward" time each forward alone beside them
+    backward: bool = False
     phase_seconds: dict[str, float] = field(default_factory=dict)
     shapes: list[ShapeVariant] = field(default_factory=list)  # the check at other shapes; empty when not run
     # the timing at each benchmark shape the problem declares, when it declares any: then `speedup` and

@@ -67,6 +67,8 @@ class EvalOptions:
     profile: bool = False
     profile_kernel: Optional[str] = None  # ncu's --kernel-name regex; None: every kernel, up to LAUNCH_COUNT
     profile_time_limit: float = TIME_LIMIT_S
+    # forward and backward checked and timed as one call (workers/backward.py); a problem's BACKWARD = True sets it too
+    backward: bool = False
 
     def rel_se_target(self) -> float:
         """Queued GPU samples are steady enough to stop at 0.2%; a CPU's wander more."""
@@ -80,6 +82,10 @@ class EvalOptions:
 
 class DoesNotFit(ProblemError):
     """The problem needs more memory than its device has free; said before the first trial."""
+
+
+class NoBackward(ProblemError):
+    """Under --backward: the problem's outputs have no gradient (argmax), so there is no backward to check."""
 
 
 def _gb(n: float) -> str:
@@ -249,6 +255,7 @@ class Evaluator:
         self.options = options or EvalOptions()
         require_cuda(self.options.device)  # before the problem is blamed for a missing GPU
         self.problem = problem if isinstance(problem, Problem) else load_problem(problem)
+        self.backward = self.options.backward or self.problem.backward
         self.cache = self.options.resolved_cache()
         self.logs = Path(self.options.logs_dir) if self.options.logs_dir else self.cache / "logs"
         prune_logs(self.logs)
@@ -313,6 +320,8 @@ class Evaluator:
         self.oracle.send(to_dict(OracleSpec(self.problem.path, self.options.device, self.problem.tolerance_table(),
                                             str(self.cache), model_mode=self.options.model_mode,
                                             device_key=self._device_key if hold_device else "",
+                                            backward=self.backward,
+                                            grad_tolerances=self.problem.tolerance_table(gradients=True),
                                             **self.seeds)))
         if hold_device:
             self._oracle_says(time.monotonic() + DEVICE_WAIT_S, OracleHolding)
@@ -321,6 +330,9 @@ class Evaluator:
         ready = self._oracle_says(time.monotonic() + max(self.options.run_timeout, ORACLE_START_S), OracleReady)
         self.oracle_info = ready
         self.problem_warnings = list(ready.warnings)
+        if self.backward and ready.no_backward:
+            self._end_children()
+            raise NoBackward(f"Problem file {self.problem.path}: {ready.no_backward}.")
         refusal = fit_refusal(self.problem, ready, self.options.device, self.options.memory_limit,
                               self.limits.host_memory)
         if refusal:
@@ -360,7 +372,7 @@ class Evaluator:
         started = time.monotonic()
         path = Path(candidate)
         result = EvalResult(Verdict.CRASHED, "", problem=self.problem.path, candidate=str(path),
-                            model_mode=self.options.model_mode)
+                            model_mode=self.options.model_mode, backward=self.backward)
         try:
             source = path.read_text()
         except (OSError, UnicodeDecodeError) as exc:
@@ -433,7 +445,8 @@ class Evaluator:
                                   else ("Candidate", result.timings["candidate"].median))
             result.explanation = (f"{Verdict.CORRECT.sentence} {over} {candidate_ms:.4g} ms, {headline.label} "
                                   f"{headline.median_ms:.4g} ms: "
-                                  f"{speedup_text(result.speedup, result.speedup_interval)}.")
+                                  f"{speedup_text(result.speedup, result.speedup_interval)}"
+                                  f"{' (forward and backward)' if self.backward else ''}.")
             if self.profiler:
                 worker.stop()  # its GPU memory and context are not the profiled forward's
                 mark = time.monotonic()
@@ -596,7 +609,8 @@ class Evaluator:
         spec = self._import_spec(built.path, built.entry)
         worker.send(to_dict(CandidateSpec(spec.candidate, spec.lock, spec.pch_lock, problem=self.problem.path,
                                           env=built.entry.env(), device=self.options.device,
-                                          model_mode=self.options.model_mode, **self.seeds)))
+                                          model_mode=self.options.model_mode, backward=self.backward,
+                                          **self.seeds)))
 
     def _await_ready(self, worker: Child, result: EvalResult) -> None:
         try:
@@ -679,6 +693,10 @@ class Evaluator:
             if changed:
                 check.passed = False
                 check.reasons.insert(0, f"the candidate changed its input(s) {changed} in place")
+            if reply.upstream_changed:
+                check.passed = False
+                check.reasons.insert(0, f"its backward changed the upstream gradient of output(s) "
+                                        f"{reply.upstream_changed} in place")
             total.trials = trial + 1
             total.max_abs_error = max(total.max_abs_error, check.max_abs_error)
             total.max_rel_error = max(total.max_rel_error, check.max_rel_error)
@@ -695,7 +713,7 @@ class Evaluator:
         (where a second copy of the inputs is small), both compared with the reference. What stops
         a capture, or a replay that does not match, is a note (serving stacks replay graphs), not
         a verdict. The worker then lets go of the graph, before the oracle needs the device again."""
-        if self.options.device == "cpu":
+        if self.options.device == "cpu" or self.backward:  # a graph of the forward alone: not what is checked
             return
         deadline = time.monotonic() + self.options.run_timeout
         # A replay on new inputs holds a second copy of them beside the graph's own; where that copy
@@ -920,7 +938,8 @@ class Evaluator:
             # on the caller's stream, where unfinished work elsewhere shows as wrong outputs.
             why = ("It left its work running on another stream or thread without making the caller's stream "
                    "wait for it, so calls queued after it read outputs not yet written" if result.hidden_work_ms
-                   else "Its behaviour changes between calls (call counting, cached outputs, or skipped work)")
+                   else "Its behaviour changes between calls (call counting, cached outputs or gradients, or "
+                   "skipped work)")
             raise _Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} It passed the check trials, but "
                         f"while being timed {'; '.join(check.reasons)}. {why}.", timed_check=to_dict(check))
         measure = shape not in self.placement
