@@ -1,4 +1,4 @@
-# RMSNorm whose weight gradient is wrong: it sums grad * x, leaving out the normalisation.
+# RMSNorm whose weight gradient is 2% too big everywhere (as a wrong scale in a reduction gives).
 import torch
 import torch.nn as nn
 
@@ -14,7 +14,7 @@ class RMSNorm(torch.autograd.Function):
     def backward(ctx, grad):
         x, weight, inv = ctx.saved_tensors
         normed = x * inv
-        grad_weight = (grad * x).reshape(-1, weight.numel()).sum(0)  # x where x * inv belongs
+        grad_weight = 1.02 * (grad * normed).reshape(-1, weight.numel()).sum(0)
         scaled = grad * weight
         grad_x = inv * (scaled - normed * (scaled * normed).mean(-1, keepdim=True))
         return grad_x, grad_weight, None
