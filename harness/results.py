@@ -315,6 +315,17 @@ class EvalResult:
     def failed_shapes(self) -> list[ShapeVariant]:
         return [s for s in self.shapes if s.passed is False]
 
+    def pass_times(self) -> dict[str, tuple[float, float, float]]:
+        """Under --backward, per model ("candidate", "reference"): its forward alone, its backward (forward
+        and backward, less the forward alone: medians of separate calls, so an estimate) and both, in ms;
+        {} where the forward was not timed alone."""
+        found = {}
+        for name in ("candidate", "reference"):
+            both, forward = self.timings.get(name), self.timings.get(f"{name}_forward")
+            if both and forward:
+                found[name] = (forward.median, max(both.median - forward.median, 0.0), both.median)
+        return found
+
     @property
     def timed_shape(self) -> str:
         """Where `timings` were taken: the main shape, or the first benchmark shape when it is not one."""
