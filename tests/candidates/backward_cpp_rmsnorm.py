@@ -79,4 +79,4 @@ class ModelNew(nn.Module):
         self.eps = eps
 
     def forward(self, x):
-        return RMSNorm.apply(x, self.weight, self.eps)
+        return RMSNorm.apply(x, self.weight, float(self.eps))
