@@ -53,7 +53,8 @@ __device__ __forceinline__ float block_sum(float v, float* shared) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   if (lane == 0) shared[warp] = v;
   __syncthreads();
-  float total = lane < WARPS ? shared[lane] : 0.f;
+  // each group of WARPS lanes holds every warp's sum, so every lane ends with the total
+  float total = shared[lane & (WARPS - 1)];
 #pragma unroll
   for (int o = WARPS / 2; o > 0; o >>= 1) total += __shfl_xor_sync(FULL, total, o);
   __syncthreads();
