@@ -225,7 +225,7 @@ def test_side_stream_work_is_timed(gpu_results):
 
 def test_every_attempt_is_tested_and_says_its_trick():
     files = {path.stem: path for path in ADVERSARIAL.glob("*.py")}
-    tested = ({a.name for a in CPU + GPU} | {name for name, _ in STATIC} | set(NEUTRALISED) | {DEGENERATE}
+    tested = ({a.name for a in CPU + GPU + BACKWARD} | {name for name, _ in STATIC} | set(NEUTRALISED) | {DEGENERATE}
               | {a.name for a in ALONE})
     assert sorted(files) == sorted(tested)
     for path in files.values():

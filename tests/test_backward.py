@@ -100,8 +100,22 @@ def test_bench_records_backward_skips_gradient_free_problems_and_resume_keeps_it
     (level,) = summarize(list(records.values()))
     assert level.evaluations == 1 and level.correct == 1 and level.skipped == ["2_argmax"]
 
-    (cands / "1" / "sample_1.py").write_text((CANDIDATES / "backward_wrong_weight_grad.py").read_text())
+    wrong = (CANDIDATES / "backward_rmsnorm.py").read_text().replace("grad_weight = (", "grad_weight = 1.02 * (")
+    (cands / "1" / "sample_1.py").write_text(wrong)
     bench("--resume")  # no --backward: the records say it
     added = [r for r in read_records(out / "results.jsonl") if r.candidate.endswith("sample_1.py")]
     assert len(added) == 1 and added[0].backward and added[0].verdict == "incorrect", added
     assert "gradient of parameter weight" in added[0].explanation
+
+
+@pytest.mark.gpu
+def test_gpu_shipped_training_kernel_passes_forward_and_backward(cache_dir):
+    """kernels/rmsnorm_train.py at the problem's shape and at every derived shape (its float4 path and
+    its scalar path), gradients re-checked on every timed call."""
+    from harness import EvalOptions
+
+    result = evaluate(REPO / "problems" / "rmsnorm_train.py", REPO / "kernels" / "rmsnorm_train.py",
+                      EvalOptions(device="cuda", cache_dir=cache_dir, time_cap=3.0))
+    assert result.backward and result.verdict is Verdict.CORRECT, result.explanation
+    assert result.shapes and not result.failed_shapes, [s.reason for s in result.failed_shapes]
+    assert result.timed_calls_checked and "candidate_forward" in result.timings

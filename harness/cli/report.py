@@ -82,6 +82,9 @@ def eval_panel(result: EvalResult) -> Panel:
     if result.model_mode:
         summary.add_row("models", f"{result.model_mode} mode" + (" (as constructed, as KernelBench runs them)"
                                                                  if result.model_mode == "train" else ""))
+    if result.backward:
+        summary.add_row("passes", "forward and backward, checked (outputs and gradients) and timed as one call "
+                                  "(--backward)")
     if result.check:
         c = result.check
         summary.add_row("check", f"{c.trials} trial(s), max abs err {c.max_abs_error:.3g}, "

@@ -1,30 +1,20 @@
 # RMSNorm whose backward returns no gradient for its input.
-import torch
-import torch.nn as nn
+import importlib.util
+from pathlib import Path
+
+# the correct candidate beside this file, backward_rmsnorm.py, changed in one place below
+_spec = importlib.util.spec_from_file_location("backward_rmsnorm",
+                                               Path(__file__).resolve().with_name("backward_rmsnorm.py"))
+base = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(base)
 
 
-class RMSNorm(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, weight, eps):
-        inv = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
-        ctx.save_for_backward(x, weight, inv)
-        return x * inv * weight
-
+class RMSNorm(base.RMSNorm):
     @staticmethod
     def backward(ctx, grad):
-        x, weight, inv = ctx.saved_tensors
-        normed = x * inv
-        grad_weight = (grad * normed).reshape(-1, weight.numel()).sum(0)
-        scaled = grad * weight
-        grad_x = inv * (scaled - normed * (scaled * normed).mean(-1, keepdim=True))
-        return None, grad_weight, None  # no gradient for the input
+        return None, base.RMSNorm.backward(ctx, grad)[1], None
 
 
-class ModelNew(nn.Module):
-    def __init__(self, hidden, eps=1e-6):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(hidden))
-        self.eps = eps
-
+class ModelNew(base.ModelNew):
     def forward(self, x):
         return RMSNorm.apply(x, self.weight, self.eps)
