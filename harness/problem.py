@@ -53,10 +53,15 @@ class Problem:
                           self.grad_rtol if self.grad_rtol is not None else rtol)
         return atol, rtol
 
-    def tolerance_table(self, gradients: bool = False) -> dict[str, list[float]]:
-        """(atol, rtol) by dtype name, and "default" for any other: what the reference process gets."""
+    def tolerance_table(self, atol: Optional[float] = None, rtol: Optional[float] = None,
+                        gradients: bool = False) -> dict[str, list[float]]:
+        """(atol, rtol) by dtype name, and "default" for any other: what the reference process gets.
+        `atol`, `rtol` (--atol, --rtol) replace the problem's and the defaults for every dtype;
+        `gradients`: the gradients' (GRAD_ATOL, GRAD_RTOL where the problem sets them)."""
         table = {dtype: list(self.tolerances(dtype, gradients)) for dtype in DEFAULT_TOLERANCES}
         table["default"] = list(self.tolerances("float32", gradients))
+        for pair in table.values():
+            pair[:] = [atol if atol is not None else pair[0], rtol if rtol is not None else pair[1]]
         return table
 
 

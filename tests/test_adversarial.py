@@ -158,6 +158,13 @@ def test_slowdown_is_refused_only_after_it_repeats(cpu_results):
     assert first.beside_ms > 1.5 * first.alone_ms
 
 
+def test_a_timed_failure_says_what_was_seen_and_names_no_stream_it_did_not_measure(cpu_results):
+    """Call counting shows as wrong timed outputs, with no work off the caller's stream."""
+    said = cpu_results["counts_calls"].explanation
+    assert "while being timed" in said and "No work was seen off the caller's stream" in said, said
+    assert "another stream" not in said
+
+
 def test_content_cache_gains_nothing_on_fresh_inputs(cpu_results):
     result = cpu_results["cache_by_content"]
     assert result.verdict is Verdict.CORRECT, result.explanation

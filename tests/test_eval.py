@@ -66,6 +66,31 @@ def test_hang_times_out_and_next_candidate_runs(cpu_options):
         assert ev.evaluate(CANDIDATES / "py_correct.py").verdict is Verdict.CORRECT
 
 
+def test_the_run_timeout_bounds_a_call_not_the_sampling_the_time_cap_allows(cpu_options):
+    """Timing samples for up to the time cap: a run timeout shorter than the cap must not end it."""
+    options = dataclasses.replace(cpu_options, run_timeout=2, time_cap=4, target_rel_se=1e-9)
+    result = evaluate(SMALL, CANDIDATES / "py_correct.py", options)
+    assert result.verdict is Verdict.CORRECT, result.explanation
+    assert result.phase_seconds["time"] > options.run_timeout  # it sampled past the run timeout
+
+
+def test_a_reference_that_stops_answering_is_named_with_its_step_limit_and_time(cpu_options, tmp_path):
+    """The reference's forward hangs when the reference process draws a trial (not while it loads)."""
+    problem = tmp_path / "hangs_in_trials.py"
+    problem.write_text(SMALL.read_text().replace("        return self.ln(x)", """        import sys, time
+        frame = sys._getframe(1)
+        while "torch" in frame.f_code.co_filename:
+            frame = frame.f_back
+        if frame.f_code.co_name == "oracle_role":
+            time.sleep(60)
+        return self.ln(x)"""))
+    with pytest.raises(ProblemError) as info:
+        evaluate(problem, CANDIDATES / "py_correct.py", dataclasses.replace(cpu_options, run_timeout=2))
+    said = str(info.value)
+    assert "the reference process was still drawing trial 1 after 2 s (the run timeout)" in said, said
+    assert "see " in said and ".log" in said
+
+
 def test_build_that_never_ends_times_out(cpu_options, tmp_path):
     candidate = tmp_path / "slow_build.py"
     candidate.write_text("import time\ntime.sleep(600)\n")
@@ -176,6 +201,24 @@ def test_cli_exit_status_and_json(tmp_path, cache_dir):
     assert "speedup" in ok.stdout
     bad = run_cli("eval", str(SMALL), str(CANDIDATES / "py_wrong.py"), cache_dir=cache_dir)
     assert bad.returncode == 1 and "incorrect" in bad.stdout
+
+
+def test_tolerance_on_request_is_applied_recorded_and_shown(tmp_path, cache_dir):
+    """A candidate 3e-4 off (as a tanh GELU is from the erf one): incorrect at the default 1e-4, correct
+    at KernelBench's leaderboard tolerance, --atol 1e-2 --rtol 1e-2, which the result records and shows."""
+    near = tmp_path / "near.py"
+    near.write_text((CANDIDATES / "py_correct.py").read_text().replace(
+        "* self.weight + self.bias", "* self.weight + self.bias + 3e-4"))
+    strict = run_cli("eval", str(SMALL), str(near), cache_dir=cache_dir)
+    assert strict.returncode == 1 and "incorrect" in strict.stdout, strict.stdout + strict.stderr
+    out = tmp_path / "result.json"
+    loose = run_cli("eval", str(SMALL), str(near), "--atol", "1e-2", "--rtol", "1e-2", "--json", str(out),
+                    cache_dir=cache_dir)
+    assert loose.returncode == 0, loose.stdout + loose.stderr
+    assert "atol 0.01, rtol 0.01 (--atol/--rtol" in loose.stdout
+    recorded = from_json(EvalResult, out.read_text())
+    assert recorded.tolerance == [0.01, 0.01] and recorded.tolerance_given
+    assert recorded.check.max_abs_error > 1e-4
 
 
 def test_cli_bad_problem_is_a_usage_error(tmp_path, cache_dir):

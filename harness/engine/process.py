@@ -384,13 +384,10 @@ class Child:
             raise ChildDied(self._exit_status()) from None
 
     def _wait_readable(self, deadline: float) -> None:
-        self.waited = 0.0
-        started = time.monotonic()
         while not self.conn.poll(0.05):
             if self.proc.poll() is not None and not self.conn.poll(0):
                 raise ChildDied(describe_exit(self.proc.returncode))
             if time.monotonic() > deadline:
-                self.waited = time.monotonic() - started
                 self.kill()
                 raise ChildTimeout()
 
