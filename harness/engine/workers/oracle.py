@@ -210,6 +210,11 @@ def oracle_role(conn, header: dict) -> None:
                                    "check, so it is skipped under --backward")
                 names = [name for name, _ in backward.reference_parameters(reference)]
                 layout = {"labels": backward.labels(len(found), sample, names), "first_gradient": len(found)}
+                if not no_backward:  # a trial's peak (saved activations, gradients) is the workspace the fit counts
+                    _, trial_peak = peak_above(device, lambda: len(backward.trial(training(), sample, probe, device,
+                                                                                  digest, changed)[0]))
+                    sizes["workspace_bytes"] = max(sizes["workspace_bytes"], trial_peak - sizes["output_bytes"])
+                state.restore()
             del sample
         except BaseException as exc:  # noqa: BLE001
             channel.send(conn, error_message(_failure(exc), exc))
