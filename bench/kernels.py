@@ -1,5 +1,7 @@
 """Every shipped kernel against eager PyTorch and torch.compile, through the harness's own
 evaluation (checks included), in one table: times, speedups and share of the measured peak.
+A training problem (problems/rmsnorm_train.py, BACKWARD = True) is checked and timed forward
+and backward, as `harness eval --backward` does; its row says so.
 
     python bench/kernels.py [--device cuda] [--only NAME ...] [--json FILE]
 
@@ -106,7 +108,9 @@ def table_row(problem: Path, kernel: Path, result) -> list[str]:
             return "-"
         return f"{b.median_ms:.3f}" if time else speedup_text(b.speedup, b.interval)
 
-    return [problem.stem, kernel.name, result.verdict.value, figure("eager", "default", True),
+    # a training problem (BACKWARD = True) is timed forward and backward, every column of the row
+    label = f"{kernel.name} (forward and backward)" if result.backward else kernel.name
+    return [problem.stem, label, result.verdict.value, figure("eager", "default", True),
             figure("torch.compile", "default", True), f"{ours:.3f}" if ours else "-",
             figure("eager", "default"), figure("torch.compile", "default"), figure("eager", "ieee"),
             figure("torch.compile", "ieee"), share(result.roofline) if result.ok else result.explanation[:160]]

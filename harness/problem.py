@@ -40,17 +40,26 @@ class Problem:
     # what Model draws random numbers with, as its source reads (dropout modules, torch.rand in
     # forward); the reference process also tries it (integrity/lint.draws_random)
     random_draws: list[str] = field(default_factory=list)
+    backward: bool = False  # BACKWARD = True: evaluated forward and backward, as --backward does
+    grad_atol: Optional[float] = None  # GRAD_ATOL, GRAD_RTOL: the gradients' tolerance; None: as the outputs'
+    grad_rtol: Optional[float] = None
 
-    def tolerances(self, dtype_name: str) -> tuple[float, float]:
+    def tolerances(self, dtype_name: str, gradients: bool = False) -> tuple[float, float]:
         atol, rtol = DEFAULT_TOLERANCES.get(dtype_name, (1e-4, 1e-4))
-        return (self.atol if self.atol is not None else atol,
-                self.rtol if self.rtol is not None else rtol)
+        atol, rtol = (self.atol if self.atol is not None else atol,
+                      self.rtol if self.rtol is not None else rtol)
+        if gradients:
+            atol, rtol = (self.grad_atol if self.grad_atol is not None else atol,
+                          self.grad_rtol if self.grad_rtol is not None else rtol)
+        return atol, rtol
 
-    def tolerance_table(self, atol: Optional[float] = None, rtol: Optional[float] = None) -> dict[str, list[float]]:
+    def tolerance_table(self, atol: Optional[float] = None, rtol: Optional[float] = None,
+                        gradients: bool = False) -> dict[str, list[float]]:
         """(atol, rtol) by dtype name, and "default" for any other: what the reference process gets.
-        `atol`, `rtol` (--atol, --rtol) replace the problem's and the defaults for every dtype."""
-        table = {dtype: list(self.tolerances(dtype)) for dtype in DEFAULT_TOLERANCES}
-        table["default"] = list(self.tolerances("float32"))
+        `atol`, `rtol` (--atol, --rtol) replace the problem's and the defaults for every dtype;
+        `gradients`: the gradients' (GRAD_ATOL, GRAD_RTOL where the problem sets them)."""
+        table = {dtype: list(self.tolerances(dtype, gradients)) for dtype in DEFAULT_TOLERANCES}
+        table["default"] = list(self.tolerances("float32", gradients))
         for pair in table.values():
             pair[:] = [atol if atol is not None else pair[0], rtol if rtol is not None else pair[1]]
         return table
@@ -76,6 +85,16 @@ def _constant(tree: ast.Module, name: str, path: Path) -> Optional[float]:
                     f"found `{ast.unparse(node.value)}`.")
             return float(value)
     return None
+
+
+def _flag(tree: ast.Module, name: str, path: Path) -> bool:
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            if not (isinstance(node.value, ast.Constant) and isinstance(node.value.value, bool)):
+                raise ProblemError(f"Problem file {path}: {name} must be True or False, "
+                                   f"found `{ast.unparse(node.value)}`.")
+            return node.value.value
+    return False
 
 
 # torch functions that draw from the generator, called in forward
@@ -135,7 +154,8 @@ def load_problem(path: str | Path) -> Problem:
     return Problem(path=str(path.resolve()), name=path.stem, source=source,
                    sha256=hashlib.sha256(source.encode()).hexdigest(),
                    atol=_constant(tree, "ATOL", path), rtol=_constant(tree, "RTOL", path),
-                   random_draws=_random_draws(tree))
+                   random_draws=_random_draws(tree), backward=_flag(tree, "BACKWARD", path),
+                   grad_atol=_constant(tree, "GRAD_ATOL", path), grad_rtol=_constant(tree, "GRAD_RTOL", path))
 
 
 # The functions whose module-level ints set a KernelBench problem's shape.

@@ -295,6 +295,9 @@ class EvalResult:
     # float32's (atol, rtol) as the check applied them; given: by --atol/--rtol, over the problem's own
     tolerance: Optional[list[float]] = None
     tolerance_given: bool = False
+    # forward and backward checked and timed as one call (EvalOptions.backward): `timings` and the speedups
+    # are of both; "candidate_forward" and "reference_forward" time each forward alone beside them
+    backward: bool = False
     phase_seconds: dict[str, float] = field(default_factory=dict)
     shapes: list[ShapeVariant] = field(default_factory=list)  # the check at other shapes; empty when not run
     # the timing at each benchmark shape the problem declares, when it declares any: then `speedup` and
@@ -314,6 +317,17 @@ class EvalResult:
     @property
     def failed_shapes(self) -> list[ShapeVariant]:
         return [s for s in self.shapes if s.passed is False]
+
+    def pass_times(self) -> dict[str, tuple[float, float, float]]:
+        """Under --backward, per model ("candidate", "reference"): its forward alone, its backward (forward
+        and backward, less the forward alone: medians of separate calls, so an estimate) and both, in ms;
+        {} where the forward was not timed alone."""
+        found = {}
+        for name in ("candidate", "reference"):
+            both, forward = self.timings.get(name), self.timings.get(f"{name}_forward")
+            if both and forward:
+                found[name] = (forward.median, max(both.median - forward.median, 0.0), both.median)
+        return found
 
     @property
     def timed_shape(self) -> str:

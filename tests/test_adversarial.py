@@ -76,6 +76,13 @@ GPU = [  # problems/layernorm_4d.py; the synchronize and Event patches matter to
     attempt("patch_cuda_event", "replaced torch.cuda.Event"),
 ]
 
+# Under --backward (tests/problems/rmsnorm_train_small.py): the gradients are checked and re-checked as outputs are.
+BACKWARD = [
+    attempt("backward_caches_grads", "while being timed"),
+    attempt("backward_mutates_grad_output", "changed the upstream gradient"),
+]
+RMSNORM_TRAIN = PROBLEMS / "rmsnorm_train_small.py"
+
 # Read from the source: the default policy lets them run with a warning, the strict one refuses them unrun.
 STATIC = [
     ("calls_reference_op", "calls the reference op itself"),
@@ -170,6 +177,18 @@ def test_warn_policy_shows_the_static_report(cpu_results):
     assert any("calls the reference op itself" in w for w in result.warnings), result.warnings
 
 
+@pytest.fixture(scope="module")
+def backward_results(cpu_options):
+    options = dataclasses.replace(cpu_options, time_cap=0.3, backward=True)
+    names = [a.name for a in BACKWARD]
+    return dict(zip(names, evaluate_many(RMSNORM_TRAIN, [ADVERSARIAL / f"{n}.py" for n in names], options)))
+
+
+@pytest.mark.parametrize("attempt", params(BACKWARD))
+def test_backward_attempt_fails_and_names_the_trick(backward_results, attempt):
+    assert_caught(backward_results[attempt.name], attempt)
+
+
 @pytest.mark.parametrize("name, says", STATIC)
 def test_strict_policy_rejects_before_building(cpu_options, name, says):
     result = evaluate(SMALL, ADVERSARIAL / f"{name}.py", dataclasses.replace(cpu_options, policy="strict"))
@@ -213,7 +232,7 @@ def test_side_stream_work_is_timed(gpu_results):
 
 def test_every_attempt_is_tested_and_says_its_trick():
     files = {path.stem: path for path in ADVERSARIAL.glob("*.py")}
-    tested = ({a.name for a in CPU + GPU} | {name for name, _ in STATIC} | set(NEUTRALISED) | {DEGENERATE}
+    tested = ({a.name for a in CPU + GPU + BACKWARD} | {name for name, _ in STATIC} | set(NEUTRALISED) | {DEGENERATE}
               | {a.name for a in ALONE})
     assert sorted(files) == sorted(tested)
     for path in files.values():

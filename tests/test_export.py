@@ -29,6 +29,37 @@ print("EXPORT OK")
 '''
 
 
+# a training kernel: its backward registered (register_autograd), opcheck's gradient checks, and a
+# model trained through the op under torch.compile(fullgraph=True) (AOTAutograd's traced forward and
+# backward, run eagerly) giving eager's gradients
+BACKWARD_CHECK = '''
+import torch
+import mykernels_rms_norm as m
+
+model = m.ModelNew(128)
+with torch.no_grad():
+    model.weight.add_(torch.randn_like(model.weight))
+x = torch.randn(8, 128, requires_grad=True)
+torch.library.opcheck(torch.ops.mykernels.rms_norm.default, (x, model.weight.detach().requires_grad_(), 1e-6))
+dy = torch.randn(8, 128)
+
+
+def grads(fn, x, weight):
+    x.grad = weight.grad = None
+    fn(x).backward(dy)
+    return x.grad.clone(), weight.grad.clone()
+
+
+eager = grads(model, x, model.weight)
+w = model.weight.detach().requires_grad_()
+expected = grads(lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w, x, w)
+assert all(torch.allclose(a, b, atol=1e-4) for a, b in zip(eager, expected)), "the op's gradients are wrong"
+compiled = grads(torch.compile(model, fullgraph=True, backend="aot_eager"), x, model.weight)
+assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(compiled, eager)), "compiled differs from eager"
+print("EXPORT OK")
+'''
+
+
 GPU_CHECK = '''
 import torch
 import harness_kernels_layer_norm_4d as m
@@ -82,6 +113,15 @@ def _install(tmp_path, candidate, name: str) -> tuple[str, dict]:
 def test_export_installs_and_traces(tmp_path):
     python, env = _install(tmp_path, CANDIDATES / "cpp_layernorm.py", "mykernels::layer_norm")
     run = subprocess.run([python, "-c", CHECK], cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    assert "EXPORT OK" in run.stdout, run.stderr[-3000:]
+
+
+def test_export_of_a_training_kernel_registers_its_backward(tmp_path):
+    python, env = _install(tmp_path, CANDIDATES / "backward_cpp_rmsnorm.py", "mykernels::rms_norm")
+    text = (tmp_path / "pkg" / "mykernels_rms_norm" / "__init__.py").read_text()
+    assert "register_autograd" in text and "mykernels::rms_norm_backward" in text
+    run = subprocess.run([python, "-c", BACKWARD_CHECK], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                         env=env)
     assert "EXPORT OK" in run.stdout, run.stderr[-3000:]
 
 

@@ -121,3 +121,14 @@ def test_feedback_gives_the_roofline_and_build_time_and_leaves_out_harness_warni
     assert "- Roofline: 1469 GB/s = 50% of the measured peak (floor 0.34 ms)" in text
     assert "- Build: 9.5 s" in text and "static check: calls F.layer_norm" in text
     assert "nearly constant" not in text and "slower beside" not in text
+
+
+def test_backward_feedback_gives_each_pass_its_time():
+    result = correct(2.0)
+    result.backward = True
+    result.timings |= {"candidate_forward": timing(1.5), "reference_forward": timing(3.0)}
+    text = feedback_text(Prompts(), 1, result, T, [])
+    assert ("- candidate by pass: forward 1.5 ms, backward about 2.585 ms (forward and backward 4.085 ms, timed as "
+            "one call") in text, text
+    assert "- reference by pass: forward 3 ms, backward about 5.17 ms" in text
+    assert "by pass" not in feedback_text(Prompts(), 1, correct(2.0), T, [])  # forward only: no split

@@ -559,7 +559,7 @@ def test_resume_takes_the_recorded_evaluation_options_unless_a_flag_overrides_on
     path = only_run(runs)
     assert run_json(path)["evaluation"] == {"trials": 2, "time_cap": 1.0, "policy": "warn",
                                             "shapes": "warn", "compile_baseline": False, "model_mode": "train",
-                                            "gpus": None, "profile": False, "profile_kernel": None,
+                                            "backward": False, "gpus": None, "profile": False, "profile_kernel": None,
                                             "atol": 0.001, "rtol": None}
     capsys.readouterr()
     # No --device, --trials or --policy: those come from the record; --time-cap overrides it.
@@ -567,7 +567,7 @@ def test_resume_takes_the_recorded_evaluation_options_unless_a_flag_overrides_on
     out = capsys.readouterr().out
     assert rc == 1, out
     assert ("Evaluation options from the run's record: trials 2, policy warn, shapes warn, compile_baseline False, "
-            "model_mode train, gpus None, atol 0.001, rtol None, profile False, profile_kernel None, "
+            "model_mode train, backward False, gpus None, atol 0.001, rtol None, profile False, profile_kernel None, "
             "device cpu; overridden by flags: time_cap 0.5.") in out
     assert run_json(path)["evaluation"]["time_cap"] == 0.5
     second = json.loads((path / "rounds" / "002" / "eval.json").read_text())

@@ -110,3 +110,14 @@ def test_the_first_prompt_says_the_reference_draws_random_numbers(problem):
     text = first_prompt(Prompts(), dropout, cpu, accept=1.5, target=2.0, trials=5, **FACTS)
     assert "The reference draws random numbers (Dropout" in text
     assert "random numbers" not in first_prompt(Prompts(), problem, cpu, accept=1.5, target=2.0, trials=5, **FACTS)
+
+
+def test_backward_first_prompt_gives_the_autograd_contract(problem):
+    text = first_prompt(Prompts(), problem, H100, accept=1.5, target=2.0, trials=5, backward=True, **FACTS)
+    assert "## Forward and backward" in text and "torch.autograd.Function" in text
+    assert "within atol=rtol=1e-4 for float32 outputs" in text.split("## Forward and backward")[1]
+    assert "Do not write into `grad_out`" in text
+    sketch = [block for block in python_blocks(text) if "autograd.Function" in block][0]
+    ast.parse("\n".join(line[2:] for line in sketch.splitlines()))  # the sketch is valid Python
+    assert "## Forward and backward" not in first_prompt(Prompts(), problem, H100, accept=1.5, target=2.0,
+                                                         trials=5, **FACTS)

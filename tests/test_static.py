@@ -19,6 +19,8 @@ def report_on(path, problem: str = SMALL) -> StaticReport:
 EXPECTED = {
     "alters_trial_inputs": {"monkeypatch"},
     "assumes_default_params": {"no_kernel"},
+    "backward_caches_grads": {"no_kernel"},
+    "backward_mutates_grad_output": {"no_kernel"},
     "background_pool": {"background_work"},
     "background_thread": {"background_work"},
     "below_floor": {"no_kernel", "state_across_calls"},

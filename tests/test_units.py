@@ -106,10 +106,11 @@ def test_parameters_are_matched_by_shape_then_by_size():
             self.extra = torch.nn.Parameter(torch.zeros(3))
 
     flat = Flat()
-    warnings = copy_parameters(reference, flat)
+    warnings, matched = copy_parameters(reference, flat)
     assert torch.equal(flat.weight, reference[0].weight.reshape(-1))
     assert torch.equal(flat.bias, reference[0].bias.reshape(-1))
     assert len(warnings) == 1 and "extra" in warnings[0]
+    assert matched[0] is flat.weight and matched[1] is flat.bias  # per reference parameter, for --backward
 
 
 def test_gpu_results_show_host_submit_and_cpu_results_do_not():

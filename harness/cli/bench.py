@@ -6,6 +6,7 @@ import json
 import shutil
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console, Group
@@ -120,6 +121,21 @@ def summary_table(summaries) -> Table:
     return table
 
 
+def _backward_as_recorded(options, records: list):
+    """A resumed bench goes on as it began: under --backward where its records are; a forward bench is
+    not resumed under --backward, since its records would mix the two."""
+    from ..suite.jobs import SuiteError
+    from ..suite.records import PROBLEM_ERROR
+
+    evaluated = [r for r in records if r.verdict != PROBLEM_ERROR]
+    if evaluated and all(r.backward for r in evaluated):
+        return replace(options, backward=True)
+    if options.backward and evaluated:
+        raise SuiteError("The bench being resumed checked forward passes only; --backward would mix its records "
+                         "with forward and backward ones. Resume it without --backward, or give another --out.")
+    return options
+
+
 def bench_main(args: argparse.Namespace, console: Console) -> int:
     from ..device import refuse_cuda_only, visible_gpus
     from ..suite.bench import Bench, pending
@@ -145,6 +161,7 @@ def bench_main(args: argparse.Namespace, console: Console) -> int:
                 refuse_cuda_only(str(job.candidate), job.candidate.read_text(errors="replace"))
         log = ResultLog(args.out, args.resume)
         try:
+            options = _backward_as_recorded(options, log.records)
             left = pending(jobs, log)
             view = _View(len(left) + len(log.records), len(log.records))
             live = Live(view.render(), console=console, transient=True, refresh_per_second=2)
@@ -179,6 +196,9 @@ def bench_main(args: argparse.Namespace, console: Console) -> int:
         write_csv(records, args.csv)
     console.print(summary_table(summaries))
     for s in summaries:
+        if s.skipped:
+            console.print(f"{s.level}: {len(s.skipped)} problem(s) skipped under --backward, their outputs having no "
+                          f"gradient: {', '.join(s.skipped)}.")
         if s.broken_problems:
             console.print(f"[red]{s.level}: {len(s.broken_problems)} problem(s) failed themselves, their candidates "
                           f"not run: {', '.join(s.broken_problems)} (see {log.path}).[/red]")

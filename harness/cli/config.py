@@ -228,6 +228,10 @@ def add_eval_options(parser: argparse.ArgumentParser) -> None:
                         help="train: both models run in the mode they are constructed in, training, as KernelBench "
                              "runs them (BatchNorm on batch statistics, dropout active); eval: both in eval(), "
                              "for inference kernels (default: train)")
+    parser.add_argument("--backward", action="store_true", default=None,
+                        help="check and time the backward pass too: gradients of the float inputs and the "
+                             "parameters, and forward plus backward as one timed call (a problem's "
+                             "BACKWARD = True sets it; see docs/backward.md)")
     parser.add_argument("--shapes", choices=["warn", "strict", "off"],
                         help="other shapes than the main one: warn on a failure (default), strict: reject, off: skip")
     parser.add_argument("--atol", type=number(float, 0), default=None, metavar="A",
@@ -252,7 +256,7 @@ def eval_options(args: argparse.Namespace, evaluation: Optional[Evaluation] = No
                        time_cap=evaluation.time_cap, compile_baseline=evaluation.compile_baseline,
                        cache_dir=args.cache_dir, policy=evaluation.policy, model_mode=evaluation.model_mode,
                        shapes=evaluation.shapes, profile=evaluation.profile, profile_kernel=evaluation.profile_kernel,
-                       atol=evaluation.atol, rtol=evaluation.rtol,
+                       backward=evaluation.backward, atol=evaluation.atol, rtol=evaluation.rtol,
                        max_host_memory=args.max_host_memory, max_processes=args.max_processes)
 
 
@@ -278,6 +282,7 @@ def evaluation_options(args: argparse.Namespace, recorded: Optional[Evaluation] 
     base = recorded or Evaluation()
     given = {"trials": args.trials, "time_cap": args.time_cap, "policy": args.policy, "shapes": args.shapes,
              "compile_baseline": args.compile_baseline, "model_mode": args.model_mode,
+             "backward": args.backward,
              "gpus": parse_gpus(args.gpus), "atol": args.atol, "rtol": args.rtol,
              # harness run's flags alone; other commands never profile
              "profile": getattr(args, "profile", None), "profile_kernel": getattr(args, "profile_kernel", None)}

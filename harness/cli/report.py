@@ -16,7 +16,8 @@ VERDICT_STYLE = {Verdict.CORRECT: "bold green", Verdict.INCORRECT: "bold red",
 
 TIMING_LABELS = {"candidate": "candidate", "reference": "reference", "compiled": "torch.compile",
                  "reference_defaults": "reference, PyTorch defaults",
-                 "compiled_defaults": "torch.compile, PyTorch defaults"}
+                 "compiled_defaults": "torch.compile, PyTorch defaults",
+                 "candidate_forward": "candidate, forward alone", "reference_forward": "reference, forward alone"}
 
 
 def verdict_text(verdict: Verdict) -> Text:
@@ -30,11 +31,13 @@ def timing_table(result: EvalResult) -> Table:
     columns = ["", "median ms", "IQR ms", "mean ms", "min ms", "n", "±SE", "vs ref"]
     for column in columns + (["host submit ms"] if on_gpu else []):
         table.add_column(column, justify="left" if not column else "right")
-    reference = result.timings.get("reference")
     for name, t in result.timings.items():
+        # a forward alone (--backward) is set against the reference's forward alone
+        base = "reference_forward" if name.endswith("_forward") else "reference"
+        reference = result.timings.get(base)
         ratio = f"{reference.median / t.median:.2f}x" if reference and t.median else ""
         row = [TIMING_LABELS.get(name, name), f"{t.median:.4g}", f"{t.iqr:.3g}", f"{t.mean:.4g}",
-               f"{t.min:.4g}", str(t.n), f"{t.rel_se:.1%}", ratio if name != "reference" else ""]
+               f"{t.min:.4g}", str(t.n), f"{t.rel_se:.1%}", ratio if name != base else ""]
         table.add_row(*row, *([f"{t.submit_median:.3g}"] if on_gpu else []))
     return table
 
@@ -80,6 +83,9 @@ def eval_panel(result: EvalResult) -> Panel:
     if result.model_mode:
         summary.add_row("models", f"{result.model_mode} mode" + (" (as constructed, as KernelBench runs them)"
                                                                  if result.model_mode == "train" else ""))
+    if result.backward:
+        summary.add_row("passes", "forward and backward, checked (outputs and gradients) and timed as one call "
+                                  "(--backward)")
     if result.check:
         c = result.check
         tolerance = tolerance_text(result)

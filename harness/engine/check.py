@@ -7,7 +7,7 @@ allclose with per-dtype tolerances.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -20,8 +20,12 @@ def _device_kind(device: str) -> str:
 
 
 def compare(reference: Any, candidate: Any, candidate_devices: list[str],
-            tolerances: Callable[[str], tuple[float, float]]) -> CheckResult:
-    """One trial's verdict. `candidate_devices` are where the candidate's tensors lived."""
+            tolerances: Callable[[str], tuple[float, float]], labels: Optional[list[str]] = None,
+            first_gradient: Optional[int] = None,
+            grad_tolerances: Optional[Callable[[str], tuple[float, float]]] = None) -> CheckResult:
+    """One trial's verdict. `candidate_devices` are where the candidate's tensors lived. Under
+    --backward (workers/backward.py) `labels` name each entry, and entries from `first_gradient`
+    on are gradients, compared at `grad_tolerances`."""
     refs, cands = as_list(reference), as_list(candidate)
     if len(refs) != len(cands):
         return CheckResult(False, reasons=[
@@ -29,7 +33,18 @@ def compare(reference: Any, candidate: Any, candidate_devices: list[str],
     result = CheckResult(True)
     devices = iter(candidate_devices)
     for i, (ref, cand) in enumerate(zip(refs, cands)):
-        label = f"output {i}" if len(refs) > 1 else "the output"
+        label = labels[i] if labels else f"output {i}" if len(refs) > 1 else "the output"
+        gradient = first_gradient is not None and i >= first_gradient
+        if gradient and (ref is None or cand is None):
+            # no gradient where the reference has none is right, and so are zeros
+            if ref is None and isinstance(cand, torch.Tensor):
+                next(devices, "?")
+                if bool(cand.any()):
+                    return CheckResult(False, reasons=[f"{label} is nonzero where the reference has none"])
+            elif ref is not None:
+                return CheckResult(False, reasons=[f"{label} is missing (None) where the reference has one: "
+                                                   "the backward does not reach it"])
+            continue
         if not isinstance(ref, torch.Tensor):
             if cand != ref:
                 return CheckResult(False, reasons=[f"{label} is {cand!r}, expected {ref!r}"])
@@ -47,8 +62,8 @@ def compare(reference: Any, candidate: Any, candidate_devices: list[str],
             problems.append(f"device {device} where the reference has {ref.device}")
         if problems:
             return CheckResult(False, reasons=[f"{label} has " + "; ".join(problems)])
-        _compare_values(label, ref, cand.to(ref.device), tolerances(str(ref.dtype).removeprefix("torch.")),
-                        result)
+        tol = (grad_tolerances if gradient and grad_tolerances else tolerances)(str(ref.dtype).removeprefix("torch."))
+        _compare_values(label, ref, cand.to(ref.device), tol, result)
         if not result.passed:
             return result
     return result

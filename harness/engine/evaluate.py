@@ -71,6 +71,8 @@ class EvalOptions:
     # allclose tolerances for every dtype, over the problem's (KernelBench's leaderboard used 1e-2)
     atol: Optional[float] = None
     rtol: Optional[float] = None
+    # forward and backward checked and timed as one call (workers/backward.py); a problem's BACKWARD = True sets it too
+    backward: bool = False
 
     def rel_se_target(self) -> float:
         """Queued GPU samples are steady enough to stop at 0.2%; a CPU's wander more."""
@@ -84,6 +86,10 @@ class EvalOptions:
 
 class DoesNotFit(ProblemError):
     """The problem needs more memory than its device has free; said before the first trial."""
+
+
+class NoBackward(ProblemError):
+    """Under --backward: the problem's outputs have no gradient (argmax), so there is no backward to check."""
 
 
 def _gb(n: float) -> str:
@@ -290,6 +296,7 @@ class Evaluator:
         self.options = options or EvalOptions()
         require_cuda(self.options.device)  # before the problem is blamed for a missing GPU
         self.problem = problem if isinstance(problem, Problem) else load_problem(problem)
+        self.backward = self.options.backward or self.problem.backward
         self.cache = self.options.resolved_cache()
         self.logs = Path(self.options.logs_dir) if self.options.logs_dir else self.cache / "logs"
         prune_logs(self.logs)
@@ -354,6 +361,8 @@ class Evaluator:
         self.oracle.send(to_dict(OracleSpec(self.problem.path, self.options.device, self._tolerances(),
                                             str(self.cache), model_mode=self.options.model_mode,
                                             device_key=self._device_key if hold_device else "",
+                                            backward=self.backward,
+                                            grad_tolerances=self._tolerances(gradients=True),
                                             **self.seeds)))
         if hold_device:
             self._oracle_says(after(DEVICE_WAIT_S, "the longest wait for another timing"), OracleHolding,
@@ -365,6 +374,9 @@ class Evaluator:
                                   OracleReady, "loading the problem")
         self.oracle_info = ready
         self.problem_warnings = list(ready.warnings)
+        if self.backward and ready.no_backward:
+            self._end_children()
+            raise NoBackward(f"Problem file {self.problem.path}: {ready.no_backward}.")
         refusal = fit_refusal(self.problem, ready, self.options.device, self.options.memory_limit,
                               self.limits.host_memory)
         if refusal:
@@ -372,8 +384,8 @@ class Evaluator:
             raise DoesNotFit(refusal)
         self.environment = collect_environment(self.options.device, ready.device_name, ready.capability)
 
-    def _tolerances(self) -> dict[str, list[float]]:
-        return self.problem.tolerance_table(self.options.atol, self.options.rtol)
+    def _tolerances(self, gradients: bool = False) -> dict[str, list[float]]:
+        return self.problem.tolerance_table(self.options.atol, self.options.rtol, gradients)
 
     def _spawn_oracle(self, spare: bool = False) -> Child:
         log = self.logs / f"oracle-{self.problem.name}-{os.getpid()}-{self.options.gpu or 0}.log"
@@ -408,7 +420,8 @@ class Evaluator:
         path = Path(candidate)
         result = EvalResult(Verdict.CRASHED, "", problem=self.problem.path, candidate=str(path),
                             model_mode=self.options.model_mode, tolerance=self._tolerances()["float32"],
-                            tolerance_given=self.options.atol is not None or self.options.rtol is not None)
+                            tolerance_given=self.options.atol is not None or self.options.rtol is not None,
+                            backward=self.backward)
         try:
             source = path.read_text()
         except (OSError, UnicodeDecodeError) as exc:
@@ -481,7 +494,8 @@ class Evaluator:
                                   else ("Candidate", result.timings["candidate"].median))
             result.explanation = (f"{Verdict.CORRECT.sentence} {over} {candidate_ms:.4g} ms, {headline.label} "
                                   f"{headline.median_ms:.4g} ms: "
-                                  f"{speedup_text(result.speedup, result.speedup_interval)}.")
+                                  f"{speedup_text(result.speedup, result.speedup_interval)}"
+                                  f"{' (forward and backward)' if self.backward else ''}.")
             if self.profiler:
                 worker.stop()  # its GPU memory and context are not the profiled forward's
                 mark = time.monotonic()
@@ -648,7 +662,8 @@ class Evaluator:
         spec = self._import_spec(built.path, built.entry)
         worker.send(to_dict(CandidateSpec(spec.candidate, spec.lock, spec.pch_lock, problem=self.problem.path,
                                           env=built.entry.env(), device=self.options.device,
-                                          model_mode=self.options.model_mode, **self.seeds)))
+                                          model_mode=self.options.model_mode, backward=self.backward,
+                                          **self.seeds)))
 
     def _await_ready(self, worker: Child, result: EvalResult) -> None:
         try:
@@ -740,6 +755,10 @@ class Evaluator:
             if changed:
                 check.passed = False
                 check.reasons.insert(0, f"the candidate changed its input(s) {changed} in place")
+            if reply.upstream_changed:
+                check.passed = False
+                check.reasons.insert(0, f"its backward changed the upstream gradient of output(s) "
+                                        f"{reply.upstream_changed} in place")
             total.trials = trial + 1
             total.max_abs_error = max(total.max_abs_error, check.max_abs_error)
             total.max_rel_error = max(total.max_rel_error, check.max_rel_error)
@@ -756,7 +775,7 @@ class Evaluator:
         (where a second copy of the inputs is small), both compared with the reference. What stops
         a capture, or a replay that does not match, is a note (serving stacks replay graphs), not
         a verdict. The worker then lets go of the graph, before the oracle needs the device again."""
-        if self.options.device == "cpu":
+        if self.options.device == "cpu" or self.backward:  # a graph of the forward alone: not what is checked
             return
         deadline = self._run_deadline()
         # A replay on new inputs holds a second copy of them beside the graph's own; where that copy
@@ -992,7 +1011,8 @@ class Evaluator:
             why = (f"Also, {seen}: work left running where the caller's stream does not wait for it would leave "
                    "calls queued after it reading outputs not yet written" if result.hidden_work_ms
                    else "No work was seen off the caller's stream: the outputs of its timed calls differ from those "
-                        "of its check trials, as call counting, cached outputs or skipped work would make them")
+                        "of its check trials, as call counting, cached outputs or gradients, or skipped work "
+                        "would make them")
             raise _Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} It passed the check trials, but "
                         f"while being timed {'; '.join(check.reasons)}. {why}.", timed_check=to_dict(check))
         measure = shape not in self.placement

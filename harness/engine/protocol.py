@@ -62,6 +62,7 @@ class CandidateSpec(BuildSpec):
     param_seed: int = 0
     env: dict[str, str] = field(default_factory=dict)  # the candidate's cache entry; the process may be a spare
     model_mode: str = "train"  # EvalOptions.model_mode
+    backward: bool = False  # trials and timed calls run forward and backward (workers/backward.py)
 
 
 @dataclass
@@ -74,6 +75,8 @@ class OracleSpec:
     param_seed: int
     model_mode: str = "train"  # EvalOptions.model_mode
     device_key: str = ""  # the device lock (device_lock.py) it loads the problem under; "" for none
+    backward: bool = False  # CandidateSpec.backward
+    grad_tolerances: dict[str, list[float]] = field(default_factory=dict)  # as `tolerances`, for gradients
 
 
 # --- requests -----------------------------------------------------------------
@@ -168,6 +171,8 @@ class OracleReady(Reply):
     shapes: list[dict[str, Any]] = field(default_factory=list)
     # the shapes to time at, the problem's get_benchmark_shapes(); empty: the main shape alone
     benchmark_shapes: list[dict[str, Any]] = field(default_factory=list)
+    # under --backward: why the problem has no backward to check (no output has a gradient); "" when it has
+    no_backward: str = ""
 
 
 @dataclass
@@ -188,6 +193,7 @@ class TrialOutputs(Guarded):
     inputs_changed: list[int] = field(default_factory=list)
     checksum: list = field(default_factory=list)
     not_capturable: str = ""  # GRAPH: why forward could not be captured; no outputs then
+    upstream_changed: list[int] = field(default_factory=list)  # --backward: outputs whose upstream gradient it changed
 
 
 @dataclass

@@ -8,7 +8,7 @@ being checked fails here.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -61,11 +61,13 @@ class TimedOutputs:
 
 
 def verify_timed(samples: list[dict], tensors: list[torch.Tensor],
-                 reference: Callable[[int], list], tolerances: dict) -> CheckResult:
+                 reference: Callable[[int], list], tolerances: dict, labels: Optional[list[str]] = None,
+                 first_gradient: Optional[int] = None, grad_tolerances: Optional[dict] = None) -> CheckResult:
     """Re-check the sampled outputs of every timed call against the reference
     on the same inputs. `samples` and `tensors` are what TimedOutputs.message
     gave; `reference(seed)` runs the reference on the inputs of that seed and
-    returns its outputs as a list."""
+    returns its outputs as a list. Under --backward, `labels` name each entry and
+    entries from `first_gradient` on are gradients (None where there is none)."""
     offsets = [0] * len(tensors)
     result = CheckResult(True, trials=len(samples))
     failures = 0
@@ -73,25 +75,36 @@ def verify_timed(samples: list[dict], tensors: list[torch.Tensor],
         refs = reference(int(sample["seed"]))
         reasons = []
         metas = sample.get("outputs") or []
-        if len(metas) != len(refs) or len(tensors) != len(refs):
+        sent = sum("unsupported" not in meta for meta in metas)
+        if len(metas) != len(refs) or len(tensors) != sent:
             reasons.append(f"it returned {len(metas)} output(s) where the reference returns {len(refs)}")
+        position = 0  # which of `tensors` holds this entry's samples
         for i, (ref, meta) in enumerate(zip(refs, metas)):
             if reasons:
                 break
+            label = labels[i] if labels else f"output {i}"
+            gradient = first_gradient is not None and i >= first_gradient
             if "unsupported" in meta:
-                reasons.append(f"output {i} is a {meta['unsupported']}, expected a plain torch.Tensor")
-                break
+                if not (gradient and ref is None and meta["unsupported"] == "NoneType"):
+                    reasons.append(f"{label} is missing (None) where the reference has one" if gradient and
+                                   meta["unsupported"] == "NoneType" else
+                                   f"{label} is a {meta['unsupported']}, expected a plain torch.Tensor")
+                continue
+            if ref is None:  # a gradient the reference has not: only zeros agree, and the sample must show them
+                ref = torch.zeros(meta.get("shape") or [0], device=tensors[position].device)
+                meta = {**meta, "dtype": "float32"}
             if meta.get("shape") != list(ref.shape) or meta.get("dtype") != str(ref.dtype).removeprefix("torch."):
-                reasons.append(f"output {i} has shape {meta.get('shape')} and dtype {meta.get('dtype')}")
+                reasons.append(f"{label} has shape {meta.get('shape')} and dtype {meta.get('dtype')}")
                 break
             flat = ref.reshape(-1)
             positions = sample_positions(flat.numel(), int(sample["key"]) + i, flat.device)
-            got = tensors[i][offsets[i]:offsets[i] + positions.numel()].to(flat.device)
-            offsets[i] += positions.numel()
-            atol, rtol = tolerance(tolerances, str(ref.dtype))
+            got = tensors[position][offsets[position]:offsets[position] + positions.numel()].to(flat.device)
+            offsets[position] += positions.numel()
+            position += 1
+            atol, rtol = tolerance(grad_tolerances if gradient and grad_tolerances else tolerances, str(ref.dtype))
             want = flat[positions].to(torch.float64)
             if got.numel() != want.numel() or not torch.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True):
-                reasons.append(f"output {i} differs from the reference")
+                reasons.append(f"{label} differs from the reference")
         del refs  # gone before the next call's outputs are made: one set on the device, not two
         if reasons:
             failures += 1

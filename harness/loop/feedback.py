@@ -104,6 +104,10 @@ def time_lines(result: EvalResult) -> list[str]:
         # on a GPU the host's time to launch is in the window; a model can shorten it too
         submit = f"; host submit {t.submit_median:.2g} ms" if t.on_gpu and t.submit_median else ""
         lines.append(f"{name}: {t.median:.4g} ms (IQR {t.iqr:.2g} ms, {t.n} samples{submit})")
+    # under --backward each pass on its own, so a model sees which of its kernels costs the time
+    lines += [f"{name} by pass: forward {forward:.4g} ms, backward about {backward:.4g} ms (forward and backward "
+              f"{both:.4g} ms, timed as one call; the backward is that less the forward timed alone)"
+              for name, (forward, backward, both) in result.pass_times().items()]
     return lines
 
 
@@ -289,6 +293,7 @@ def feedback_context(n: int, result: EvalResult, thresholds: Thresholds, history
         "warnings": warning_lines(result, hidden),
         "notes": [line for line in [compared, *(notes or [])] if line],
         "model_mode": result.model_mode,
+        "backward": result.backward,
         "advice": advice(result, thresholds, best_of(history)),
         "history": history_table(history + [Past(n, result, approach)]),
     }

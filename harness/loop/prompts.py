@@ -86,15 +86,24 @@ def tolerance_text(problem: "Problem") -> str:
     return "atol=rtol=1e-4 for float32 outputs (1e-2 for float16 and bfloat16)"
 
 
+def grad_tolerance_text(problem: "Problem") -> str:
+    """The gradients' tolerance where the problem sets its own (GRAD_ATOL, GRAD_RTOL), else the outputs'."""
+    if problem.grad_atol is None and problem.grad_rtol is None:
+        return tolerance_text(problem)
+    atol, rtol = problem.tolerances("float32", gradients=True)
+    return f"atol={atol:g}, rtol={rtol:g}"
+
+
 def system_prompt(prompts: Prompts) -> str:
     return prompts.render(SYSTEM).strip()
 
 
 def first_prompt(prompts: Prompts, problem: "Problem", device: "DeviceInfo", *, accept: float, target: float,
                  trials: int, facts: "OracleReady", environment: "Environment",
-                 headroom: Optional["Headroom"] = None) -> str:
+                 headroom: Optional["Headroom"] = None, backward: bool = False) -> str:
     """The problem, the rules, and the facts the reference process found: hardware, measured
-    peaks, how the inputs arrive, versions; and the reference's own time against its floor."""
+    peaks, how the inputs arrive, versions; and the reference's own time against its floor.
+    `backward`: the backward pass is checked and timed too, and the contract for it is given."""
     reference = None
     if headroom is not None:
         reference = {"ms": headroom.reference_ms, "host_ms": headroom.host_ms, "ceiling": headroom.ceiling,
@@ -102,7 +111,8 @@ def first_prompt(prompts: Prompts, problem: "Problem", device: "DeviceInfo", *, 
     return prompts.render(FIRST, problem=problem, device=device, tolerance=tolerance_text(problem),
                           accept=accept, target=target, trials=trials, hardware=facts.hardware,
                           inputs=facts.inputs, peaks=facts.peaks, environment=environment,
-                          reference=reference).strip() + "\n"
+                          reference=reference, backward=backward,
+                          grad_tolerance=grad_tolerance_text(problem) if backward else "").strip() + "\n"
 
 
 def candidate_template(prompts: Prompts, problem: "Problem", *, accept: float, target: float) -> str:

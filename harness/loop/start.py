@@ -91,7 +91,7 @@ def first_for(pool: Pool, prompts: Prompts, problem: Problem, settings: Settings
                     facts.peaks)
     return first_prompt(prompts, problem, describe(settings.device), accept=settings.accept,
                         target=settings.target, trials=trials, facts=facts, environment=environment,
-                        headroom=room), facts.warnings, room
+                        headroom=room, backward=pool.evaluators[0].backward), facts.warnings, room
 
 
 def ceiling_note(room: Headroom, target: float) -> str:

@@ -3,7 +3,9 @@ as a torch.library custom op, with a fake implementation so torch.compile traces
 
 The candidate file is read statically (ast), never run here: its load_inline call's
 arguments must be literals (or module-level string constants), and ModelNew.forward must
-return one call of the extension on tensors and plain constants.
+return one call of the extension on tensors and plain constants, or (a training kernel) one
+`Function.apply(...)` of a module-level torch.autograd.Function whose forward and backward call
+the extension: then the backward is registered too (register_autograd), as an op of its own.
 """
 from __future__ import annotations
 
@@ -93,6 +95,7 @@ class _Kernel:
     args: list[tuple[str, str]]  # (name, schema type) of the op's arguments
     model_new: str  # ModelNew's source
     numbers: dict  # module-level numbers that ModelNew.forward passes to the call
+    autograd: Optional[tuple[str, str]] = None  # the torch.autograd.Function forward applies: name, source
 
 
 def _parse(source: str, path: Path) -> _Kernel:
@@ -138,12 +141,20 @@ def _parse(source: str, path: Path) -> _Kernel:
     params = [a.arg for a in forward.args.args[1:]]
     body = [s for s in forward.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
     ret = body[0].value if len(body) == 1 and isinstance(body[0], ast.Return) else None
-    if not (isinstance(ret, ast.Call) and isinstance(ret.func, ast.Attribute)
-            and isinstance(ret.func.value, ast.Name) and ret.func.value.id == ext and not ret.keywords):
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)
+                 and any(ast.unparse(b).endswith("Function") for b in n.bases)}
+    called = ret.func.value.id if (isinstance(ret, ast.Call) and isinstance(ret.func, ast.Attribute)
+                                   and isinstance(ret.func.value, ast.Name) and not ret.keywords) else None
+    autograd = None
+    if called in functions and ret.func.attr == "apply":
+        autograd = (called, ast.get_source_segment(source, functions[called]))
+    elif called != ext:
         raise refuse(f"ModelNew.forward must keep its work in one call, `return {ext}.<function>(...)` on tensors "
-                     "(its arguments or its own parameters) and constants; it does other work too, which the op "
-                     "would not carry")
-    declared = _declared_types(build, ret.func.attr)
+                     "(its arguments or its own parameters) and constants, or `return <Function>.apply(...)` of a "
+                     "torch.autograd.Function defined in the file; it does other work too, which the op would not "
+                     "carry")
+    # a Function's arguments have no C++ declaration: numbers on self are read through float(), int()
+    declared = None if autograd else _declared_types(build, ret.func.attr)
     args = []
     numbers = {}  # module-level numbers forward passes, written into the package beside ModelNew
     for i, arg in enumerate(ret.args):
@@ -164,7 +175,7 @@ def _parse(source: str, path: Path) -> _Kernel:
         else:
             raise refuse(f"argument {i + 1} of its {ext}.{ret.func.attr}(...) call, `{ast.unparse(arg)}`, is neither "
                          "a tensor (a forward argument, a self attribute) nor a number")
-    return _Kernel(ext, build, ret.func.attr, args, ast.get_source_segment(source, model), numbers)
+    return _Kernel(ext, build, ret.func.attr, args, ast.get_source_segment(source, model), numbers, autograd)
 
 
 def _static_value(node: ast.expr, constants: dict):
@@ -230,6 +241,23 @@ def _module_text(kernel: _Kernel, lib: str, op: str, candidate: Path) -> str:
     numbers = "".join(f"{name} = {value!r}\n" for name, value in kernel.numbers.items()) + "\n\n" * bool(kernel.numbers)
     digest = hashlib.sha256(json.dumps(kernel.build, sort_keys=True).encode()).hexdigest()[:12]
     # _BUILD is written as Python literals (True, not JSON's true): the package must import
+    ops = _autograd_ops(kernel, lib, op, signature, names, first) if kernel.autograd else f'''
+@torch.library.custom_op("{lib}::{op}", mutates_args=())
+def {op}({signature}) -> torch.Tensor:
+    return _extension().{kernel.function}({names})
+
+
+@{op}.register_fake
+def _({names}):
+    # the kernel's output is shaped like its first tensor argument
+    return torch.empty_like({first})
+
+
+class {kernel.ext}:
+    """What the candidate's ModelNew calls its extension: here, the op."""
+
+    {kernel.function} = staticmethod({op})
+'''
     return f'''"""{lib}::{op}, exported by `harness export` from {candidate.name}.
 
 The extension builds with torch.utils.cpp_extension.load_inline at first use; the op is a
@@ -250,10 +278,54 @@ def _extension():
         _built = load_inline(**_BUILD)
     return _built
 
+{ops}
+
+{numbers}{kernel.model_new}
+'''
+
+
+def _autograd_ops(kernel: _Kernel, lib: str, op: str, signature: str, names: str, first: str) -> str:
+    """The candidate's torch.autograd.Function as two ops, forward and backward, joined by register_autograd.
+    The backward op runs the Function's forward again to rebuild what it saved (an op returns tensors
+    only, so the saved ones do not travel from the forward op): it costs one forward more."""
+    name, source = kernel.autograd
+    impl = f"_{name}"
+    source = source.replace(f"class {name}(", f"class {impl}(", 1)
+    tensors = f"[t for t in ({names},) if isinstance(t, torch.Tensor)]"
+    return f'''
+class _Extension:
+    """The candidate's extension, built at first use."""
+
+    def __getattr__(self, name):
+        return getattr(_extension(), name)
+
+
+{kernel.ext} = _Extension()
+
+
+{source}
+
+
+class _Saved:
+    """Autograd's ctx, for calling the Function's forward and backward directly."""
+
+    def __init__(self, count):
+        self.needs_input_grad = (True,) * count
+        self.saved_tensors = ()
+
+    def save_for_backward(self, *tensors):
+        self.saved_tensors = tensors
+
+    def mark_non_differentiable(self, *tensors):
+        pass
+
+    def set_materialize_grads(self, value):
+        pass
+
 
 @torch.library.custom_op("{lib}::{op}", mutates_args=())
 def {op}({signature}) -> torch.Tensor:
-    return _extension().{kernel.function}({names})
+    return {impl}.forward(_Saved({len(kernel.args)}), {names})
 
 
 @{op}.register_fake
@@ -262,13 +334,39 @@ def _({names}):
     return torch.empty_like({first})
 
 
-class {kernel.ext}:
-    """What the candidate's ModelNew calls its extension: here, the op."""
+@torch.library.custom_op("{lib}::{op}_backward", mutates_args=())
+def {op}_backward(grad: torch.Tensor, {signature}) -> list[torch.Tensor]:
+    """The gradient of each tensor argument (zeros where the Function gives none)."""
+    ctx = _Saved({len(kernel.args)})
+    {impl}.forward(ctx, {names})
+    grads = {impl}.backward(ctx, grad)
+    return [g if g is not None else torch.zeros_like(t) for g, t in zip(grads, ({names},))
+            if isinstance(t, torch.Tensor)]
 
-    {kernel.function} = staticmethod({op})
+
+@{op}_backward.register_fake
+def _(grad, {names}):
+    return [torch.empty_like(t) for t in {tensors}]
 
 
-{numbers}{kernel.model_new}
+def _setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*[a for a in inputs if isinstance(a, torch.Tensor)])
+    ctx.plain = [None if isinstance(a, torch.Tensor) else a for a in inputs]
+
+
+def _backward(ctx, grad):
+    saved = iter(ctx.saved_tensors)
+    grads = iter({op}_backward(grad, *[next(saved) if p is None else p for p in ctx.plain]))
+    return tuple(next(grads) if p is None else None for p in ctx.plain)
+
+
+{op}.register_autograd(_backward, setup_context=_setup_context)
+
+
+class {name}:
+    """What the candidate's ModelNew applies: here, the op, whose backward is registered."""
+
+    apply = staticmethod({op})
 '''
 
 

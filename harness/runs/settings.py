@@ -75,6 +75,7 @@ class Evaluation:
     shapes: str = "warn"  # other shapes: warn, strict or off
     compile_baseline: bool = False
     model_mode: str = "train"  # "eval": both models in eval() (inference kernels)
+    backward: bool = False  # forward and backward checked and timed (EvalOptions.backward)
     gpus: Optional[list[int]] = None  # physical indices; None: one GPU, the first no other harness process times on
     profile: bool = False  # each correct candidate profiled, the kernels and findings fed back
     profile_kernel: Optional[str] = None  # ncu's --kernel-name regex; None: every kernel

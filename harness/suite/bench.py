@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from ..engine.evaluate import CHECKING, EvalOptions, footprint
+from ..engine.evaluate import CHECKING, EvalOptions, NoBackward, footprint
 from ..engine.pool import Pool, default_build_jobs
 from ..problem import ProblemError
 from ..results import EvalResult
@@ -225,4 +225,5 @@ def evaluate_problem(name: str, opened: Opened, on_record: Recorded, on_phase: P
     except ProblemError as exc:  # the problem's failure, not its candidates'
         for index, job in enumerate(group):
             if index not in finished:
-                on_record(problem_failure(job, str(exc), time.monotonic() - opened.started))
+                on_record(problem_failure(job, str(exc), time.monotonic() - opened.started,
+                                          skipped=isinstance(exc, NoBackward)))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .records import PROBLEM_ERROR, BenchRecord
+from .records import NOT_EVALUATED, BenchRecord
 from .summary import fast_p
 
 P_MAX, P_STEPS = 3.0, 121
@@ -19,7 +19,7 @@ def plot_fast_p(records: list[BenchRecord], out: Path) -> Path:
     fig, ax = plt.subplots(figsize=(8.0, 5.0), dpi=100)
     levels = sorted({r.level for r in records})
     for level, color in zip(levels, plt.rcParams["axes.prop_cycle"].by_key()["color"] * 10):
-        evaluated = [r for r in records if r.level == level and r.verdict != PROBLEM_ERROR]
+        evaluated = [r for r in records if r.level == level and r.verdict not in NOT_EVALUATED]
         eager = [r.speedup if r.correct else None for r in evaluated]
         ax.plot(ps, [fast_p(eager, p) for p in ps], "-", color=color, label=f"{level} vs eager")
         compiled = [r.speedup_compile if r.correct else None for r in evaluated]

@@ -17,6 +17,9 @@ from .jobs import Job, SuiteError
 RESULTS_FILE = "results.jsonl"
 # Not a candidate's verdict: the problem file itself could not be loaded or run.
 PROBLEM_ERROR = "problem_error"
+# Under --backward, a problem whose outputs have no gradient (argmax): nothing to check, not a failure.
+SKIPPED = "skipped"
+NOT_EVALUATED = (PROBLEM_ERROR, SKIPPED)
 EXPLANATION_HEAD = 300
 
 
@@ -26,7 +29,7 @@ class BenchRecord:
     level: str
     candidate: str  # the job's label
     sample: int
-    verdict: str  # a Verdict's value, or PROBLEM_ERROR
+    verdict: str  # a Verdict's value, PROBLEM_ERROR or SKIPPED
     speedup: Optional[float] = None  # over eager PyTorch, the faster numerics setting (`numerics`)
     speedup_compile: Optional[float] = None  # over torch.compile of the reference (its faster setting), where timed
     interval: Optional[list[float]] = None  # 95%, of `speedup`
@@ -48,6 +51,7 @@ class BenchRecord:
     speedup_defaults: Optional[float] = None
     interval_defaults: Optional[list[float]] = None
     tolerance: Optional[list[float]] = None  # float32's (atol, rtol) as checked (EvalResult.tolerance)
+    backward: bool = False  # forward and backward checked and timed (EvalResult.backward); --resume keeps it
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -80,12 +84,13 @@ def record_of(job: Job, result: EvalResult, ready: Optional[OracleReady] = None)
                        result.details.get("peak_memory", {}), sizes_of(ready), result.placement_spread,
                        result.baselines[0].numerics if result.baselines else "",
                        defaults.speedup if defaults else None, defaults.interval if defaults else None,
-                       result.tolerance)
+                       result.tolerance, result.backward)
 
 
-def problem_failure(job: Job, explanation: str, seconds: float = 0.0) -> BenchRecord:
-    return BenchRecord(job.problem.stem, job.level, job.label, job.sample, PROBLEM_ERROR, seconds=round(seconds, 3),
-                       explanation=explanation[:EXPLANATION_HEAD])
+def problem_failure(job: Job, explanation: str, seconds: float = 0.0, skipped: bool = False) -> BenchRecord:
+    """The record of a candidate whose problem failed itself, or (`skipped`) has no backward to check."""
+    return BenchRecord(job.problem.stem, job.level, job.label, job.sample, SKIPPED if skipped else PROBLEM_ERROR,
+                       seconds=round(seconds, 3), explanation=explanation[:EXPLANATION_HEAD], backward=skipped)
 
 
 class ResultLog:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..stats import geomean
-from .records import PROBLEM_ERROR, BenchRecord
+from .records import NOT_EVALUATED, PROBLEM_ERROR, SKIPPED, BenchRecord
 
 P_VALUES = (0.0, 1.0, 1.5, 2.0)
 
@@ -26,6 +26,7 @@ class LevelSummary:
     broken_problems: list[str] = field(default_factory=list)  # problem files that failed themselves
     failures: dict[str, int] = field(default_factory=dict)  # by verdict
     fast_p_sure: dict[str, float] = field(default_factory=dict)  # over eager, the interval above p
+    skipped: list[str] = field(default_factory=list)  # under --backward, problems whose outputs have no gradient
 
 
 def fast_p(speedups: list[Optional[float]], p: float) -> float:
@@ -43,7 +44,7 @@ def fast_p_sure(records: list[BenchRecord], p: float) -> float:
 
 
 def summarize_level(level: str, records: list[BenchRecord]) -> LevelSummary:
-    evaluated = [r for r in records if r.verdict != PROBLEM_ERROR]
+    evaluated = [r for r in records if r.verdict not in NOT_EVALUATED]
     eager = [r.speedup if r.correct else None for r in evaluated]
     compiled = [r.speedup_compile if r.correct else None for r in evaluated]
     timed_compile = any(r.speedup_compile is not None for r in evaluated)
@@ -58,7 +59,8 @@ def summarize_level(level: str, records: list[BenchRecord]) -> LevelSummary:
         {f"{p:g}": fast_p(compiled, p) for p in P_VALUES} if timed_compile else None,
         geomean([s for s in eager if s is not None]),
         sorted({r.problem for r in records if r.verdict == PROBLEM_ERROR}), failures,
-        {f"{p:g}": fast_p_sure(evaluated, p) for p in P_VALUES})
+        {f"{p:g}": fast_p_sure(evaluated, p) for p in P_VALUES},
+        sorted({r.problem for r in records if r.verdict == SKIPPED}))
 
 
 def summarize(records: list[BenchRecord]) -> list[LevelSummary]:

@@ -16,7 +16,9 @@ from ...integrity import guards
 from ...integrity.guards import Guard, L2Watch, ThreadWatch, findings
 from ...integrity.recheck import TimedOutputs
 from ...results import from_dict, to_dict
+from ...files import new_seed
 from .. import channel, check, timing
+from . import backward
 from ..protocol import CandidateReady, CandidateSpec, Command, Reply, Request, ShapeSet, Timed, TrialOutputs
 from .common import (Parking, SameTensors, Shapes, State, build_model, classify_import_error, copy_parameters,
                      error_message, free_cache, import_candidate, import_file, in_mode, inputs_from_seed,
@@ -31,12 +33,14 @@ for _label, _namespace in (("torch", torch), ("torch.nn.functional", torch.nn.fu
                            ("torch.cuda.Event", torch.cuda.Event), ("time", timing.time),
                            ("harness.timing", timing), ("harness.timing.Clock", timing.Clock),
                            ("harness.channel", channel), ("harness.check", check),
-                           ("harness.guards", guards), ("harness.digest", digests)):
+                           ("harness.guards", guards), ("harness.digest", digests),
+                           ("torch.autograd", torch.autograd), ("harness.backward", backward)):
     GUARD.take(_label, _namespace)
 # the functions this module calls after candidate code has run, kept unswappable
 _send, _time_interleaved, _at_default_numerics = channel.send, timing.time_interleaved, guards.at_default_numerics
 _digest, _totals, _changed, _memory_use = digests.digest, digests.totals, digests.changed, memory_use
 _free_cache, _SameTensors, _park, _unpark = free_cache, SameTensors, Parking.park, Parking.unpark
+_trial, _timed_training, _output_metas = backward.trial, backward.timed, backward.output_metas
 
 
 def candidate_role(conn, header: dict) -> None:
@@ -64,7 +68,7 @@ def candidate_role(conn, header: dict) -> None:
                                          message="the file defines no ModelNew subclass of torch.nn.Module")))
         return
     try:
-        reference, parking, candidate, warnings = build_pair(problem, model_new, spec, device)
+        reference, parking, candidate, warnings, matched = build_pair(problem, model_new, spec, device)
         state = State(candidate)  # the reference runs here only to be timed, where no state is restored
     except BaseException as exc:  # noqa: BLE001
         channel.send(conn, error_message("runtime_error", exc, phase="constructing ModelNew"))
@@ -82,11 +86,11 @@ def candidate_role(conn, header: dict) -> None:
             _send(conn, to_dict(Reply(memory=_memory_use(device))))
         elif request.cmd is Command.SHAPE:
             # the old shape's models go first: the device never holds them beside the new ones
-            reference = parking = candidate = state = None
+            reference = parking = candidate = state = matched = None
             _free_cache(device)
             try:
                 shapes.set(request.shape or {})
-                reference, parking, candidate, _ = build_pair(problem, model_new, spec, device)
+                reference, parking, candidate, _, matched = build_pair(problem, model_new, spec, device)
                 state = State(candidate)
             except BaseException as exc:  # noqa: BLE001
                 # at another shape a failure is that shape's verdict: the process goes on to the next
@@ -123,9 +127,14 @@ def candidate_role(conn, header: dict) -> None:
                 # taken before the candidate sees them: block sums, not a second copy of the inputs
                 before = _digest(inputs)
                 digest = _totals(before)
-                phase = "running ModelNew"
-                with torch.no_grad():
-                    outputs = candidate(*inputs)
+                phase = "running ModelNew" + (" forward and backward" if spec.backward else "")
+                lifted: list[int] = []
+                if spec.backward:
+                    outputs, lifted = _trial(backward.Training(candidate, matched), inputs, request.seed, device,
+                                             _digest, _changed)
+                else:
+                    with torch.no_grad():
+                        outputs = candidate(*inputs)
                 sync(device)
                 changed = _changed(before, _digest(inputs))
                 del inputs, before
@@ -143,7 +152,7 @@ def candidate_role(conn, header: dict) -> None:
             _free_cache(device)
             shared = _send(
                 conn, to_dict(TrialOutputs(outputs=tree, inputs_changed=changed, checksum=digest,
-                                           memory=memory, **findings(GUARD, watch, l2))),
+                                           upstream_changed=lifted, memory=memory, **findings(GUARD, watch, l2))),
                 tensors, share_gpu=True)
             del outputs, tensors, tree  # nothing of a trial outlives its reply
         elif request.cmd is Command.TIME:
@@ -151,15 +160,13 @@ def candidate_role(conn, header: dict) -> None:
             # the reference's outputs are sampled the same way and dropped: the sampling's host and
             # device work then follows every timed call alike, not the candidate's alone
             mirrored = TimedOutputs(device)
-            # each model its own inputs, kept in the same tensors call after call where small
-            entries = {"candidate": timing.Timed(_SameTensors(problem, device), candidate, observed.observe),
-                       "reference": timing.Timed(_SameTensors(problem, device), reference, mirrored.observe)}
-            if request.default_numerics:  # eager as users run it, beside the candidate too
-                entries["reference_defaults"] = timing.Timed(_SameTensors(problem, device),
-                                                             _at_default_numerics(reference), mirrored.observe)
             try:
                 rule = timing.StopRule(**to_dict(request.rule))
                 _unpark(parking)
+                entries = (_training_entries(problem, device, reference, candidate, matched, observed, mirrored,
+                                             request.default_numerics) if spec.backward else
+                           _forward_entries(problem, device, reference, candidate, observed, mirrored,
+                                            request.default_numerics))
                 results = _time_interleaved(entries, device, rule)
                 _park(parking)
             except BaseException as exc:  # noqa: BLE001
@@ -177,16 +184,47 @@ def candidate_role(conn, header: dict) -> None:
             return
 
 
+def _forward_entries(problem, device: torch.device, reference, candidate, observed: TimedOutputs,
+                     mirrored: TimedOutputs, default_numerics: bool) -> dict[str, timing.Timed]:
+    # each model its own inputs, kept in the same tensors call after call where small
+    entries = {"candidate": timing.Timed(_SameTensors(problem, device), candidate, observed.observe),
+               "reference": timing.Timed(_SameTensors(problem, device), reference, mirrored.observe)}
+    if default_numerics:  # eager as users run it, beside the candidate too
+        entries["reference_defaults"] = timing.Timed(_SameTensors(problem, device),
+                                                     _at_default_numerics(reference), mirrored.observe)
+    return entries
+
+
+def _training_entries(problem, device: torch.device, reference, candidate, matched, observed: TimedOutputs,
+                      mirrored: TimedOutputs, default_numerics: bool) -> dict[str, timing.Timed]:
+    """--backward: forward and backward as one timed call under the usual keys, and each forward
+    alone beside them (unchecked, shown only)."""
+    found = _output_metas(reference, inputs_from_seed(problem, device, new_seed()))
+    own = backward.own_parameters(reference)
+    entries = {"candidate": _timed_training(_SameTensors(problem, device), candidate, matched, found, device,
+                                            observed.observe),
+               "reference": _timed_training(_SameTensors(problem, device), reference, own, found, device,
+                                            mirrored.observe)}
+    if default_numerics:
+        entries["reference_defaults"] = _timed_training(_SameTensors(problem, device), reference, own, found, device,
+                                                        mirrored.observe, _at_default_numerics)
+    entries["candidate_forward"] = timing.Timed(_SameTensors(problem, device), candidate)
+    entries["reference_forward"] = timing.Timed(_SameTensors(problem, device), reference)
+    return entries
+
+
 def build_pair(problem, model_new, spec: CandidateSpec, device: torch.device):
     """The reference (parked: see Parking) and ModelNew, built afresh from get_init_inputs(), with the
-    same parameters; and the warnings of copying them."""
+    same parameters; the warnings of copying them; and per reference parameter with a gradient,
+    ModelNew's matched to it and the reference's shape (backward.Training's `params`)."""
     init_args = list(problem.get_init_inputs())
     reference = in_mode(reference_from(problem, init_args, spec, device).to(device), spec.model_mode)
     parking = Parking(reference, device)
     parking.park()  # before ModelNew is built: the two models' weights never sit here beside the oracle's
     candidate = build_model(model_new, init_args, spec.init_seed, device)
-    warnings = copy_parameters(reference, candidate)
-    return reference, parking, in_mode(candidate.to(device), spec.model_mode), warnings
+    warnings, matched = copy_parameters(reference, candidate)
+    trained = [(mine, p.shape) for mine, p in zip(matched, reference.parameters()) if p.requires_grad]
+    return reference, parking, in_mode(candidate.to(device), spec.model_mode), warnings, trained
 
 
 class NotCapturable(Exception):

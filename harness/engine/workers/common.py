@@ -101,23 +101,28 @@ def randomize_parameters(model: torch.nn.Module, seed: int) -> None:
                     part.add_(noise.mul_(0.5 * scale).to(dtype=p.dtype))
 
 
-def copy_parameters(reference: torch.nn.Module, candidate: torch.nn.Module) -> list[str]:
+def copy_parameters(reference: torch.nn.Module, candidate: torch.nn.Module
+                    ) -> tuple[list[str], list[Optional[torch.nn.Parameter]]]:
     """Write the reference's parameter values into the candidate's, matched in
     order by shape, or else by element count (a flattened copy of the same
-    values). Returns warnings for candidate parameters left unmatched."""
-    available = list(reference.parameters())
+    values). Returns warnings for candidate parameters left unmatched, and per
+    reference parameter the candidate's matched to it (None: none was)."""
+    available = list(enumerate(reference.parameters()))
+    matched: list[Optional[torch.nn.Parameter]] = [None] * len(available)
     warnings = []
     with torch.no_grad():
         for name, p in candidate.named_parameters():
-            match = next((i for i, r in enumerate(available) if r.shape == p.shape), None)
+            match = next((i for i, (_, r) in enumerate(available) if r.shape == p.shape), None)
             if match is None:
-                match = next((i for i, r in enumerate(available) if r.numel() == p.numel()), None)
+                match = next((i for i, (_, r) in enumerate(available) if r.numel() == p.numel()), None)
             if match is None:
                 warnings.append(f"candidate parameter {name} {tuple(p.shape)} matches no reference "
                                 "parameter; it keeps its own values")
                 continue
-            p.copy_(available.pop(match).reshape(p.shape).to(p.dtype))
-    return warnings
+            index, source = available.pop(match)
+            p.copy_(source.reshape(p.shape).to(p.dtype))
+            matched[index] = p
+    return warnings, matched
 
 
 def build_model(cls, init_args: list, init_seed: int, device: torch.device):

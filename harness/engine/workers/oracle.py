@@ -24,9 +24,10 @@ from ...problem import tolerance
 from ...results import CheckResult, as_list, from_dict, to_dict
 from .. import channel, check, timing
 from ..device_lock import DeviceLock
+from . import backward
 from ..protocol import (Checked, Command, OracleHolding, OracleReady, OracleSpec, ReferenceTimed, Reply, Request,
                         ShapeSet, TrialMade)
-from ...integrity.digest import checksum
+from ...integrity.digest import changed, checksum, digest
 from .common import (Parking, Shapes, State, benchmark_shapes, check_inputs, error_message, free_cache, held_bytes,
                      import_file, in_mode, inputs_from_seed, memory_available, memory_use, peak_above, reference_from,
                      settle, shape_variants, sync, tensor_bytes)
@@ -162,6 +163,12 @@ def oracle_role(conn, header: dict) -> None:
     device = torch.device(spec.device)
     tolerances = spec.tolerances
     settle(device)
+    layout: dict = {}  # --backward: each entry's label and where the gradients start (check.compare's)
+    grads = spec.grad_tolerances or tolerances
+
+    def training() -> backward.Training:
+        return backward.Training(reference, backward.own_parameters(reference))
+
     if device.type == "cuda":  # the context: seconds of driver work, no kernel, so before the lock
         torch.empty(1, device=device)
     # Loading runs the reference (its lint too): a bench's next problem must not do that beside the
@@ -194,6 +201,20 @@ def oracle_role(conn, header: dict) -> None:
             arguments = input_facts(problem, sample)
             del exact
             random_draws = lint.draws_random(reference, sample, state.restore)
+            no_backward = ""
+            if spec.backward:
+                found = backward.output_metas(reference, sample)
+                if not any(found):
+                    no_backward = ("no output of Model.forward has a gradient (integer outputs such as argmax's, "
+                                   "or outputs detached from the inputs and parameters): it has no backward to "
+                                   "check, so it is skipped under --backward")
+                names = [name for name, _ in backward.reference_parameters(reference)]
+                layout = {"labels": backward.labels(len(found), sample, names), "first_gradient": len(found)}
+                if not no_backward:  # a trial's peak (saved activations, gradients) is the workspace the fit counts
+                    _, trial_peak = peak_above(device, lambda: len(backward.trial(training(), sample, probe, device,
+                                                                                  digest, changed)[0]))
+                    sizes["workspace_bytes"] = max(sizes["workspace_bytes"], trial_peak - sizes["output_bytes"])
+                state.restore()
             del sample
         except BaseException as exc:  # noqa: BLE001
             channel.send(conn, error_message(_failure(exc), exc))
@@ -201,7 +222,7 @@ def oracle_role(conn, header: dict) -> None:
         info = OracleReady(ready=True, device_name=platform.processor() or platform.machine(),
                            reproducible=reproducible, numerics_differ=numerics_differ,
                            hardware=hardware_facts(device), inputs=arguments, shapes=variants,
-                           benchmark_shapes=benchmarks, **sizes)
+                           benchmark_shapes=benchmarks, no_backward=no_backward, **sizes)
         if random_draws:
             info.warnings.append(random_draws)
         if device.type == "cuda":
@@ -243,9 +264,12 @@ def oracle_role(conn, header: dict) -> None:
                 state.restore()  # trial k sees the state the candidate's model sees: as constructed
                 inputs = inputs_from_seed(problem, device, seed)
                 check_inputs(inputs, "get_inputs()")
-                digest = checksum(inputs)
-                with torch.no_grad():
-                    outputs = reference(*inputs)
+                digested = checksum(inputs)
+                if spec.backward:
+                    outputs = backward.trial(training(), inputs, seed, device, digest, changed)[0]
+                else:
+                    with torch.no_grad():
+                        outputs = reference(*inputs)
                 sync(device)
                 del inputs
                 free_cache(device)  # the worker draws the same inputs next: one copy on the device, not two
@@ -253,13 +277,14 @@ def oracle_role(conn, header: dict) -> None:
             except BaseException as exc:  # noqa: BLE001
                 channel.send(conn, error_message(_failure(exc), exc))
                 return
-            channel.send(conn, to_dict(TrialMade(seed=seed, checksum=digest, memory=memory_use(device))))
+            channel.send(conn, to_dict(TrialMade(seed=seed, checksum=digested, memory=memory_use(device))))
         elif cmd is Command.COMPARE:
             tree, candidate = message.header.get("outputs"), None
             try:
                 candidate = channel.unflatten(tree, message.tensors)
                 result = check.compare(outputs, candidate, channel.devices(tree),
-                                       lambda dtype: tolerance(tolerances, dtype))
+                                       lambda dtype: tolerance(tolerances, dtype),
+                                       grad_tolerances=lambda dtype: tolerance(grads, dtype), **layout)
             except channel.ChannelError as exc:
                 result = CheckResult(False, reasons=[f"its outputs are unreadable: {exc}"])
             # both sides' outputs go as soon as they are compared
@@ -273,18 +298,25 @@ def oracle_role(conn, header: dict) -> None:
             # for the reference timed beside the candidate.
             make_inputs = lambda seed: inputs_from_seed(problem, device, seed)  # noqa: E731
             parking.unpark()
-            entries = {"reference": timing.Timed(make_inputs, reference)}
-            if request.default_numerics:
-                entries["reference_defaults"] = timing.Timed(make_inputs, at_default_numerics(reference))
-            for n, twin in enumerate(twins(reference, device, request.placement_budget), 1):
-                entries[f"placement_{n}"] = timing.Timed(make_inputs, twin)
             try:
+                # --backward: what each timed call's upstream gradients are drawn for
+                found = backward.output_metas(reference, make_inputs(new_seed())) if spec.backward else None
+
+                def entry(fn, model=reference, wrap=lambda f: f) -> timing.Timed:
+                    if found is None:
+                        return timing.Timed(make_inputs, wrap(fn))
+                    return backward.timed(make_inputs, fn, backward.own_parameters(model), found, device, wrap=wrap)
+                entries = {"reference": entry(reference)}
+                if request.default_numerics:
+                    entries["reference_defaults"] = entry(reference, wrap=at_default_numerics)
+                for n, twin in enumerate(twins(reference, device, request.placement_budget), 1):
+                    entries[f"placement_{n}"] = entry(twin, twin)
                 if request.compile_baseline:
                     if compiled is None:  # compiled once per oracle
                         compiled = torch.compile(reference)
-                    entries["compiled"] = timing.Timed(make_inputs, compiled)
+                    entries["compiled"] = entry(compiled)
                     if request.default_numerics:
-                        entries["compiled_defaults"] = timing.Timed(make_inputs, at_default_numerics(compiled))
+                        entries["compiled_defaults"] = entry(compiled, wrap=at_default_numerics)
                 results = timing.time_interleaved(entries, device, timing.StopRule(**to_dict(request.rule)))
             except BaseException as exc:  # noqa: BLE001
                 channel.send(conn, error_message(_failure(exc), exc))
@@ -326,11 +358,14 @@ def oracle_role(conn, header: dict) -> None:
 
             def reference_outputs(seed: int) -> list:
                 state.restore()
+                inputs = inputs_from_seed(problem, device, seed)
+                if spec.backward:
+                    return backward.trial(training(), inputs, seed, device, digest, changed)[0]
                 with torch.no_grad():
-                    return as_list(reference(*inputs_from_seed(problem, device, seed)))
+                    return as_list(reference(*inputs))
 
             result = verify_timed(message.header.get("timed") or [], message.tensors, reference_outputs,
-                                  tolerances)
+                                  tolerances, grad_tolerances=grads, **layout)
             del message
             free_cache(device)
             channel.send(conn, to_dict(Checked(check=result, memory=memory_use(device))))

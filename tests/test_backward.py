@@ -1,0 +1,121 @@
+"""--backward on the CPU: forward and backward checked and timed as one call, each gradient named
+where it fails; recorded in bench records and kept on --resume."""
+import dataclasses
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import CANDIDATES, PROBLEMS, REPO
+from harness import Verdict, evaluate, evaluate_many
+from harness.cli.bench import _backward_as_recorded
+from harness.engine.evaluate import NoBackward
+from harness.suite.jobs import SuiteError
+from harness.suite.records import PROBLEM_ERROR, SKIPPED, BenchRecord, read_records
+from harness.suite.summary import summarize
+
+RMSNORM = PROBLEMS / "rmsnorm_train_small.py"
+CHECKED = ["backward_cpp_rmsnorm", "backward_wrong_weight_grad", "backward_missing_input_grad"]
+
+
+@pytest.fixture(scope="module")
+def results(cpu_options):
+    options = dataclasses.replace(cpu_options, backward=True, time_cap=0.5)
+    found = evaluate_many(RMSNORM, [CANDIDATES / f"{name}.py" for name in CHECKED], options)
+    return dict(zip(CHECKED, found))
+
+
+def test_cpp_kernels_with_a_correct_backward_pass(results):
+    result = results["backward_cpp_rmsnorm"]
+    assert result.verdict is Verdict.CORRECT, result.explanation
+    assert result.backward and "(forward and backward)" in result.explanation
+    # forward alone is timed beside forward plus backward, which the headline is of
+    assert {"candidate", "reference", "candidate_forward", "reference_forward"} <= set(result.timings)
+    assert result.timed_calls_checked and result.timed_calls_checked >= 5
+
+
+def test_a_wrong_parameter_gradient_is_named_with_where_and_by_how_much(results):
+    result = results["backward_wrong_weight_grad"]
+    assert result.verdict is Verdict.INCORRECT
+    assert "gradient of parameter weight differs from the reference" in result.explanation, result.explanation
+    assert "first at index" in result.explanation and "got" in result.explanation
+
+
+def test_a_missing_input_gradient_is_named(results):
+    result = results["backward_missing_input_grad"]
+    assert result.verdict is Verdict.INCORRECT
+    assert "gradient of input 0 is missing (None)" in result.explanation, result.explanation
+
+
+def test_a_problem_declares_backward_and_its_gradient_tolerance(tmp_path, cpu_options):
+    """BACKWARD = True needs no flag; GRAD_ATOL/GRAD_RTOL loosen the gradients' check alone: the wrong weight
+    gradient (2% off) passes at 0.5, the outputs still at the default tolerance."""
+    problem = tmp_path / "rmsnorm_loose.py"
+    problem.write_text(RMSNORM.read_text() + "\nBACKWARD = True\nGRAD_ATOL = 0.5\nGRAD_RTOL = 0.5\n")
+    options = dataclasses.replace(cpu_options, time_cap=0.3, shapes="off")
+    result = evaluate(problem, CANDIDATES / "backward_wrong_weight_grad.py", options)
+    assert result.backward and result.verdict is Verdict.CORRECT, result.explanation
+
+
+def test_outputs_without_a_gradient_skip_the_problem(cpu_options):
+    with pytest.raises(NoBackward, match="no output of Model.forward has a gradient"):
+        evaluate(PROBLEMS / "argmax_rows.py", CANDIDATES / "backward_rmsnorm.py",
+                 dataclasses.replace(cpu_options, backward=True))
+
+
+def test_a_forward_bench_is_not_resumed_under_backward():
+    forward = [BenchRecord("a", "level1", "c", 0, "correct")]
+    options = dataclasses.replace(__import__("harness").EvalOptions(), backward=True)
+    with pytest.raises(SuiteError, match="checked forward passes only"):
+        _backward_as_recorded(options, forward)
+    assert not _backward_as_recorded(dataclasses.replace(options, backward=False), forward).backward
+    assert _backward_as_recorded(options, [BenchRecord("a", "level1", "c", 0, PROBLEM_ERROR)]).backward
+
+
+def test_bench_records_backward_skips_gradient_free_problems_and_resume_keeps_it(tmp_path, cache_dir):
+    problems, cands = tmp_path / "problems" / "level1", tmp_path / "cands" / "level1"
+    problems.mkdir(parents=True)
+    (problems / "1_rmsnorm.py").write_text(RMSNORM.read_text())
+    (problems / "2_argmax.py").write_text((PROBLEMS / "argmax_rows.py").read_text())
+    for n in (1, 2):
+        (cands / str(n)).mkdir(parents=True)
+        (cands / str(n) / "sample_0.py").write_text((CANDIDATES / "backward_rmsnorm.py").read_text())
+    out = tmp_path / "bench"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+
+    def bench(*extra):
+        done = subprocess.run([sys.executable, "-m", "harness", "bench", str(problems.parent), str(cands.parent),
+                               "--device", "cpu", "--time-cap", "0.3", "--shapes", "off", "--cache-dir",
+                               str(cache_dir), "-o", str(out), *extra], env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    said = bench("--backward")
+    assert "1 problem(s) skipped under --backward" in said and "2_argmax" in said, said
+    records = {r.problem: r for r in read_records(out / "results.jsonl")}
+    assert records["1_rmsnorm"].verdict == "correct" and records["1_rmsnorm"].backward
+    assert records["2_argmax"].verdict == SKIPPED and "no output" in records["2_argmax"].explanation
+    (level,) = summarize(list(records.values()))
+    assert level.evaluations == 1 and level.correct == 1 and level.skipped == ["2_argmax"]
+
+    wrong = (CANDIDATES / "backward_rmsnorm.py").read_text().replace("grad_weight = (", "grad_weight = 1.02 * (")
+    (cands / "1" / "sample_1.py").write_text(wrong)
+    bench("--resume")  # no --backward: the records say it
+    added = [r for r in read_records(out / "results.jsonl") if r.candidate.endswith("sample_1.py")]
+    assert len(added) == 1 and added[0].backward and added[0].verdict == "incorrect", added
+    assert "gradient of parameter weight" in added[0].explanation
+
+
+@pytest.mark.gpu
+def test_gpu_shipped_training_kernel_passes_forward_and_backward(cache_dir):
+    """kernels/rmsnorm_train.py at the problem's shape and at every derived shape (its float4 path and
+    its scalar path), gradients re-checked on every timed call."""
+    from harness import EvalOptions
+
+    result = evaluate(REPO / "problems" / "rmsnorm_train.py", REPO / "kernels" / "rmsnorm_train.py",
+                      EvalOptions(device="cuda", cache_dir=cache_dir, time_cap=3.0))
+    assert result.backward and result.verdict is Verdict.CORRECT, result.explanation
+    assert result.shapes and not result.failed_shapes, [s.reason for s in result.failed_shapes]
+    assert result.timed_calls_checked and "candidate_forward" in result.timings
