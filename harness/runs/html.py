@@ -19,7 +19,7 @@ from .plot import FAILED_TEXT, use_log_scale
 from .settings import cost_usd
 from .store import Round, Run, Sample
 
-CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+CSP = "default-src 'none'; style-src 'unsafe-inline'"  # nothing loads, nothing runs
 
 CSS = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1f2328;margin:0;background:#f6f8fa}
@@ -98,7 +98,7 @@ class Series:
     color: str
     points: list[tuple[float, float]]
     intervals: list[Optional[Sequence[float]]] = field(default_factory=list)  # by point; None: none
-    dashed: bool = False
+    dash: str = ""  # an SVG stroke-dasharray; "": solid
     markers: bool = True
 
 
@@ -216,7 +216,7 @@ def svg_chart(chart: Chart) -> str:
         if len(s.points) > 1:
             path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in s.points)
             parts.append(f'<polyline points="{path}" fill="none" stroke="{s.color}" stroke-width="2"'
-                         + (' stroke-dasharray="6 4"' if s.dashed else "") + "/>")
+                         + (f' stroke-dasharray="{s.dash}"' if s.dash else "") + "/>")
         for i, (x, y) in enumerate(s.points):
             interval = s.intervals[i] if i < len(s.intervals) else None
             if interval:
@@ -246,7 +246,7 @@ def legend(chart: Chart) -> str:
         return (f'<svg width="28" height="10"><line x1="0" x2="28" y1="5" y2="5" stroke="{color}" stroke-width="2"'
                 + (f' stroke-dasharray="{dash}"' if dash else "") + "/>"
                 + (f'<circle cx="14" cy="5" r="3.5" fill="{color}"/>' if dot else "") + "</svg>")
-    items = [swatch(s.color, "6 4" if s.dashed else "", s.markers) + esc(s.label) for s in chart.series]
+    items = [swatch(s.color, s.dash, s.markers) + esc(s.label) for s in chart.series]
     items += [swatch(r.color, r.dash) + esc(r.label) for r in chart.rules if r.label]
     if any(s.intervals and any(s.intervals) for s in chart.series):
         items.append("bars: 95% interval")
@@ -315,11 +315,12 @@ def diff_html(before: str, after: str, before_name: str, after_name: str) -> str
     lines = list(difflib.unified_diff(before.splitlines(), after.splitlines(), before_name, after_name, lineterm=""))
     if not lines:
         return '<p class="note">No change from its parent.</p>'
-    def line(text: str) -> str:
-        kind = "hunk" if text.startswith("@@") else "add" if text.startswith("+") else \
-            "del" if text.startswith("-") else ""
+
+    def line(i: int, text: str) -> str:
+        kind = "hunk" if i < 2 or text.startswith("@@") else "add" if text.startswith("+") else \
+            "del" if text.startswith("-") else ""  # lines 0 and 1 name the two files
         return f'<span class="{kind}">{esc(text)}</span>' if kind else esc(text) + "\n"
-    return '<pre class="diff">' + "".join(line(t) for t in lines) + "</pre>"
+    return '<pre class="diff">' + "".join(line(i, t) for i, t in enumerate(lines)) + "</pre>"
 
 
 def _profile_html(result: EvalResult) -> str:
@@ -340,12 +341,12 @@ def _sample_html(run: Run, rounds: list[Round], rnd: Round, index: int) -> str:
     sample = rnd.samples[index]
     result = sample.eval
     lines = [facts([
-        ("speedup", esc(speedup_text(result.speedup, result.speedup_interval))),
+        ("speedup", esc(speedup_text(result.speedup, result.speedup_interval)) if result.speedup is not None else ""),
         ("basis", esc(basis_text(result))),
         ("approach", esc(sample.approach)),
         ("direction", esc(sample.direction)),
         ("same as", f"round {sample.same_as}'s candidate; its verdict repeated" if sample.same_as else ""),
-        ("build", esc(_build(result))),
+        ("build", esc(_build(result)) if result.build else ""),
         ("tokens", esc(f"{sample.tokens.total} (prompt {sample.tokens.prompt}, completion "
                        f"{sample.tokens.completion})") if sample.tokens.total else ""),
     ]), f"<p>{esc(result.explanation)}</p>" if result.explanation else ""]
@@ -371,7 +372,7 @@ def _round_html(run: Run, rounds: list[Round], rnd: Round) -> str:
     result = rnd.eval
     best = run.best is not None and run.best.round == rnd.n
     head = (f'<h3 id="round-{rnd.n}">Round {rnd.n} {badge(result.verdict.value)} '
-            f'{esc(speedup_text(result.speedup, result.speedup_interval))}'
+            + (esc(speedup_text(result.speedup, result.speedup_interval)) if result.speedup is not None else "")
             + (' <span class="badge info">best</span>' if best else "")
             + (' <span class="badge info">restarted from the best</span>' if rnd.fresh else "") + "</h3>")
     parts = [head, _sample_html(run, rounds, rnd, rnd.chosen)]

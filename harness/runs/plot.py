@@ -20,6 +20,7 @@ class Plot:
     size: tuple[int, int]  # pixels, width by height
     log: bool  # a log speedup axis
     legend: list[str]  # the runs, then the lines: accept, target and (where recorded) the ceiling
+    bars: int  # rounds drawn with their 95% interval
 
 
 def use_log_scale(speedups: list[float]) -> bool:
@@ -82,6 +83,7 @@ def plot(runs: list[str], runs_dir: Path, out: Path) -> Plot:
         top = max(marks) * 1.15
         strip = -top * 0.06
         bottom = strip * 2.5
+    drawn_bars = 0
     for (store, record), by_round, color in zip(loaded, intervals,
                                                 plt.rcParams["axes.prop_cycle"].by_key()["color"] * 10):
         good = [(r.n, r.speedup) for r in record.rounds if r.speedup is not None]
@@ -93,6 +95,7 @@ def plot(runs: list[str], runs_dir: Path, out: Path) -> Plot:
                 ns, ss, spans = zip(*bars)
                 below, above = [s - i[0] for s, i in zip(ss, spans)], [i[1] - s for s, i in zip(ss, spans)]
                 ax.errorbar(ns, ss, yerr=[below, above], fmt="none", ecolor=color, capsize=4, linewidth=1.2)
+                drawn_bars += len(bars)
         for r in record.rounds:
             if r.speedup is None:
                 ax.plot(r.n, strip, _FAILED_MARKERS.get(r.verdict, "x"), color=color, markersize=9)
@@ -122,4 +125,4 @@ def plot(runs: list[str], runs_dir: Path, out: Path) -> Plot:
     fig.savefig(out)
     plt.close(fig)
     return Plot(out, problem, [store.id for store, _ in loaded], "round", ax.get_ylabel(),
-                (int(PLOT_SIZE[0] * PLOT_DPI), int(PLOT_SIZE[1] * PLOT_DPI)), log, legend)
+                (int(PLOT_SIZE[0] * PLOT_DPI), int(PLOT_SIZE[1] * PLOT_DPI)), log, legend, drawn_bars)

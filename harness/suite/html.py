@@ -5,28 +5,22 @@ from __future__ import annotations
 
 from ..results import speedup_text
 from ..runs.html import PALETTE, Chart, Rule, Series, badge, esc, facts, folded, page, svg_chart, table
-from .plot import P_MAX, P_STEPS
 from .records import PROBLEM_ERROR, BenchRecord
-from .summary import LevelSummary, fast_p, summarize
+from .summary import P_MAX, LevelSummary, fast_p_curves, summarize
+
+
+DASHES = {"eager": "", "sure": "2 3", "compile": "8 4"}
 
 
 def fast_p_chart(records: list[BenchRecord]) -> Chart:
-    """One line per level against eager, dashed against torch.compile where it was timed."""
-    ps = [P_MAX * i / (P_STEPS - 1) for i in range(P_STEPS)]
-    series = []
-    levels = sorted({r.level for r in records})
-    for level, color in zip(levels, PALETTE * 10):
-        evaluated = [r for r in records if r.level == level and r.verdict != PROBLEM_ERROR]
-        eager = [r.speedup if r.correct else None for r in evaluated]
-        series.append(Series(f"{level} vs eager", color, [(p, fast_p(eager, p)) for p in ps], markers=False))
-        compiled = [r.speedup_compile if r.correct else None for r in evaluated]
-        if any(s is not None for s in compiled):
-            series.append(Series(f"{level} vs torch.compile", color, [(p, fast_p(compiled, p)) for p in ps],
-                                 dashed=True, markers=False))
+    """One line per level against eager, dotted where the whole interval is above p, dashed against
+    torch.compile where it was timed."""
+    curves = fast_p_curves(records)
+    colors = dict(zip(sorted({c.level for c in curves}), PALETTE * 10))
+    series = [Series(c.label, colors[c.level], c.points, dash=DASHES[c.kind], markers=False) for c in curves]
     rules = [Rule(p, "", "#d1d9e0", vertical=True) for p in (1.0, 1.5, 2.0)]  # KernelBench's thresholds
-    return Chart(series, rules, [], "p (speedup threshold)",
-                 "fast_p: share correct and > p times faster", (0.0, P_MAX), (0.0, 1.02),
-                 [0, 0.5, 1, 1.5, 2, 2.5, 3], "{:.0%}")
+    return Chart(series, rules, [], "p (speedup threshold)", "fast_p: share correct and > p times faster",
+                 (0.0, P_MAX), (0.0, 1.02), [0, 0.5, 1, 1.5, 2, 2.5, 3], "{:.0%}")
 
 
 def _percent(share: float) -> str:
@@ -69,9 +63,10 @@ def _failures(records: list[BenchRecord]) -> str:
 def bench_page(directory: str, records: list[BenchRecord]) -> str:
     """The whole page for the bench whose results.jsonl in `directory` holds `records`."""
     summaries = summarize(records)
+    compiled = any(r.speedup_compile is not None for r in records)
     rows = [[esc(r.level), esc(r.problem), esc(r.candidate), badge(r.verdict),
-             esc(speedup_text(r.speedup, r.interval)),
-             esc(speedup_text(r.speedup_compile)), f"{r.seconds:.1f}"]
+             esc(speedup_text(r.speedup, r.interval))]
+            + ([esc(speedup_text(r.speedup_compile))] if compiled else []) + [f"{r.seconds:.1f}"]
             for r in sorted(records, key=lambda r: (r.level, r.problem, r.candidate))]
     problems = len({(r.level, r.problem) for r in records})
     correct = sum(r.correct for r in records)
@@ -88,6 +83,6 @@ def bench_page(directory: str, records: list[BenchRecord]) -> str:
             f'<h2>fast_p against p</h2><section class="card">{chart}</section>'
             f'<h2>Failures by verdict</h2><section class="card">{_failures(records)}</section>'
             f'<h2>Every evaluation</h2><section class="card">'
-            + table(["level", "problem", "candidate", "verdict", "speedup [95%]", "vs torch.compile", "seconds"],
-                    rows, (4, 5, 6)) + "</section>")
+            + table(["level", "problem", "candidate", "verdict", "speedup [95%]"]
+                    + (["vs torch.compile"] if compiled else []) + ["seconds"], rows, (4, 5, 6)) + "</section>")
     return page(f"Bench {directory}", body)
