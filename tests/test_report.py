@@ -7,6 +7,7 @@ text, and the browser must find no script in the DOM and log nothing to its cons
 HARNESS_REPORT_SCREENSHOTS=docs/img python -m pytest tests/test_report.py
 writes the screenshots docs/ shows (report-run.png, report-bench.png).
 """
+import contextlib
 import os
 import re
 import shutil
@@ -28,31 +29,46 @@ PROBLEM = PROBLEMS / "row_loop.py"
 # What an untrusted answer could carry: it must reach the page as text.
 PAYLOAD = '# </pre><script>document.title="pwned"</script><img src=x onerror="document.title=1">'
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+ROOFLINE = "\n\ndef roofline_bytes():\n    # x read once and the output written once, float32\n    return 4 * 2 * 256 * 64\n"
+
+
+@contextlib.contextmanager
+def inside(folder: Path):
+    """Work in `folder`, so paths read as a person there gives them (the pages show them)."""
+    before = os.getcwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(before)
 
 
 @pytest.fixture(scope="module")
 def report_run(tmp_path_factory, cache_dir) -> Path:
-    """A run of four rounds: no code, correct but slow, wrong, and fast enough for the 2x target."""
+    """A run of four rounds: no code, correct but slow, wrong, and fast enough for the 2x target, on
+    row_loop.py declaring its bytes, so the run has a physical ceiling."""
     base = tmp_path_factory.mktemp("report")
+    (base / "row_loop.py").write_text(PROBLEM.read_text() + ROOFLINE)
     for name, text in (("slow.py", SLOW), ("wrong.py", WRONG), ("fast.py", PAYLOAD + "\n" + FAST)):
         (base / name).write_text(text)
-    runs_dir = base / "runs"
-    files = [seed("004"), *(base / name for name in ("slow.py", "wrong.py", "fast.py"))]
-    # paths as a person in the repository gives them: the page shows them
-    assert run([os.path.relpath(PROBLEM), "--files", *map(str, files), "--runs-dir", str(runs_dir),
-                *eval_flags(cache_dir)]) == 0
-    (path,) = runs_dir.iterdir()
+    with inside(base):
+        assert run(["row_loop.py", "--files", str(seed("004")), "slow.py", "wrong.py", "fast.py",
+                    *eval_flags(cache_dir)]) == 0
+    (path,) = (base / "runs").iterdir()
     return path
 
 
 @pytest.fixture(scope="module")
 def report_bench(tmp_path_factory, cache_dir) -> Path:
     """tests/candidates/bench on tests/problems/bench: correct, incorrect, import errors and a broken problem."""
-    out = tmp_path_factory.mktemp("bench") / "results"
-    rc, text = cli("bench", os.path.relpath(PROBLEMS / "bench"), os.path.relpath(CANDIDATES / "bench"), "--device", "cpu",
-                   "--time-cap", "0.5", "--cache-dir", str(cache_dir), "-o", str(out))
+    base = tmp_path_factory.mktemp("bench")
+    shutil.copytree(PROBLEMS / "bench", base / "problems")
+    shutil.copytree(CANDIDATES / "bench", base / "candidates")
+    with inside(base):
+        rc, text = cli("bench", "problems", "candidates", "--device", "cpu", "--time-cap", "0.5",
+                       "--cache-dir", str(cache_dir), "-o", "results")
     assert rc == 0, text
-    return out
+    return base / "results"
 
 
 def test_run_report_holds_every_round_and_escapes_the_candidates(report_run, tmp_path):
@@ -83,11 +99,14 @@ def test_parents_chart_ceiling_and_profile_findings(report_run):
     assert damage is None
     # round 2 follows round 1's answer, which held no code: the latest earlier candidate is its parent
     assert [parent_of(rounds, r, r.sample) for r in rounds] == [None, None, (2, 0), (3, 0)]
-    record.ceiling = 60.0
+    assert record.ceiling and record.ceiling > record.best.speedup
+    text = run_page(record, rounds)
+    assert f"ceiling {record.ceiling:.2f}x: the most the hardware allows" in text and "Profile (" not in text
+    # profile findings, as a --profile run on a GPU records them
     rounds[3].sample.eval.profile = Profile("ncu", [KernelProfile("tanh_kernel<<<>>>", 12.5, bottleneck="memory")],
                                             findings=["DRAM throughput at 91% of peak: memory-bound"])
     text = run_page(record, rounds)
-    assert "ceiling 60.00x" in text and "DRAM throughput at 91% of peak" in text
+    assert "DRAM throughput at 91% of peak" in text
     assert "tanh_kernel&lt;&lt;&lt;&gt;&gt;&gt;" in text
     # one marker per correct round, with its interval as error bars; the failed rounds on the strip
     svg = text[text.index("<svg"):text.index("</svg>")]
@@ -160,19 +179,21 @@ def test_the_console_check_sees_a_script_error(tmp_path):
 
 
 def test_run_report_in_chromium(report_run, tmp_path):
-    assert cli("report", str(report_run))[0] == 0
+    with inside(report_run.parent.parent):
+        assert cli("report", f"runs/{report_run.name}") == (0, f"runs/{report_run.name}/report.html\n")
     shot = tmp_path / "run.png"
     dom, messages = open_in_browser(report_run / "report.html", shot)
     assert messages == []
     assert "<script" not in dom.lower() and "<img" not in dom.lower()  # the payload stayed text
-    assert re.search(r"<title>row_loop: run [^<]+</title>", dom)
+    assert f"<title>row_loop: run {report_run.name}</title>" in dom
     assert dom.count("<details") >= 8 and dom.count("<svg") >= 1
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     keep(shot, "report-run.png")
 
 
 def test_bench_report_in_chromium(report_bench, tmp_path):
-    assert cli("report", "--bench", str(report_bench))[0] == 0
+    with inside(report_bench.parent):
+        assert cli("report", "--bench", "results") == (0, "results/report.html\n")
     shot = tmp_path / "bench.png"
     dom, messages = open_in_browser(report_bench / "report.html", shot, 1700)
     assert messages == []

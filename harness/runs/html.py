@@ -341,7 +341,6 @@ def _sample_html(run: Run, rounds: list[Round], rnd: Round, index: int) -> str:
     sample = rnd.samples[index]
     result = sample.eval
     lines = [facts([
-        ("speedup", esc(speedup_text(result.speedup, result.speedup_interval)) if result.speedup is not None else ""),
         ("basis", esc(basis_text(result))),
         ("approach", esc(sample.approach)),
         ("direction", esc(sample.direction)),
@@ -363,6 +362,8 @@ def _sample_html(run: Run, rounds: list[Round], rnd: Round, index: int) -> str:
             name = f"round {n}" + (f" sample {i + 1}" if len(rounds[n - 1].samples) > 1 else "")
             lines.append(folded(f"Diff against its parent, {name}",
                                 diff_html(before, sample.candidate, name, f"round {rnd.n}"), open_=True))
+        else:
+            lines.append('<p class="note">The run\'s first candidate: no parent to compare with.</p>')
         lines.append(folded("Candidate code", pre(sample.candidate)))
     lines.append(folded("The model's answer", pre(sample.answer)))
     return "".join(lines)

@@ -71,7 +71,7 @@ def bench_page(directory: str, records: list[BenchRecord]) -> str:
     problems = len({(r.level, r.problem) for r in records})
     correct = sum(r.correct for r in records)
     overview = facts([("results", esc(f"{directory}/results.jsonl")),
-                      ("evaluations", esc(f"{len(records)} of {problems} problems; {correct} correct")),
+                      ("evaluated", esc(f"{len(records)} evaluations of {problems} problems; {correct} correct")),
                       ("basis", esc("speedup over eager PyTorch under its default settings, the median of the "
                                     "interleaved timings, 95% bootstrap interval; fast_p counts correct "
                                     "evaluations more than p times faster; sure fast_1 needs the whole interval "
