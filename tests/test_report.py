@@ -18,12 +18,13 @@ import pytest
 
 from harness.runs.history import load, load_rounds
 from harness.runs.html import parent_of, run_page
+from harness.loop.proposers.base import ProposerError
 from harness.results import KernelProfile, Profile
 from harness.cli.run_command import main as run
 
 from conftest import CANDIDATES, PROBLEMS
 from test_history import cli
-from test_loop import FAST, SLOW, WRONG, eval_flags, seed
+from test_loop import FAST, SLOW, WRONG, ScriptedProposer, eval_flags, seed, stub_loop
 
 PROBLEM = PROBLEMS / "row_loop.py"
 # What an untrusted answer could carry: it must reach the page as text.
@@ -112,6 +113,37 @@ def test_parents_chart_ceiling_and_profile_findings(report_run):
     svg = text[text.index("<svg"):text.index("</svg>")]
     assert svg.count("<circle") == 2 and svg.count(" stroke-width=\"1.5\" fill=\"none\"/>") == 2
     assert ">no code<" in svg and ">wrong<" in svg
+
+
+def test_samples_beam_parents_and_a_restart_from_the_best(tmp_path):
+    """Several samples a round under --beam, and a restart from the best (the loop with a stub evaluator)."""
+    answers = ["# correct 1.2\n# A", "# correct 1.8\n# B", "# correct 1.5\n# C"]
+    answers += [f"# correct 1.{n}\n# next {n}" for n in range(6)]
+    loop, store = stub_loop(tmp_path / "beam", ScriptedProposer(*answers), samples=3, beam=2, rounds=2, plateau=0)
+    loop.execute()
+    rounds = store.load_rounds()
+    text = run_page(loop.run, rounds)
+    for sample in rounds[1].samples:
+        n, i = sample.parent.round, sample.parent.sample
+        assert parent_of(rounds, rounds[1], sample) == (n, i)
+        assert f"Diff against its parent, round {n} sample {i + 1}" in text
+    assert "All 3 samples of this round" in text and text.count("(kept)") == 2
+
+    answers = ["# correct 1.6\n# best", "# correct 1.2\n# worse", "# correct 1.1\n# worse still",
+               "# correct 1.3\n# again"]
+    loop, store = stub_loop(tmp_path / "restart", ScriptedProposer(*answers), restart_after=2, plateau=0, rounds=4)
+    loop.execute()
+    rounds = store.load_rounds()
+    assert [r.fresh for r in rounds] == [False, False, False, True]
+    assert [parent_of(rounds, r, r.sample) for r in rounds] == [None, (1, 0), (2, 0), (1, 0)]
+    assert "restarted from the best" in run_page(loop.run, rounds)
+
+
+def test_a_run_that_failed_before_any_round_says_why(tmp_path):
+    loop, store = stub_loop(tmp_path, ScriptedProposer(ProposerError("The endpoint said <401>.")))
+    text = run_page(loop.execute(), store.load_rounds())
+    assert '<span class="badge bad">no correct</span> failed, stopped by error' in text
+    assert "No round finished." in text and "The endpoint said &lt;401&gt;." in text
 
 
 def test_bench_report_has_the_curve_the_table_and_failures_by_verdict(report_bench):
