@@ -30,7 +30,8 @@ PROBLEM = PROBLEMS / "row_loop.py"
 # What an untrusted answer could carry: it must reach the page as text.
 PAYLOAD = '# </pre><script>document.title="pwned"</script><img src=x onerror="document.title=1">'
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
-ROOFLINE = "\n\ndef roofline_bytes():\n    # x read once and the output written once, float32\n    return 4 * 2 * 256 * 64\n"
+ROOFLINE = ("\n\ndef roofline_bytes():\n    # x read once and the output written once, float32\n"
+            "    return 4 * 2 * 256 * 64\n")
 
 
 @contextlib.contextmanager

@@ -337,7 +337,7 @@ def _profile_html(result: EvalResult) -> str:
                   open_=bool(p.findings))
 
 
-def _sample_html(run: Run, rounds: list[Round], rnd: Round, index: int) -> str:
+def _sample_html(rounds: list[Round], rnd: Round, index: int) -> str:
     sample = rnd.samples[index]
     result = sample.eval
     lines = [facts([
@@ -376,7 +376,7 @@ def _round_html(run: Run, rounds: list[Round], rnd: Round) -> str:
             + (esc(speedup_text(result.speedup, result.speedup_interval)) if result.speedup is not None else "")
             + (' <span class="badge info">best</span>' if best else "")
             + (' <span class="badge info">restarted from the best</span>' if rnd.fresh else "") + "</h3>")
-    parts = [head, _sample_html(run, rounds, rnd, rnd.chosen)]
+    parts = [head, _sample_html(rounds, rnd, rnd.chosen)]
     others = [i for i in range(len(rnd.samples)) if i != rnd.chosen]
     if others:
         rows = [[str(i + 1) + (" (kept)" if i == rnd.chosen else ""), badge(s.eval.verdict.value),
@@ -384,7 +384,7 @@ def _round_html(run: Run, rounds: list[Round], rnd: Round) -> str:
                 for i, s in enumerate(rnd.samples)]
         parts.append(folded(f"All {len(rnd.samples)} samples of this round",
                             table(["sample", "verdict", "speedup", "direction"], rows, (2,))
-                            + "".join(folded(f"Sample {i + 1}", _sample_html(run, rounds, rnd, i)) for i in others)))
+                            + "".join(folded(f"Sample {i + 1}", _sample_html(rounds, rnd, i)) for i in others)))
     parts.append(folded("The prompt (with the feedback on the round before)", pre(rnd.prompt)))
     return "<article>" + "".join(parts) + "</article>"
 
