@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from harness.runs.history import load, load_rounds
-from harness.runs.html import parent_of, run_page
+from harness import run_page
+from harness.runs.html import parent_of
 from harness.loop.proposers.base import ProposerError
 from harness.results import KernelProfile, Profile
 from harness.cli.run_command import main as run
