@@ -18,7 +18,7 @@ import pytest
 
 from harness.runs.history import load, load_rounds
 from harness import run_page
-from harness.runs.html import parent_of
+from harness.runs.html import parent_of, round_ticks
 from harness.loop.proposers.base import ProposerError
 from harness.results import KernelProfile, Profile
 from harness.cli.run_command import main as run
@@ -115,6 +115,8 @@ def test_parents_chart_ceiling_and_profile_findings(report_run):
     svg = text[text.index("<svg"):text.index("</svg>")]
     assert svg.count("<circle") == 2 and svg.count(" stroke-width=\"1.5\" fill=\"none\"/>") == 2
     assert ">no code<" in svg and ">wrong<" in svg
+    # a long run's rounds are labelled sparsely enough not to run into each other
+    assert round_ticks(4) == [1, 2, 3, 4] and round_ticks(100)[:3] == [1, 5, 10] and len(round_ticks(100)) <= 30
 
 
 def test_samples_beam_parents_and_a_restart_from_the_best(tmp_path):

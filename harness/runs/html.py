@@ -231,12 +231,15 @@ def svg_chart(chart: Chart) -> str:
         y = TOP + plot_h + strip / 2 - 2
         parts.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" font-size="11" text-anchor="end" '
                      'fill="#59636e">failed</text>')
+        # room for "runtime error" under each: else the tooltip and the rounds' table say it
+        labelled = plot_w / (x1 - x0) >= 72
         for m in chart.marks:
             x = px(m.x)
             parts.append(f'<path d="M{x - 5:.1f} {y - 5:.1f}l10 10m0 -10l-10 10" stroke="{m.color}" '
-                         f'stroke-width="2"><title>{esc(m.label)}</title></path>'
-                         f'<text x="{x:.1f}" y="{y + 17:.1f}" font-size="10" text-anchor="middle" '
-                         f'fill="{m.color}">{esc(m.label)}</text>')
+                         f'stroke-width="2"><title>{esc(m.label)}</title></path>')
+            if labelled:
+                parts.append(f'<text x="{x:.1f}" y="{y + 17:.1f}" font-size="10" text-anchor="middle" '
+                             f'fill="{m.color}">{esc(m.label)}</text>')
     parts.append("</svg>")
     return "".join(parts) + legend(chart)
 
@@ -274,7 +277,13 @@ def run_chart(run: Run, rounds: list[Round]) -> Chart:
     return Chart([Series("speedup of the round's candidate", PALETTE[0], points,
                          [r.eval.speedup_interval for r in good])],
                  rules, marks, "round", "speedup over the reference" + (" (log scale)" if log else ""),
-                 (0.5, n + 0.5), None, list(range(1, n + 1)), log=log)
+                 (0.5, n + 0.5), None, round_ticks(n), log=log)
+
+
+def round_ticks(rounds: int) -> list[float]:
+    """Every round up to 30; beyond, every 2nd, 5th or 10th... so the labels never run into each other."""
+    step = next(s for s in (1, 2, 5, 10, 20, 50, 100, 1000) if rounds / s <= 30)
+    return [1.0] + [float(n) for n in range(step, rounds + 1, step) if n > 1]
 
 
 def _ms(result: EvalResult, key: str) -> str:
