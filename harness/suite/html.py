@@ -65,14 +65,15 @@ def bench_page(directory: str, records: list[BenchRecord]) -> str:
     summaries = summarize(records)
     compiled = any(r.speedup_compile is not None for r in records)
     rows = [[esc(r.level), esc(r.problem), esc(r.candidate), badge(r.verdict),
-             esc(speedup_text(r.speedup, r.interval))]
+             esc(speedup_text(r.speedup, r.interval)), esc(r.numerics or "-")]
             + ([esc(speedup_text(r.speedup_compile))] if compiled else []) + [f"{r.seconds:.1f}"]
             for r in sorted(records, key=lambda r: (r.level, r.problem, r.candidate))]
     problems = len({(r.level, r.problem) for r in records})
     correct = sum(r.correct for r in records)
     overview = facts([("results", esc(f"{directory}/results.jsonl")),
                       ("evaluated", esc(f"{len(records)} evaluations of {problems} problems; {correct} correct")),
-                      ("basis", esc("speedup over eager PyTorch under its default settings, the median of the "
+                      ("basis", esc("speedup over eager PyTorch at the faster of its default float32 settings "
+                                    "and IEEE float32 (each evaluation's numerics column), the median of the "
                                     "interleaved timings, 95% bootstrap interval; fast_p counts correct "
                                     "evaluations more than p times faster; sure fast_1 needs the whole interval "
                                     "above 1"))])
@@ -83,6 +84,6 @@ def bench_page(directory: str, records: list[BenchRecord]) -> str:
             f'<h2>fast_p against p</h2><section class="card">{chart}</section>'
             f'<h2>Failures by verdict</h2><section class="card">{_failures(records)}</section>'
             f'<h2>Every evaluation</h2><section class="card">'
-            + table(["level", "problem", "candidate", "verdict", "speedup [95%]"]
-                    + (["vs torch.compile"] if compiled else []) + ["seconds"], rows, (4, 5, 6)) + "</section>")
+            + table(["level", "problem", "candidate", "verdict", "speedup [95%]", "numerics"]
+                    + (["vs torch.compile"] if compiled else []) + ["seconds"], rows, (4, 6, 7)) + "</section>")
     return page(f"Bench {directory}", body)
