@@ -26,7 +26,7 @@ _API = {
     "RunStore": "harness.runs.store", "Run": "harness.runs.store", "Round": "harness.runs.store",
     "StoreError": "harness.runs.store", "Settings": "harness.runs.settings",
     "replay": "harness.runs.history", "promote": "harness.runs.history", "HistoryError": "harness.runs.history",
-    "plot": "harness.runs.plot",
+    "plot": "harness.runs.plot", "run_page": "harness.runs.html", "bench_page": "harness.suite.html",
     "Loop": "harness.loop.loop", "Prompts": "harness.loop.prompts",
     "main": "harness.cli.main",
 }
@@ -59,6 +59,8 @@ if TYPE_CHECKING:
     from .results import (Baseline, BuildResult, CheckResult, Environment, EvalResult, Roofline, Timing, Tokens,
                           Verdict, from_dict, from_json, speedup_text, to_dict, to_json)
     from .runs.history import HistoryError, promote, replay
+    from .runs.html import run_page
     from .runs.plot import plot
     from .runs.settings import Settings
     from .runs.store import Round, Run, RunStore, StoreError
+    from .suite.html import bench_page

@@ -15,7 +15,7 @@ from harness.cli.main import main
 from harness.suite.bench import by_problem, pending
 from harness.suite.jobs import COPY_SUFFIX, Job, SuiteError, copy_jobs, find_jobs, problem_id, problem_levels
 from harness.suite.records import PROBLEM_ERROR, RESULTS_FILE, BenchRecord, ResultLog, read_records
-from harness.suite.summary import fast_p, fast_p_sure, geomean, summarize
+from harness.suite.summary import P_MAX, fast_p, fast_p_curves, fast_p_sure, geomean, summarize
 
 HERE = Path(__file__).parent
 PROBLEMS, CANDIDATES = HERE / "problems" / "bench", HERE / "candidates" / "bench"
@@ -65,6 +65,18 @@ def test_summary_per_level_keeps_problem_failures_apart():
     assert one.failures == {"incorrect": 1, "timeout": 1}
     assert (two.evaluations, two.correct, two.broken_problems, two.fast_p_compile) == (1, 1, ["x"], None)
     assert two.fast_p["2"] == 1.0
+
+
+def test_fast_p_curves_per_level_with_the_sure_and_the_compile_curves():
+    records = [record("a", speedup=4.0, compiled=1.2), record("b", "incorrect"),
+               BenchRecord("c", "level1", "c.py", 0, "correct", 1.2, interval=[0.9, 1.5]),
+               record("x", PROBLEM_ERROR, level="level2"), record("y", speedup=2.5, level="level3")]
+    curves = {(c.level, c.kind): dict(c.points) for c in fast_p_curves(records)}
+    # level2's one problem failed itself: no curve rather than one at 0
+    assert set(curves) == {("level1", "eager"), ("level1", "sure"), ("level1", "compile"), ("level3", "eager"),
+                           ("level3", "sure")}
+    assert curves["level1", "eager"][1.0] == 2 / 3 and curves["level1", "sure"][1.0] == 1 / 3
+    assert curves["level1", "compile"][1.0] == 1 / 3 and curves["level3", "eager"][P_MAX] == 0.0
 
 
 # --- finding the jobs -------------------------------------------------------------

@@ -175,6 +175,24 @@ def test_plot_writes_a_png_of_both_runs(runs, tmp_path):
     assert drawn.runs == [fast.name, slow.name] and drawn.xlabel == "round" and "speedup" in drawn.ylabel
     height, width, _ = matplotlib.image.imread(out).shape
     assert (width, height) == drawn.size == (1000, 500)
+    # every correct round with its interval; the names in a legend, none written over a line
+    assert drawn.bars == 3
+    bests = [load(str(run), runs_dir)[1].best for run in (fast, slow)]
+    assert drawn.legend == [f"{run.name}, best {best.speedup:.2f}x in round {best.round}"
+                            for run, best in zip((fast, slow), bests)] + ["accept 1.5x", "target 2x"]
+
+
+def test_plot_draws_the_ceiling_where_the_run_recorded_one(runs, tmp_path):
+    import json
+
+    _, fast, _ = runs
+    path = tmp_path / "runs" / fast.name
+    shutil.copytree(fast, path)
+    record = json.loads((path / "run.json").read_text())
+    record["ceiling"] = 40.0
+    (path / "run.json").write_text(json.dumps(record))
+    drawn = plot([str(path)], path.parent, tmp_path / "ceiling.png")
+    assert drawn.legend[-1] == "ceiling 40.00x (the most the hardware allows)"
 
 
 def test_plot_into_a_directory_says_the_path_it_wrote(runs, tmp_path):
@@ -202,6 +220,10 @@ def test_plot_turns_to_a_log_axis_when_speedups_span_10x(runs, tmp_path):
         record = json.loads((path / "run.json").read_text())
         for round_, speedup in zip(record["rounds"], speedups):
             round_["speedup"] = speedup
+            result = path / "rounds" / f"{round_['n']:03d}" / "eval.json"
+            recorded = json.loads(result.read_text())
+            recorded["speedup"], recorded["speedup_interval"] = speedup, [speedup * 0.95, speedup * 1.05]
+            result.write_text(json.dumps(recorded))
         (path / "run.json").write_text(json.dumps(record))
         return path
 

@@ -161,10 +161,8 @@ def test_a_twin_shifted_beyond_its_noise_widens_every_interval_by_its_shift():
     low, high = ratio_interval(timings["reference"].samples, timings["candidate"].samples)
     assert plain.interval == pytest.approx([low / (1 + speedups.RESOLUTION), high * (1 + speedups.RESOLUTION)],
                                            rel=1e-6)
-    from harness.cli.report import basis_text
-
     shown = EvalResult(Verdict.CORRECT, "", timings=timings, baselines=[widened], placement_spread=spread)
-    assert "widened ±0.1% and ±1.00% for where the parameters sit" in basis_text(shown)
+    assert "widened ±0.1% and ±1.00% for where the parameters sit" in speedups.basis_text(shown)
 
 
 def test_the_reference_twins_are_timed_once_per_problem_and_their_spread_recorded(cpu_options):

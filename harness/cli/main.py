@@ -14,6 +14,7 @@ from ..device import default_device, refuse_cuda_only
 from ..errors import HarnessError
 from .bench import DESCRIPTION as BENCH_DESCRIPTION, add_bench_arguments, bench_main
 from .config import COUNT, add_eval_options, eval_options, parse_gpus, take_free_gpu
+from .report_command import DESCRIPTION as REPORT_DESCRIPTION, add_report_arguments, report_main
 from .run_command import DESCRIPTION, EPILOG, add_run_arguments, run_main
 
 USAGE_ERROR = 2
@@ -235,6 +236,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_arguments(p)
     p.set_defaults(handler=bench_main)
     add_history_commands(commands)
+    p = commands.add_parser("report", help="a run, or a bench (--bench DIR), as one HTML page to open in a browser",
+                            description=REPORT_DESCRIPTION)
+    add_report_arguments(p)
+    p.set_defaults(handler=report_main)
     return parser
 
 

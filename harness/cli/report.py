@@ -7,7 +7,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ..engine.speedups import RESOLUTION, faster_of, shown
+from ..engine.speedups import basis_text, shown
 from ..integrity.roofline import roofline_text
 from ..results import EvalResult, Verdict, speedup_text, tolerance_text
 
@@ -40,25 +40,6 @@ def timing_table(result: EvalResult) -> Table:
                f"{t.min:.4g}", str(t.n), f"{t.rel_se:.1%}", ratio if name != base else ""]
         table.add_row(*row, *([f"{t.submit_median:.3g}"] if on_gpu else []))
     return table
-
-
-def basis_text(result: EvalResult) -> str:
-    """How the headline was measured, in one line: protocol, baseline, confidence."""
-    cand = result.timings.get("candidate")
-    if cand is None or not result.baselines:
-        return ""
-    head = result.baselines[0]
-    if not cand.on_gpu:
-        protocol = "perf_counter around each call, caches flushed"
-    elif result.hidden_work_ms:
-        protocol = "CUDA events with a device-wide synchronize (work was seen off the current stream)"
-    else:
-        protocol = "CUDA events, calls queued as do_bench does, L2 flushed before each"
-    placement = (f" and ±{result.placement_spread:.2%} for where the parameters sit (the reference's twins)"
-                 if result.placement_spread else "")
-    chosen = faster_of(result.baselines, head)
-    return (f"{protocol}; over {head.label}{f' ({chosen})' if chosen else ''}, interleaved; median of {cand.n} samples, "
-            f"95% bootstrap interval, widened ±{RESOLUTION:.1%}{placement}")
 
 
 def eval_panel(result: EvalResult) -> Panel:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 
-from ..results import Baseline, ShapeTiming, Timing
+from ..results import Baseline, EvalResult, ShapeTiming, Timing
 from ..stats import geomean, overlap, ratio_interval, summarize
 
 # (baseline name, numerics, timings key)
@@ -151,3 +151,22 @@ def shown(found: list[Baseline]) -> list[Baseline]:
         if faster is None or not overlap(b.interval, faster.interval):
             kept.append(b)
     return kept
+
+
+def basis_text(result: EvalResult) -> str:
+    """How the headline was measured, in one line: protocol, baseline, confidence."""
+    cand = result.timings.get("candidate")
+    if cand is None or not result.baselines:
+        return ""
+    head = result.baselines[0]
+    if not cand.on_gpu:
+        protocol = "perf_counter around each call, caches flushed"
+    elif result.hidden_work_ms:
+        protocol = "CUDA events with a device-wide synchronize (work was seen off the current stream)"
+    else:
+        protocol = "CUDA events, calls queued as do_bench does, L2 flushed before each"
+    placement = (f" and ±{result.placement_spread:.2%} for where the parameters sit (the reference's twins)"
+                 if result.placement_spread else "")
+    chosen = faster_of(result.baselines, head)
+    return (f"{protocol}; over {head.label}{f' ({chosen})' if chosen else ''}, interleaved; median of {cand.n} samples, "
+            f"95% bootstrap interval, widened ±{RESOLUTION:.1%}{placement}")

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..results import Verdict
-from .history import HistoryError, load
+from .history import HistoryError, load, load_rounds
 
 
 @dataclass
@@ -19,6 +19,8 @@ class Plot:
     ylabel: str
     size: tuple[int, int]  # pixels, width by height
     log: bool  # a log speedup axis
+    legend: list[str]  # the runs, then the lines: accept, target and (where recorded) the ceiling
+    bars: int  # rounds drawn with their 95% interval
 
 
 def use_log_scale(speedups: list[float]) -> bool:
@@ -31,7 +33,7 @@ def use_log_scale(speedups: list[float]) -> bool:
 _FAILED_MARKERS = {Verdict.INCORRECT: "v", Verdict.COMPILE_ERROR: "s", Verdict.NO_CODE: "_"}
 
 
-_FAILED_TEXT = {Verdict.INCORRECT: "wrong", Verdict.COMPILE_ERROR: "no build", Verdict.NO_CODE: "no code"}
+FAILED_TEXT = {Verdict.INCORRECT: "wrong", Verdict.COMPILE_ERROR: "no build", Verdict.NO_CODE: "no code"}
 
 
 PLOT_SIZE = (10.0, 5.0)  # inches
@@ -44,7 +46,8 @@ LOG_SPAN = 10.0
 
 
 def plot(runs: list[str], runs_dir: Path, out: Path) -> Plot:
-    """Speedup per round of one or more runs of one problem, as a PNG labelled in place (no legend)."""
+    """Speedup per round of one or more runs of one problem, with 95% intervals, the accept, target and
+    ceiling lines, as a PNG; the names go in a legend beside the axes so no label sits on another."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display: the plot only goes to a file
@@ -55,10 +58,18 @@ def plot(runs: list[str], runs_dir: Path, out: Path) -> Plot:
     if len(problems) > 1:
         raise HistoryError(f"The runs are of different problems ({', '.join(sorted(problems))}); one chart "
                            "holds runs of one problem, since speedups of different problems do not compare.")
+    # the intervals are in each round's eval.json, not in run.json's summaries
+    intervals = [{r.n: r.eval.speedup_interval for r in load_rounds(store)[0]} for store, _ in loaded]
     fig, ax = plt.subplots(figsize=PLOT_SIZE, dpi=PLOT_DPI)
     speedups = [r.speedup for _, record in loaded for r in record.rounds if r.speedup is not None]
+    ends = [v for by_round in intervals for i in by_round.values() if i for v in i]
     settings = loaded[0][1].settings
-    marks = speedups + [settings.accept, settings.target, 1.0]
+    ceiling = min((record.ceiling for _, record in loaded if record.ceiling), default=None)
+    lines = [(settings.accept, f"accept {settings.accept:g}x", ":", "#9a6700"),
+             (settings.target, f"target {settings.target:g}x", "--", "#1a7f37")]
+    if ceiling:
+        lines.append((ceiling, f"ceiling {ceiling:.2f}x (the most the hardware allows)", "-", "#cf222e"))
+    marks = speedups + ends + [value for value, *_ in lines] + [1.0]
     log = use_log_scale(marks)
     if log:  # 0.6x and 20x both readable; failed rounds on a strip at the bottom
         ax.set_yscale("log")
@@ -69,27 +80,29 @@ def plot(runs: list[str], runs_dir: Path, out: Path) -> Plot:
         ax.set_yticks(ticks, [f"{t:g}x" for t in ticks])
         ax.minorticks_off()
     else:
-        top = max(speedups + [settings.target]) * 1.15
+        top = max(marks) * 1.15
         strip = -top * 0.06
         bottom = strip * 2.5
-    for (store, record), color in zip(loaded, plt.rcParams["axes.prop_cycle"].by_key()["color"] * 10):
+    drawn_bars = 0
+    for (store, record), by_round, color in zip(loaded, intervals,
+                                                plt.rcParams["axes.prop_cycle"].by_key()["color"] * 10):
         good = [(r.n, r.speedup) for r in record.rounds if r.speedup is not None]
         if good:
-            ax.plot(*zip(*good), "-o", color=color)
-            n, s = good[-1] if record.best is None else (record.best.round, record.best.speedup)
-            ax.annotate(f"{store.id}\nbest {s:.2f}x", (n, s), textcoords="offset points", xytext=(0, 8),
-                        ha="center", color=color, fontsize=8)
+            best = "" if record.best is None else f", best {record.best.speedup:.2f}x in round {record.best.round}"
+            ax.plot(*zip(*good), "-o", color=color, label=f"{store.id}{best}")
+            bars = [(n, s, by_round[n]) for n, s in good if by_round.get(n)]
+            if bars:
+                ns, ss, spans = zip(*bars)
+                below, above = [s - i[0] for s, i in zip(ss, spans)], [i[1] - s for s, i in zip(ss, spans)]
+                ax.errorbar(ns, ss, yerr=[below, above], fmt="none", ecolor=color, capsize=4, linewidth=1.2)
+                drawn_bars += len(bars)
         for r in record.rounds:
             if r.speedup is None:
                 ax.plot(r.n, strip, _FAILED_MARKERS.get(r.verdict, "x"), color=color, markersize=9)
-                ax.annotate(_FAILED_TEXT.get(r.verdict, r.verdict.value.replace("_", " ")), (r.n, strip),
+                ax.annotate(FAILED_TEXT.get(r.verdict, r.verdict.value.replace("_", " ")), (r.n, strip),
                             textcoords="offset points", xytext=(0, -12), ha="center", fontsize=7, color=color)
-    # The two lines are close together: their labels go to opposite ends so they never overlap.
-    for value, name, style, side in ((settings.accept, "accept", ":", 1), (settings.target, "target", "--", 0)):
-        ax.axhline(value, linestyle=style, color="gray")
-        ax.annotate(f"{name} {value:g}x", (side, value), xycoords=("axes fraction", "data"),
-                    textcoords="offset points", xytext=(4 - 8 * side, 3), ha="right" if side else "left",
-                    color="gray", fontsize=8)
+    for value, name, style, color in lines:
+        ax.axhline(value, linestyle=style, color=color, linewidth=1.2, label=name)
     ax.axhline(1.0, color="lightgray", linewidth=0.8)
     ax.set_ylim(bottom, top)
     rounds = max((len(record.rounds) for _, record in loaded), default=1)
@@ -99,7 +112,10 @@ def plot(runs: list[str], runs_dir: Path, out: Path) -> Plot:
     ax.set_ylabel("speedup over the reference (log scale)\nfailed rounds at the bottom" if log else
                   "speedup over the reference (x)\nfailed rounds below 0")
     problem = problems.pop()
-    ax.set_title(f"{problem}: speedup per round")
+    ax.set_title(f"{problem}: speedup per round, bars the 95% intervals")
+    drawn = ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8, frameon=False)
+    legend = [t.get_text() for t in drawn.get_texts()]
+    fig.tight_layout()
     out = Path(out)
     if out.is_dir():  # a directory: the plot goes into it, named after the first run
         out = out / f"{loaded[0][0].id}.png"
@@ -109,4 +125,4 @@ def plot(runs: list[str], runs_dir: Path, out: Path) -> Plot:
     fig.savefig(out)
     plt.close(fig)
     return Plot(out, problem, [store.id for store, _ in loaded], "round", ax.get_ylabel(),
-                (int(PLOT_SIZE[0] * PLOT_DPI), int(PLOT_SIZE[1] * PLOT_DPI)), log)
+                (int(PLOT_SIZE[0] * PLOT_DPI), int(PLOT_SIZE[1] * PLOT_DPI)), log, legend, drawn_bars)

@@ -69,3 +69,36 @@ def summarize(records: list[BenchRecord]) -> list[LevelSummary]:
     for record in records:
         levels.setdefault(record.level, []).append(record)
     return [summarize_level(level, rs) for level, rs in levels.items()]
+
+
+P_MAX, P_STEPS = 3.0, 121  # the curves' p from 0 to P_MAX
+
+
+@dataclass
+class Curve:
+    """fast_p against p for one level: against eager ("eager"), counting only speedups whose 95%
+    interval is above p ("sure"), or against torch.compile ("compile")."""
+
+    level: str
+    kind: str
+    label: str
+    points: list[tuple[float, float]]
+
+
+def fast_p_curves(records: list[BenchRecord]) -> list[Curve]:
+    """Each level's curves, levels in name order; a level of broken problems only has none (no share to draw,
+    rather than a share of 0); the torch.compile curve only where it was timed."""
+    ps = [P_MAX * i / (P_STEPS - 1) for i in range(P_STEPS)]
+    curves = []
+    for level in sorted({r.level for r in records}):
+        evaluated = [r for r in records if r.level == level and r.verdict not in NOT_EVALUATED]
+        if not evaluated:
+            continue
+        eager = [r.speedup if r.correct else None for r in evaluated]
+        curves.append(Curve(level, "eager", f"{level} vs eager", [(p, fast_p(eager, p)) for p in ps]))
+        curves.append(Curve(level, "sure", f"{level} vs eager, the 95% interval above p",
+                            [(p, fast_p_sure(evaluated, p)) for p in ps]))
+        compiled = [r.speedup_compile if r.correct else None for r in evaluated]
+        if any(s is not None for s in compiled):
+            curves.append(Curve(level, "compile", f"{level} vs torch.compile", [(p, fast_p(compiled, p)) for p in ps]))
+    return curves

@@ -1,0 +1,89 @@
+"""`harness report --bench`: a bench's results as one self-contained HTML page: fast_p against p
+per level, the summary per level, every evaluation, and the failures grouped by verdict. Pure:
+records in, text out; the page's parts are runs/html.py's."""
+from __future__ import annotations
+
+from ..results import speedup_text
+from ..runs.html import PALETTE, Chart, Rule, Series, badge, esc, facts, folded, page, svg_chart, table
+from .records import PROBLEM_ERROR, BenchRecord
+from .summary import P_MAX, LevelSummary, fast_p_curves, summarize
+
+
+DASHES = {"eager": "", "sure": "2 3", "compile": "8 4"}
+
+
+def fast_p_chart(records: list[BenchRecord]) -> Chart:
+    """One line per level against eager, dotted where the whole interval is above p, dashed against
+    torch.compile where it was timed."""
+    curves = fast_p_curves(records)
+    colors = dict(zip(sorted({c.level for c in curves}), PALETTE * 10))
+    series = [Series(c.label, colors[c.level], c.points, dash=DASHES[c.kind], markers=False) for c in curves]
+    rules = [Rule(p, "", "#d1d9e0", vertical=True) for p in (1.0, 1.5, 2.0)]  # KernelBench's thresholds
+    return Chart(series, rules, [], "p (speedup threshold)", "fast_p: share correct and > p times faster",
+                 (0.0, P_MAX), (0.0, 1.02), [0, 0.5, 1, 1.5, 2, 2.5, 3], "{:.0%}")
+
+
+def _percent(share: float) -> str:
+    return f"{share * 100:.1f}%"
+
+
+def _summary_table(summaries: list[LevelSummary]) -> str:
+    compiled = any(s.fast_p_compile for s in summaries)
+    headers = ["level", "n", "correct", "fast_1", "fast_1.5", "fast_2", "sure fast_1", "geomean"] + \
+        (["compile: fast_1", "fast_1.5", "fast_2"] if compiled else [])
+    rows = []
+    for s in summaries:
+        row = [esc(s.level), str(s.evaluations), _percent(s.correctness)] + \
+            [_percent(s.fast_p[p]) for p in ("1", "1.5", "2")] + \
+            [_percent(s.fast_p_sure["1"]) if s.fast_p_sure else "-",
+             f"{s.geomean_speedup:.2f}x" if s.geomean_speedup else "-"]
+        if compiled:
+            row += [_percent(s.fast_p_compile[p]) if s.fast_p_compile else "-" for p in ("1", "1.5", "2")]
+        rows.append(row)
+    return table(headers, rows, tuple(range(1, len(headers))))
+
+
+def _failures(records: list[BenchRecord]) -> str:
+    by_verdict: dict[str, list[BenchRecord]] = {}
+    for r in records:
+        if not r.correct:
+            by_verdict.setdefault(r.verdict, []).append(r)
+    if not by_verdict:
+        return '<p class="note">None: every evaluation was correct.</p>'
+    parts = []
+    for verdict, failed in sorted(by_verdict.items(), key=lambda item: -len(item[1])):
+        rows = [[esc(r.level), esc(r.problem), esc(r.candidate), esc(r.explanation or "-")] for r in failed]
+        what = "problem(s) that failed themselves, their candidates not run" if verdict == PROBLEM_ERROR \
+            else "evaluation(s)"
+        parts.append(folded(f"{verdict.replace('_', ' ')}: {len(failed)} {what}",
+                            table(["level", "problem", "candidate", "explanation (its head)"], rows), open_=True))
+    return "".join(parts)
+
+
+def bench_page(directory: str, records: list[BenchRecord]) -> str:
+    """The whole page for the bench whose results.jsonl in `directory` holds `records`."""
+    summaries = summarize(records)
+    compiled = any(r.speedup_compile is not None for r in records)
+    rows = [[esc(r.level), esc(r.problem), esc(r.candidate), badge(r.verdict),
+             esc(speedup_text(r.speedup, r.interval)), esc(r.numerics or "-")]
+            + ([esc(speedup_text(r.speedup_compile))] if compiled else []) + [f"{r.seconds:.1f}"]
+            for r in sorted(records, key=lambda r: (r.level, r.problem, r.candidate))]
+    problems = len({(r.level, r.problem) for r in records})
+    correct = sum(r.correct for r in records)
+    overview = facts([("results", esc(f"{directory}/results.jsonl")),
+                      ("evaluated", esc(f"{len(records)} evaluations of {problems} problems; {correct} correct")),
+                      ("basis", esc("speedup over eager PyTorch at the faster of its default float32 settings "
+                                    "and IEEE float32 (each evaluation's numerics column), the median of the "
+                                    "interleaved timings, 95% bootstrap interval; fast_p counts correct "
+                                    "evaluations more than p times faster; sure fast_1 needs the whole interval "
+                                    "above 1"))])
+    chart = svg_chart(fast_p_chart(records)) if records else '<p class="note">No evaluation recorded.</p>'
+    body = (f"<h1>Bench</h1><p class=\"sub\">{esc(directory)}</p>"
+            f'<section class="card">{overview}</section>'
+            f'<h2>Summary per level</h2><section class="card">{_summary_table(summaries)}</section>'
+            f'<h2>fast_p against p</h2><section class="card">{chart}</section>'
+            f'<h2>Failures by verdict</h2><section class="card">{_failures(records)}</section>'
+            f'<h2>Every evaluation</h2><section class="card">'
+            + table(["level", "problem", "candidate", "verdict", "speedup [95%]", "numerics"]
+                    + (["vs torch.compile"] if compiled else []) + ["seconds"], rows, (4, 6, 7)) + "</section>")
+    return page(f"Bench {directory}", body)
