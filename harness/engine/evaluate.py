@@ -102,10 +102,11 @@ def footprint(ready: OracleReady) -> int:
     it compares; in the candidate worker one input draw and the candidate's outputs (timing
     draws one set at a time); a forward's workspace; two copies of the parameters (the reference's
     in one process or the other, the candidate's), and a third below PARK_BYTES, which is not
-    parked; and the timing's cache-flush buffer."""
+    parked; the timing's cache-flush buffer; and the reference's two twins where they are made."""
     params = ready.parameter_bytes
+    twins = 2 * params if 2 * params <= placement_budget(ready) else 0
     return (2 * (ready.input_bytes + ready.output_bytes) + ready.output_bytes + ready.workspace_bytes
-            + 2 * params + (params if params < PARK_BYTES else 0) + FLUSH_BYTES)
+            + 2 * params + (params if params < PARK_BYTES else 0) + FLUSH_BYTES + twins)
 
 
 def in_process_need(ready: OracleReady) -> int:
@@ -140,8 +141,15 @@ def fit_refusal(problem: Problem, ready: OracleReady, device: str, limit: Option
     return None
 
 
-# the reference's twins (placement_spread) may take at most this share of the in-process need
+# the reference's twins (placement_spread) may take at most this share of the in-process need, or
+# PLACEMENT_FLOOR where that is more: a small model's twins must be measured (EfficientNet-B1's 31 MB
+# of parameters: two instances in one process differ by 1-1.6% on an H100, more than a small share allows)
 PLACEMENT_SHARE = 0.1
+PLACEMENT_FLOOR = 1 << 30
+
+
+def placement_budget(ready: OracleReady) -> int:
+    return int(max(PLACEMENT_SHARE * in_process_need(ready), PLACEMENT_FLOOR))
 
 # inputs up to this size get the CUDA graph's replay on new inputs (a second copy of them)
 GRAPH_SECOND_COPY_BYTES = 1 << 30
@@ -1016,7 +1024,7 @@ class Evaluator:
             raise _Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} It passed the check trials, but "
                         f"while being timed {'; '.join(check.reasons)}. {why}.", timed_check=to_dict(check))
         measure = shape not in self.placement
-        budget = int(PLACEMENT_SHARE * in_process_need(self.oracle_info)) if measure else 0
+        budget = placement_budget(self.oracle_info) if measure else 0
         rule = self._alone_rule(shares)
         self.oracle.send(to_dict(Request(Command.TIME_REFERENCE, compile_baseline=o.compile_baseline,
                                          rule=rule, default_numerics=numerics, placement_budget=budget)))
