@@ -17,6 +17,7 @@ import pytest
 
 from fake_openai_server import FakeOpenAI, Reply
 from harness.cli.config import load_config
+from harness.problem import load_problem
 from harness.runs.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,3 +85,15 @@ def test_example_config_loads():
     values = load_config(ROOT / "examples" / "harness.toml")
     settings = Settings(**values)
     assert settings.proposer == "openai" and settings.model and settings.base_url in LOCAL_SERVERS
+
+
+def test_the_problem_template_loads_and_runs(tmp_path):
+    source = re.search(r"```python\n(.*?)```", README.read_text(), re.S).group(1)
+    path = tmp_path / "my_problem.py"
+    path.write_text(source)
+    problem = load_problem(path)  # parsed, as the harness reads it, without running it
+    namespace: dict = {}
+    exec(compile(source, str(path), "exec"), namespace)  # our own template: safe to run here
+    model = namespace["Model"](*namespace["get_init_inputs"]())
+    out = model(*namespace["get_inputs"]())
+    assert problem.name == "my_problem" and out.shape == (4096, 1024) and (out >= 0).all()
