@@ -237,7 +237,8 @@ def add_eval_options(parser: argparse.ArgumentParser) -> None:
     """Flags shared by every command that evaluates candidates."""
     parser.add_argument("--device", type=device_choice, default=None, metavar="cuda|cuda:N|cpu",
                         help="where to run; cuda:N is GPU N, as --gpus N (default: cuda when a GPU is present)")
-    parser.add_argument("--trials", type=COUNT, help="correctness trials, each with fresh inputs (default 5)")
+    parser.add_argument("--trials", type=COUNT, metavar="N",
+                        help="correctness trials, each with fresh inputs (default 5)")
     parser.add_argument("--build-timeout", type=SECONDS, default=900.0, metavar="S",
                         help="seconds a candidate's build may take; past them the verdict is timeout (default 900)")
     parser.add_argument("--run-timeout", type=SECONDS, default=600.0, metavar="S",
@@ -246,7 +247,8 @@ def add_eval_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-cap", type=SECONDS, metavar="S", help="most seconds spent sampling times (default 10)")
     parser.add_argument("--compile-baseline", action="store_true", default=None,
                         help="also time torch.compile(Model)")
-    parser.add_argument("--cache-dir", type=Path, default=None, help="build cache (default ~/.cache/harness)")
+    parser.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
+                        help="build cache (default ~/.cache/harness)")
     parser.add_argument("--policy", choices=["warn", "strict"],
                         help="strict: refuse candidates that call the reference op, torch.compile, fall back to "
                              "torch, or launch no kernel (default: warn)")

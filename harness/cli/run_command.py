@@ -56,22 +56,23 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--proposer", choices=PROPOSERS,
                        help="where candidates come from (default: openai when an endpoint is "
                             "configured, files with --files, else human)")
-    model.add_argument("--model", help="model name at the endpoint")
-    model.add_argument("--base-url", dest="base_url",
-                       help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or OpenAI); "
-                            "the key comes from $OPENAI_API_KEY")
-    model.add_argument("--config", help="TOML file with [endpoint], [limits] and [run] tables")
-    model.add_argument("--prompts", help="directory of prompt templates overriding prompts/")
+    model.add_argument("--model", metavar="NAME", help="model name at the endpoint")
+    model.add_argument("--base-url", metavar="URL", dest="base_url",
+                       help="OpenAI-compatible endpoint, such as http://localhost:8000/v1 (default: "
+                            "$OPENAI_BASE_URL, else OpenAI); a key, where the server wants one, comes from "
+                            "$OPENAI_API_KEY")
+    model.add_argument("--config", metavar="FILE.toml", help="TOML file with [endpoint], [limits] and [run] tables")
+    model.add_argument("--prompts", metavar="DIR", help="directory of prompt templates overriding prompts/")
     model.add_argument("--files", nargs="+", metavar="F",
                        help="candidate .py files or recorded answers (.txt/.md), or a "
                             "directory of them, one per round")
-    model.add_argument("--max-tokens", dest="max_tokens", type=COUNT, help="per answer")
+    model.add_argument("--max-tokens", metavar="N", dest="max_tokens", type=COUNT, help="most tokens per answer")
     model.add_argument("--token-param", dest="token_param", choices=["max_tokens", "max_completion_tokens"],
                        help="the name --max-tokens is sent as (default max_tokens; reasoning models on "
                             "OpenAI's API need max_completion_tokens, taken by itself on a refusal)")
-    model.add_argument("--reasoning-effort", dest="reasoning_effort", help="sent as reasoning_effort")
-    model.add_argument("--temperature", type=number(float, 0), help="sampling temperature sent with each request "
-                       "(default: the endpoint's)")
+    model.add_argument("--reasoning-effort", metavar="E", dest="reasoning_effort", help="sent as reasoning_effort")
+    model.add_argument("--temperature", metavar="T", type=number(float, 0),
+                       help="sampling temperature sent with each request (default: the endpoint's)")
     model.add_argument("--request-timeout", dest="request_timeout", type=SECONDS, metavar="S",
                        help="seconds one request may take, per attempt (default 600)")
     model.add_argument("--max-retries", dest="max_retries", type=number(int, 0), metavar="N",
@@ -79,27 +80,27 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--stream", action="store_true", default=None,
                        help="ask for answers as server-sent events (config: stream = true)")
     loop = parser.add_argument_group("loop: when a run stops and what each round keeps")
-    loop.add_argument("--rounds", type=COUNT,
+    loop.add_argument("--rounds", metavar="N", type=COUNT,
                       help="round budget (default 10; none for the human proposer)")
-    loop.add_argument("--accept", type=POSITIVE, help="acceptable speedup (default 1.5)")
-    loop.add_argument("--target", type=POSITIVE, help="speedup that ends the run (default 2.0)")
-    loop.add_argument("--samples", type=COUNT, help="answers asked for per round, each told a different "
+    loop.add_argument("--accept", metavar="X", type=POSITIVE, help="acceptable speedup (default 1.5)")
+    loop.add_argument("--target", metavar="X", type=POSITIVE, help="speedup that ends the run (default 2.0)")
+    loop.add_argument("--samples", metavar="K", type=COUNT, help="answers asked for per round, each told a different "
                                                     "direction and built as it arrives (default 1)")
     loop.add_argument("--beam", type=number(int, 0), metavar="N",
                       help="keep the N best correct candidates; each sample starts from one of them, drawn "
                            "by speedup (default 0: one chain from the best)")
-    loop.add_argument("--wall-time", dest="wall_time", type=SECONDS,
+    loop.add_argument("--wall-time", metavar="T", dest="wall_time", type=SECONDS,
                       help="time budget, also while waiting on the model: seconds, or 30m, 2h")
-    loop.add_argument("--token-budget", dest="token_budget", type=COUNT,
+    loop.add_argument("--token-budget", metavar="N", dest="token_budget", type=COUNT,
                       help="total tokens over the run")
-    loop.add_argument("--budget-usd", dest="budget_usd", type=POSITIVE,
+    loop.add_argument("--budget-usd", metavar="D", dest="budget_usd", type=POSITIVE,
                       help="dollars over the run, at the config's [endpoint] prices")
-    loop.add_argument("--window", type=number(int, 0),
+    loop.add_argument("--window", metavar="N", type=number(int, 0),
                       help="past rounds kept in the conversation; 0 keeps all (default 4)")
-    loop.add_argument("--restart-after", dest="restart_after", type=int,
+    loop.add_argument("--restart-after", metavar="N", dest="restart_after", type=int,
                       help="rounds without a measurable gain before the conversation restarts from the "
                            "best with a different approach; 0 never (default 3)")
-    loop.add_argument("--plateau", type=int,
+    loop.add_argument("--plateau", metavar="N", type=int,
                       help="rounds without a measurable gain that end the run; 0 never (default 6)")
     evaluation = parser.add_argument_group("evaluation: as `harness eval`, and profiling")
     evaluation.add_argument("--profile", action="store_true", default=None,
@@ -109,7 +110,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                             help="with --profile: only kernels whose name matches (ncu's --kernel-name)")
     add_eval_options(evaluation)  # --device, --trials, timeouts, --cache-dir: as `harness eval`
     output = parser.add_argument_group("output")
-    output.add_argument("--runs-dir", dest="runs_dir", help="where runs are stored (default runs/)")
+    output.add_argument("--runs-dir", metavar="DIR", dest="runs_dir", help="where runs are stored (default runs/)")
     output.add_argument("--dry-run", dest="dry_run", action="store_true",
                         help="print the first prompt and exit: no endpoint, no run directory")
 
