@@ -46,10 +46,13 @@ class Problem:
         return (self.atol if self.atol is not None else atol,
                 self.rtol if self.rtol is not None else rtol)
 
-    def tolerance_table(self) -> dict[str, list[float]]:
-        """(atol, rtol) by dtype name, and "default" for any other: what the reference process gets."""
+    def tolerance_table(self, atol: Optional[float] = None, rtol: Optional[float] = None) -> dict[str, list[float]]:
+        """(atol, rtol) by dtype name, and "default" for any other: what the reference process gets.
+        `atol`, `rtol` (--atol, --rtol) replace the problem's and the defaults for every dtype."""
         table = {dtype: list(self.tolerances(dtype)) for dtype in DEFAULT_TOLERANCES}
         table["default"] = list(self.tolerances("float32"))
+        for pair in table.values():
+            pair[:] = [atol if atol is not None else pair[0], rtol if rtol is not None else pair[1]]
         return table
 
 

@@ -275,7 +275,7 @@ class EvalResult:
     build: Optional[BuildResult] = None
     check: Optional[CheckResult] = None
     timings: dict[str, Timing] = field(default_factory=dict)
-    speedup: Optional[float] = None  # over eager PyTorch under its default settings
+    speedup: Optional[float] = None  # over eager PyTorch, the faster numerics setting (baselines[0])
     speedup_interval: Optional[list[float]] = None  # 95%
     baselines: list[Baseline] = field(default_factory=list)  # every speedup, the headline first
     hidden_work_ms: Optional[float] = None  # GPU: time only a device-wide synchronize saw; then timed that way
@@ -292,6 +292,9 @@ class EvalResult:
     timed_calls_checked: Optional[int] = None
     worker_log: Optional[str] = None
     model_mode: str = ""  # "train" or "eval" (EvalOptions.model_mode); "" in eval.json files from before
+    # float32's (atol, rtol) as the check applied them; given: by --atol/--rtol, over the problem's own
+    tolerance: Optional[list[float]] = None
+    tolerance_given: bool = False
     phase_seconds: dict[str, float] = field(default_factory=dict)
     shapes: list[ShapeVariant] = field(default_factory=list)  # the check at other shapes; empty when not run
     # the timing at each benchmark shape the problem declares, when it declares any: then `speedup` and
@@ -317,6 +320,16 @@ class EvalResult:
         """Where `timings` were taken: the main shape, or the first benchmark shape when it is not one."""
         timed = self.benchmark_shapes
         return MAIN_SHAPE if not timed or any(not s.values for s in timed) else timed[0].label
+
+
+def tolerance_text(result: "EvalResult") -> str:
+    """The check's allclose tolerance as every view prints it, e.g. "atol 0.0001, rtol 0.0001 (float32)",
+    with where it came from when --atol/--rtol gave it; "" for results recorded before."""
+    if not result.tolerance:
+        return ""
+    atol, rtol = result.tolerance
+    return f"atol {atol:g}, rtol {rtol:g}" + (" (--atol/--rtol, every dtype)" if result.tolerance_given
+                                              else " (float32)")
 
 
 def speedup_text(speedup: Optional[float], interval: Optional[list[float]] = None) -> str:

@@ -178,6 +178,24 @@ def test_cli_exit_status_and_json(tmp_path, cache_dir):
     assert bad.returncode == 1 and "incorrect" in bad.stdout
 
 
+def test_tolerance_on_request_is_applied_recorded_and_shown(tmp_path, cache_dir):
+    """A candidate 3e-4 off (as a tanh GELU is from the erf one): incorrect at the default 1e-4, correct
+    at KernelBench's leaderboard tolerance, --atol 1e-2 --rtol 1e-2, which the result records and shows."""
+    near = tmp_path / "near.py"
+    near.write_text((CANDIDATES / "py_correct.py").read_text().replace(
+        "* self.weight + self.bias", "* self.weight + self.bias + 3e-4"))
+    strict = run_cli("eval", str(SMALL), str(near), cache_dir=cache_dir)
+    assert strict.returncode == 1 and "incorrect" in strict.stdout, strict.stdout + strict.stderr
+    out = tmp_path / "result.json"
+    loose = run_cli("eval", str(SMALL), str(near), "--atol", "1e-2", "--rtol", "1e-2", "--json", str(out),
+                    cache_dir=cache_dir)
+    assert loose.returncode == 0, loose.stdout + loose.stderr
+    assert "atol 0.01, rtol 0.01 (--atol/--rtol" in loose.stdout
+    recorded = from_json(EvalResult, out.read_text())
+    assert recorded.tolerance == [0.01, 0.01] and recorded.tolerance_given
+    assert recorded.check.max_abs_error > 1e-4
+
+
 def test_cli_bad_problem_is_a_usage_error(tmp_path, cache_dir):
     path = tmp_path / "no_model.py"
     path.write_text("import torch\n")

@@ -65,13 +65,23 @@ def test_work_seen_only_by_a_device_wide_synchronize_is_hidden_work():
     assert not speedups.hides_work(on_cpu)
 
 
-def test_the_headline_is_eager_under_pytorch_defaults_and_the_ieee_one_shows_where_it_differs():
+def test_the_headline_is_the_faster_numerics_setting_and_the_other_shows_where_it_differs():
     timings = {"candidate": timing([1.0] * 30), "reference": timing([3.0] * 30),
                "reference_defaults": timing([1.0] * 30)}
     found = speedups.baselines(timings)
     assert [(b.name, b.numerics) for b in found] == [("eager", "default"), ("eager", "ieee")]
     assert found[0].speedup == 1.0 and found[1].speedup == 3.0
     assert len(speedups.shown(found)) == 2
+    assert speedups.faster_of(found, found[0]) == "the faster of PyTorch defaults 1 ms and IEEE float32 3 ms"
+    # TF32 slower than IEEE (cuDNN's GRU on an H100): IEEE is the headline, so a copy reads 1.0, not 3.0
+    slower = speedups.baselines({"candidate": timing([1.0] * 30), "reference": timing([1.0] * 30),
+                                 "reference_defaults": timing([3.0] * 30),
+                                 "compiled": timing([0.5] * 30), "compiled_defaults": timing([0.4] * 30)})
+    assert [(b.name, b.numerics) for b in slower] == [("eager", "ieee"), ("eager", "default"),
+                                                      ("torch.compile", "default"), ("torch.compile", "ieee")]
+    assert slower[0].speedup == 1.0
+    assert [b.key for b in speedups.shown(slower)] == ["reference", "reference_defaults", "compiled_defaults",
+                                                       "compiled"]
     same = speedups.baselines({"candidate": timing([1.0] * 30), "reference": timing([3.0] * 30)})
     assert [(b.name, b.numerics) for b in same] == [("eager", "same")]
     # the two numerics within the noise of each other: one line
@@ -96,6 +106,21 @@ def test_both_baselines_are_timed_and_shown_where_the_defaults_change_the_refere
     assert "eager (PyTorch defaults)" in text and "eager (IEEE float32)" in text and "95%" in text
     again = from_json(EvalResult, to_json(result))
     assert again.baselines == result.baselines and again.speedup_interval == result.speedup_interval
+
+
+def test_a_reference_slower_under_the_defaults_does_not_lift_a_copy_above_one(cpu_options, tmp_path):
+    """The defaults path of this reference sleeps: the headline is IEEE, which the copy matches."""
+    copy = tmp_path / "copy.py"
+    copy.write_text(f"import importlib.util\nspec = importlib.util.spec_from_file_location('p', "
+                    f"{str(PROBLEMS / 'numerics_slow_defaults.py')!r})\nproblem = importlib.util.module_from_spec(spec)\n"
+                    "spec.loader.exec_module(problem)\n\n\nclass ModelNew(problem.Model):\n    pass\n")
+    result = evaluate(PROBLEMS / "numerics_slow_defaults.py", copy, cpu_options)
+    assert result.verdict is Verdict.CORRECT, result.explanation
+    head, other = result.baselines
+    assert (head.key, other.key) == ("reference", "reference_defaults")
+    assert head.median_ms <= other.median_ms and result.speedup == head.speedup
+    assert other.speedup > 3 * head.speedup  # the defaults' 2 ms sleep would have read as the copy's win
+    assert "IEEE float32" in result.explanation
 
 
 def test_replay_judges_a_change_by_the_intervals():

@@ -258,6 +258,11 @@ def add_eval_options(parser: argparse.ArgumentParser) -> None:
                              "for inference kernels (default: train)")
     parser.add_argument("--shapes", choices=["warn", "strict", "off"],
                         help="other shapes than the main one: warn on a failure (default), strict: reject, off: skip")
+    parser.add_argument("--atol", type=number(float, 0), default=None, metavar="A",
+                        help="absolute tolerance of the check, for every dtype, over the problem's ATOL (default: "
+                             "1e-4 for float32, 1e-2 for half precision; KernelBench's leaderboard used 1e-2)")
+    parser.add_argument("--rtol", type=number(float, 0), default=None, metavar="R",
+                        help="relative tolerance of the check, for every dtype, over the problem's RTOL")
     parser.add_argument("--gpus", default=None, metavar="0,1", help="GPUs to time on, one candidate at a time each")
     parser.add_argument("--jobs", type=COUNT, default=None, metavar="N", help="builds at once (default: half the cores)")
     parser.add_argument("--max-host-memory", type=parse_size, default=None, metavar="SIZE",
@@ -275,6 +280,7 @@ def eval_options(args: argparse.Namespace, evaluation: Optional[Evaluation] = No
                        time_cap=evaluation.time_cap, compile_baseline=evaluation.compile_baseline,
                        cache_dir=args.cache_dir, policy=evaluation.policy, model_mode=evaluation.model_mode,
                        shapes=evaluation.shapes, profile=evaluation.profile, profile_kernel=evaluation.profile_kernel,
+                       atol=evaluation.atol, rtol=evaluation.rtol,
                        max_host_memory=args.max_host_memory, max_processes=args.max_processes)
 
 
@@ -300,7 +306,7 @@ def evaluation_options(args: argparse.Namespace, recorded: Optional[Evaluation] 
     base = recorded or Evaluation()
     given = {"trials": args.trials, "time_cap": args.time_cap, "policy": args.policy, "shapes": args.shapes,
              "compile_baseline": args.compile_baseline, "model_mode": args.model_mode,
-             "gpus": parse_gpus(args.gpus),
+             "gpus": parse_gpus(args.gpus), "atol": args.atol, "rtol": args.rtol,
              # harness run's flags alone; other commands never profile
              "profile": getattr(args, "profile", None), "profile_kernel": getattr(args, "profile_kernel", None)}
     values, kept, overridden = {}, [], []

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Optional
 
 from ..integrity.roofline import roofline_text
-from ..results import CheckResult, EvalResult, Verdict, speedup_text
-from ..engine.speedups import shown
+from ..results import CheckResult, EvalResult, Verdict, speedup_text, tolerance_text
+from ..engine.speedups import faster_of, shown
 from ..stats import overlap
 from .profile_text import profile_lines
 from .prompts import FEEDBACK, Prompts
@@ -47,13 +47,15 @@ class Thresholds:
         return result.ok and result.speedup is not None and result.speedup >= self.target
 
 
-def correctness_lines(check: Optional[CheckResult]) -> list[str]:
+def correctness_lines(check: Optional[CheckResult], tolerance: str = "") -> list[str]:
+    """`tolerance`: the allclose tolerance the check applied (results.tolerance_text)."""
     if check is None:
         return []
+    at = f" at {tolerance}" if tolerance else ""
     if check.passed:
-        return [f"matched the reference on {check.trials} trial(s); max abs error "
+        return [f"matched the reference on {check.trials} trial(s){at}; max abs error "
                 f"{check.max_abs_error:.3g}, max rel error {check.max_rel_error:.3g}"]
-    lines = list(check.reasons)
+    lines = list(check.reasons) + ([f"checked{at}"] if at else [])
     if check.failed_trial is not None:
         lines.append(f"failed on trial {check.failed_trial}")
     if check.max_abs_error or check.max_rel_error:
@@ -275,7 +277,7 @@ def feedback_context(n: int, result: EvalResult, thresholds: Thresholds, history
         "sentence": result.verdict.sentence,
         "explanation": explanation_text(result, bool(errors)),
         "compiler_errors": errors,
-        "correctness": correctness_lines(result.check),
+        "correctness": correctness_lines(result.check, tolerance_text(result)),
         "times": time_lines(result),
         "speedup": result.speedup if result.ok else None,
         "speedup_line": speedup_line(result) if result.ok else "",
@@ -297,6 +299,8 @@ def speedup_line(result: EvalResult) -> str:
     if result.speedup is None:
         return ""
     over = result.baselines[0].label if result.baselines else "eager PyTorch"
+    chosen = faster_of(result.baselines, result.baselines[0]) if result.baselines else ""
+    over += f" ({chosen})" if chosen else ""
     line = f"{speedup_text(result.speedup, result.speedup_interval)}{' (95% interval)' if result.speedup_interval else ''} over {over}"
     others = [f"{speedup_text(b.speedup, b.interval)} over {b.label}" for b in shown(result.baselines)[1:]]
     line += "; " + "; ".join(others) if others else ""

@@ -78,3 +78,5 @@ class Evaluation:
     gpus: Optional[list[int]] = None  # physical indices; None: one GPU, the first no other harness process times on
     profile: bool = False  # each correct candidate profiled, the kernels and findings fed back
     profile_kernel: Optional[str] = None  # ncu's --kernel-name regex; None: every kernel
+    atol: Optional[float] = None  # --atol/--rtol: allclose tolerances for every dtype; None: the problem's
+    rtol: Optional[float] = None

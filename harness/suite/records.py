@@ -27,8 +27,8 @@ class BenchRecord:
     candidate: str  # the job's label
     sample: int
     verdict: str  # a Verdict's value, or PROBLEM_ERROR
-    speedup: Optional[float] = None  # over eager PyTorch
-    speedup_compile: Optional[float] = None  # over torch.compile of the reference, where it was timed
+    speedup: Optional[float] = None  # over eager PyTorch, the faster numerics setting (`numerics`)
+    speedup_compile: Optional[float] = None  # over torch.compile of the reference (its faster setting), where timed
     interval: Optional[list[float]] = None  # 95%, of `speedup`
     seconds: float = 0.0
     explanation: str = ""  # its head
@@ -42,6 +42,12 @@ class BenchRecord:
     # bytes: "inputs", "outputs", "workspace", "parameters", "in_process_need"
     sizes: dict[str, int] = field(default_factory=dict)
     placement_spread: Optional[float] = None  # EvalResult.placement_spread: the intervals span it
+    # the headline's numerics setting: "default", "ieee", or "same" (the defaults change nothing); "" before
+    numerics: str = ""
+    # over eager under PyTorch's default settings, where they changed the reference
+    speedup_defaults: Optional[float] = None
+    interval_defaults: Optional[list[float]] = None
+    tolerance: Optional[list[float]] = None  # float32's (atol, rtol) as checked (EvalResult.tolerance)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -63,14 +69,18 @@ def sizes_of(ready: Optional[OracleReady]) -> dict[str, int]:
 
 def record_of(job: Job, result: EvalResult, ready: Optional[OracleReady] = None) -> BenchRecord:
     """`ready`: what the problem's reference process said, for the sizes beside the peaks."""
-    compiled = next((b for b in result.baselines if b.name == "torch.compile"), None)
+    compiled = next((b for b in result.baselines if b.name == "torch.compile"), None)  # its faster setting
     ieee = next((b for b in result.baselines if (b.name, b.numerics) == ("eager", "ieee")), None)
+    defaults = next((b for b in result.baselines if (b.name, b.numerics) == ("eager", "default")), None)
     return BenchRecord(job.problem.stem, job.level, job.label, job.sample, result.verdict.value,
                        result.speedup, compiled.speedup if compiled else None, result.speedup_interval,
                        round(result.seconds, 3), result.explanation[:EXPLANATION_HEAD],
                        ieee.speedup if ieee else None, ieee.interval if ieee else None,
                        {name: round(seconds, 3) for name, seconds in result.phase_seconds.items()},
-                       result.details.get("peak_memory", {}), sizes_of(ready), result.placement_spread)
+                       result.details.get("peak_memory", {}), sizes_of(ready), result.placement_spread,
+                       result.baselines[0].numerics if result.baselines else "",
+                       defaults.speedup if defaults else None, defaults.interval if defaults else None,
+                       result.tolerance)
 
 
 def problem_failure(job: Job, explanation: str, seconds: float = 0.0) -> BenchRecord:
