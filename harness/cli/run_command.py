@@ -36,8 +36,13 @@ EXIT_OK, EXIT_SHORT, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 DEFAULT_CONCURRENCY = 4  # problems whose loops run at once under --suite
 DESCRIPTION = ("Optimize a problem: propose a ModelNew, evaluate it, feed the verdict back, "
                "until the target speedup or a budget is reached. Runs are stored under runs/.")
-EPILOG = ("exit status: 0 acceptable candidate found, 1 none found, 2 unusable input, "
-          "130 interrupted")
+EPILOG = """examples:
+  harness run problems/layernorm_4d.py --model gpt-5 --rounds 10
+  harness run problems/layernorm_4d.py --base-url http://localhost:8000/v1 --model NAME   (a local server: no key)
+  harness run problems/layernorm_4d.py --model NAME --dry-run                          (the first prompt only)
+  harness run --resume runs/RUN_ID
+
+exit status: 0 acceptable candidate found, 1 none found, 2 unusable input, 130 interrupted"""
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -299,7 +304,8 @@ def _run_suite(args: argparse.Namespace, flags: dict, console: Console, errors: 
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="harness run", description=DESCRIPTION, epilog=EPILOG)
+    parser = argparse.ArgumentParser(prog="harness run", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(parser)
     return run_main(parser.parse_args(argv))
 
