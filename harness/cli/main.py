@@ -194,19 +194,20 @@ def add_history_commands(commands) -> None:
     p.set_defaults(handler=cmd_show)
     p = add_command(commands, "promote", help="copy a run's best candidate to kernels/<problem>.py")
     p.add_argument("run", help=run_help)
-    p.add_argument("--kernels-dir", type=Path, default=Path("kernels"), help="default kernels")
+    p.add_argument("--kernels-dir", type=Path, default=Path("kernels"),
+                   help="where promoted kernels go (default kernels)")
     p.add_argument("--force", action="store_true", help="overwrite even a kernel at least as fast")
     runs_dir(p)
     p.set_defaults(handler=cmd_promote)
     p = add_command(commands, "export", help="write a candidate's kernel as an installable package: a torch "
-                            "custom op with a fake implementation, and a ModelNew")
+                    "custom op with a fake implementation, and a ModelNew")
     p.add_argument("run", help=run_help + ", or a candidate .py file")
     p.add_argument("--name", required=True, metavar="LIB::OP", help="the op's name, such as mykernels::layer_norm")
     p.add_argument("-o", "--output", type=Path, default=None, metavar="DIR", help="where (default ./LIB_OP)")
     runs_dir(p)
     p.set_defaults(handler=cmd_export)
     p = add_command(commands, "replay", help="evaluate a run's best candidate, or a kernel file, again and compare "
-                            "with the record")
+                    "with the record")
     p.add_argument("run", help=run_help + ", or a candidate .py file (kernels/<problem>.py finds its problem)")
     p.add_argument("--problem", type=Path, default=None,
                    help="the problem file, where it moved since the run or for a loose candidate file")
@@ -240,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_options(p)
     p.set_defaults(handler=cmd_eval)
     p = add_command(commands, "doctor", help="check GPUs, torch, compilers and the build cache; say how to fix "
-                            "what is missing (exit 1 when something the device needs is missing)")
+                    "what is missing (exit 1 when something the device needs is missing)")
     p.add_argument("--device", type=device_choice, default=None, metavar="cuda|cuda:N|cpu",
                    help="what to check for (default: cuda when a GPU is present)")
     p.add_argument("--cache-dir", type=Path, default=None, help="build cache (default ~/.cache/harness)")
@@ -249,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write the findings as JSON")
     p.set_defaults(handler=cmd_doctor)
     p = add_command(commands, "profile", help="one forward of a candidate (or the reference) under Nsight Compute: "
-                            "a row per kernel and plain-language findings (the torch profiler where ncu cannot run)")
+                    "a row per kernel and plain-language findings (the torch profiler where ncu cannot run)")
     p.add_argument("problem", help="problem file (KernelBench format)")
     p.add_argument("candidate", nargs="?", default=None, help="candidate file defining ModelNew")
     p.add_argument("--reference", action="store_true", help="profile the problem's reference Model instead")
@@ -262,12 +263,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_profile)
 
     p = add_command(commands, "run", help="the optimization loop: propose, evaluate, feed back, repeat",
-                            description=DESCRIPTION, epilog=EPILOG,
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
+                    description=DESCRIPTION, epilog=EPILOG,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(p)
     p.set_defaults(handler=run_main)
     p = add_command(commands, "bench", help="a suite: many problems and their candidates, with fast_p per level",
-                            description=BENCH_DESCRIPTION)
+                    description=BENCH_DESCRIPTION)
     add_bench_arguments(p)
     p.set_defaults(handler=bench_main)
     add_history_commands(commands)
