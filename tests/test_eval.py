@@ -201,7 +201,7 @@ def test_cli_bad_problem_is_a_usage_error(tmp_path, cache_dir):
     path.write_text("import torch\n")
     result = run_cli("eval", str(path), str(CANDIDATES / "py_correct.py"), cache_dir=cache_dir)
     assert result.returncode == 2
-    assert "no_model.py" in result.stdout and "Traceback" not in result.stdout + result.stderr
+    assert "no_model.py" in result.stderr and "Traceback" not in result.stdout + result.stderr
 
 
 def test_fork_bomb_is_stopped_whole(cpu_options, tmp_path, monkeypatch):
