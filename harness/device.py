@@ -131,6 +131,23 @@ def describe(device: str) -> DeviceInfo:
     return DeviceInfo(device, name, gpu_arch(device), peak_bandwidth(name))
 
 
+def physical_gpu(index: int) -> int:
+    """The GPU nvidia-smi counts for torch's cuda:`index`: among CUDA_VISIBLE_DEVICES where it is set."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    entries = [v.strip() for v in visible.split(",") if v.strip()] if visible is not None else None
+    if entries is None:
+        gpu = index
+    elif index < len(entries) and entries[index].isdigit():
+        gpu = int(entries[index])
+    else:
+        raise NoGPUError(f"--device cuda:{index} names no GPU: CUDA_VISIBLE_DEVICES={visible!r} leaves "
+                         f"{len(entries)} GPU(s), counted from cuda:0 in that list.")
+    count = len(nvidia_smi("name"))
+    if count and gpu >= count:
+        raise NoGPUError(f"--device cuda:{index} names no GPU: this machine has {count}, cuda:0 to cuda:{count - 1}.")
+    return gpu
+
+
 def visible_gpus() -> list[int]:
     """Physical indices (as nvidia-smi counts) of the GPUs this process may use."""
     count = len(nvidia_smi("name"))

@@ -123,9 +123,9 @@ def test_bad_directories_are_one_paragraph(tmp_path):
 
 def test_cli_usage_errors_exit_2(tmp_path, capsys):
     assert main(["bench", str(tmp_path / "nowhere"), str(CANDIDATES), "--device", "cpu", "-o", str(tmp_path)]) == 2
-    assert "does not exist" in capsys.readouterr().out
+    assert "does not exist" in capsys.readouterr().err
     assert main(["bench", str(PROBLEMS), "--device", "cpu", "-o", str(tmp_path)]) == 2
-    assert "or --copies" in capsys.readouterr().out
+    assert "or --copies" in capsys.readouterr().err
 
 
 def test_ray_flag_without_ray_says_how_to_install_it(tmp_path):
@@ -135,12 +135,12 @@ def test_ray_flag_without_ray_says_how_to_install_it(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 2, done.stdout + done.stderr
-    assert "pip install 'harness[ray]'" in done.stdout and "Traceback" not in done.stdout + done.stderr
+    assert "pip install 'harness[ray]'" in done.stderr and "Traceback" not in done.stdout + done.stderr
 
 
 def test_ray_flag_refuses_gpus(tmp_path, capsys):
     assert main(["bench", str(PROBLEMS), str(CANDIDATES), "--ray", "auto", "--gpus", "0", "-o", str(tmp_path)]) == 2
-    assert "--gpus picks this machine's GPUs" in capsys.readouterr().out
+    assert "--gpus picks this machine's GPUs" in capsys.readouterr().err
 
 
 # --- the records ----------------------------------------------------------------

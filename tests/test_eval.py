@@ -183,8 +183,8 @@ def test_readme_first_command_without_a_gpu_says_at_once_what_to_run(cache_dir):
                              "kernels/layernorm_4d.py", "--cache-dir", str(cache_dir)],
                             capture_output=True, text=True, cwd=REPO, env={**os.environ, "COLUMNS": "300"})
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "is CUDA (it passes cuda_sources to load_inline) and needs a CUDA GPU" in result.stdout
-    assert harness_device.CPU_EXAMPLE in result.stdout
+    assert "is CUDA (it passes cuda_sources to load_inline) and needs a CUDA GPU" in result.stderr
+    assert harness_device.CPU_EXAMPLE in result.stderr
     assert not list(cache_dir.rglob("*layernorm_4d*"))  # nothing was built
 
 
@@ -226,7 +226,7 @@ def test_cli_bad_problem_is_a_usage_error(tmp_path, cache_dir):
     path.write_text("import torch\n")
     result = run_cli("eval", str(path), str(CANDIDATES / "py_correct.py"), cache_dir=cache_dir)
     assert result.returncode == 2
-    assert "no_model.py" in result.stdout and "Traceback" not in result.stdout + result.stderr
+    assert "no_model.py" in result.stderr and "Traceback" not in result.stdout + result.stderr
 
 
 def test_fork_bomb_is_stopped_whole(cpu_options, tmp_path, monkeypatch):

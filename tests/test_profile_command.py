@@ -55,4 +55,4 @@ def test_a_refused_ncu_is_tried_once_and_each_profile_keeps_the_reason(tmp_path)
 def test_missing_candidate_is_a_usage_error():
     done = subprocess.run([sys.executable, "-m", "harness", "profile", str(SMALL), "nope.py", "--device", "cpu"],
                           capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2 and "nope.py does not exist" in done.stdout
+    assert done.returncode == 2 and "nope.py does not exist" in done.stderr

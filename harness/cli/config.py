@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional
 
 import tomllib
 
-from ..device import default_device, require_cuda, visible_gpus
+from ..device import default_device, physical_gpu, require_cuda, visible_gpus
 from ..engine.device_lock import device_key, held_devices, pick_gpu
 from ..engine.evaluate import EvalOptions
 from ..engine.process import MAX_PROCESSES
@@ -210,17 +210,45 @@ def number(kind: type, low: float, *, above: bool = False, duration: bool = Fals
 POSITIVE, COUNT, SECONDS = number(float, 0, above=True), number(int, 1), number(float, 0, above=True, duration=True)
 
 
+def device_choice(text: str) -> str:
+    """An argparse type: cpu, cuda or cuda:N."""
+    if text in ("cpu", "cuda") or re.fullmatch(r"cuda:\d+", text):
+        return text
+    raise argparse.ArgumentTypeError(f"must be cpu, cuda or cuda:N (N a GPU's index), not `{text}`")
+
+
+def pin_gpu(args: argparse.Namespace) -> None:
+    """--device cuda:N as --device cuda on GPU N: through --gpus where the command has it, else by narrowing
+    CUDA_VISIBLE_DEVICES for every process the command starts (the harness itself never initialises CUDA)."""
+    chosen = getattr(args, "device", None)
+    if not chosen or ":" not in chosen:
+        return
+    gpu = physical_gpu(int(chosen.split(":")[1]))
+    args.device = "cuda"
+    if not hasattr(args, "gpus"):
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    elif args.gpus and parse_gpus(args.gpus) != [gpu]:
+        raise ConfigError(f"--device {chosen} and --gpus {args.gpus} name different GPUs: give one of them.")
+    else:
+        args.gpus = str(gpu)
+
+
 def add_eval_options(parser: argparse.ArgumentParser) -> None:
     """Flags shared by every command that evaluates candidates."""
-    parser.add_argument("--device", choices=["cuda", "cpu"], default=None,
-                        help="where to run (default: cuda when a GPU is present)")
-    parser.add_argument("--trials", type=COUNT, help="correctness trials, each with fresh inputs (default 5)")
-    parser.add_argument("--build-timeout", type=SECONDS, default=900.0, metavar="S")
-    parser.add_argument("--run-timeout", type=SECONDS, default=600.0, metavar="S")
+    parser.add_argument("--device", type=device_choice, default=None, metavar="cuda|cuda:N|cpu",
+                        help="where to run; cuda:N is GPU N, as --gpus N (default: cuda when a GPU is present)")
+    parser.add_argument("--trials", type=COUNT, metavar="N",
+                        help="correctness trials, each with fresh inputs (default 5)")
+    parser.add_argument("--build-timeout", type=SECONDS, default=900.0, metavar="S",
+                        help="seconds a candidate's build may take; past them the verdict is timeout (default 900)")
+    parser.add_argument("--run-timeout", type=SECONDS, default=600.0, metavar="S",
+                        help="seconds the checks, and each later step of a candidate's evaluation, may take; past "
+                             "them the verdict is timeout (default 600)")
     parser.add_argument("--time-cap", type=SECONDS, metavar="S", help="most seconds spent sampling times (default 10)")
     parser.add_argument("--compile-baseline", action="store_true", default=None,
                         help="also time torch.compile(Model)")
-    parser.add_argument("--cache-dir", type=Path, default=None, help="build cache (default ~/.cache/harness)")
+    parser.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
+                        help="build cache (default ~/.cache/harness)")
     parser.add_argument("--policy", choices=["warn", "strict"],
                         help="strict: refuse candidates that call the reference op, torch.compile, fall back to "
                              "torch, or launch no kernel (default: warn)")
@@ -314,4 +342,4 @@ def parse_gpus(text: str | None) -> list[int] | None:
     try:
         return [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise SystemExit(f"--gpus takes GPU indices separated by commas, like 0,1; got {text!r}") from None
+        raise ConfigError(f"--gpus takes GPU indices separated by commas, like 0,1; got {text!r}.") from None

@@ -21,6 +21,12 @@ from ..runs.store import Round, Run
 from ..runs.suites import SuiteProblem, SuiteRecord
 
 
+def print_error(errors: Console, error: Exception) -> None:
+    """The one way a command reports input it cannot use: `error: ...` on `errors` (stderr), plain and
+    unwrapped, so a path or a command in the message stays whole to be copied."""
+    errors.print(f"error: {error}", markup=False, highlight=False, soft_wrap=True)
+
+
 def clock(seconds: float) -> str:
     seconds = int(seconds)
     hours, rest = divmod(seconds, 3600)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import signal
@@ -12,12 +13,16 @@ from rich.console import Console
 
 from ..device import default_device, refuse_cuda_only
 from ..errors import HarnessError
+from ..version import __version__
 from .bench import DESCRIPTION as BENCH_DESCRIPTION, add_bench_arguments, bench_main
-from .config import COUNT, add_eval_options, eval_options, parse_gpus, take_free_gpu
+from .config import COUNT, add_eval_options, device_choice, eval_options, parse_gpus, pin_gpu, take_free_gpu
+from .display import print_error
 from .report_command import DESCRIPTION as REPORT_DESCRIPTION, add_report_arguments, report_main
 from .run_command import DESCRIPTION, EPILOG, add_run_arguments, run_main
 
 USAGE_ERROR = 2
+PITCH = ("Propose, build, check and time custom GPU kernels against a PyTorch reference: evaluate a kernel, "
+         "or let a model write one round after round until it is fast enough.")
 
 
 def cmd_eval(args: argparse.Namespace, console: Console) -> int:
@@ -29,8 +34,7 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
 
     for candidate in args.candidates:
         if not Path(candidate).is_file():
-            console.print(f"[red]Candidate file {candidate} does not exist or is not a file.[/red]")
-            return USAGE_ERROR
+            raise HarnessError(f"Candidate file {candidate} does not exist or is not a file.")
         if args.device is None:  # the device defaulted to cpu: say so before a doomed CUDA build
             refuse_cuda_only(candidate, Path(candidate).read_text(errors="replace"))
     gpus = parse_gpus(args.gpus)
@@ -72,13 +76,11 @@ def cmd_profile(args: argparse.Namespace, console: Console) -> int:
     from .profile import print_profile
 
     if not args.reference and not args.candidate:
-        console.print("[red]Name a candidate file to profile, or pass --reference.[/red]")
-        return USAGE_ERROR
+        raise HarnessError("Name a candidate file to profile, or pass --reference.")
     candidate = None if args.reference else args.candidate
     for path in (args.problem, candidate):
         if path and not Path(path).is_file():
-            console.print(f"[red]{path} does not exist or is not a file.[/red]")
-            return USAGE_ERROR
+            raise HarnessError(f"{path} does not exist or is not a file.")
     if candidate and args.device is None:
         refuse_cuda_only(candidate, Path(candidate).read_text(errors="replace"))
     device = args.device or default_device()
@@ -142,16 +144,47 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     return print_compare(console, args.run_a, args.run_b, args.runs_dir)
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, but a mistyped flag gets the closest of its command's own flags and that command's usage
+    (argparse before 3.14 names neither: it gives the top-level usage)."""
+
+    def parse_args(self, args=None, namespace=None):
+        known, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = self._subparsers._group_actions[0].choices.get(getattr(known, "command", None), self) \
+                if self._subparsers else self
+            command.error(unrecognized(extras, command))
+        return known
+
+
+def unrecognized(extras: list[str], parser: argparse.ArgumentParser) -> str:
+    """argparse's message for `extras`, with a suggestion for each that looks like a mistyped flag."""
+    flags = [o for action in parser._actions for o in action.option_strings]
+    close = {extra: difflib.get_close_matches(extra.split("=")[0], flags, n=1) for extra in extras
+             if extra.startswith("-")}
+    guesses = [(extra, match[0]) for extra, match in close.items() if match]
+    said = f"unrecognized arguments: {' '.join(extras)}"
+    if len(guesses) == 1:
+        return f"{said}; did you mean {guesses[0][1]}?"
+    return f"{said}; did you mean {', '.join(f'{flag} for {extra}' for extra, flag in guesses)}?" if guesses else said
+
+
+def add_command(commands, name: str, help: str, **options) -> argparse.ArgumentParser:
+    """A subcommand whose --help opens with a description: its own, else its one-line help."""
+    options.setdefault("description", help[0].upper() + help[1:] + ".")
+    return commands.add_parser(name, help=help, **options)
+
+
 def add_history_commands(commands) -> None:
     def runs_dir(p: argparse.ArgumentParser) -> None:
         p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept (default runs)")
 
     run_help = "a run directory, or a unique prefix of a run id under --runs-dir"
-    p = commands.add_parser("runs", help="list runs, newest first")
+    p = add_command(commands, "runs", help="list runs, newest first")
     p.add_argument("--problem", default=None, help="only runs of this problem (its file name without .py)")
     runs_dir(p)
     p.set_defaults(handler=cmd_runs)
-    p = commands.add_parser("show", help="a run's rounds with verdicts, times and speedups, or one round's file")
+    p = add_command(commands, "show", help="a run's rounds with verdicts, times and speedups, or one round's file")
     p.add_argument("run", help=run_help)
     p.add_argument("--round", type=COUNT, default=None, metavar="N", help="the round whose file to print")
     files = p.add_mutually_exclusive_group()
@@ -160,35 +193,36 @@ def add_history_commands(commands) -> None:
         files.add_argument(f"--{name}", action="store_true", help=f"print {help_text} of --round N")
     runs_dir(p)
     p.set_defaults(handler=cmd_show)
-    p = commands.add_parser("promote", help="copy a run's best candidate to kernels/<problem>.py")
+    p = add_command(commands, "promote", help="copy a run's best candidate to kernels/<problem>.py")
     p.add_argument("run", help=run_help)
-    p.add_argument("--kernels-dir", type=Path, default=Path("kernels"), help="default kernels")
+    p.add_argument("--kernels-dir", type=Path, default=Path("kernels"),
+                   help="where promoted kernels go (default kernels)")
     p.add_argument("--force", action="store_true", help="overwrite even a kernel at least as fast")
     runs_dir(p)
     p.set_defaults(handler=cmd_promote)
-    p = commands.add_parser("export", help="write a candidate's kernel as an installable package: a torch "
-                            "custom op with a fake implementation, and a ModelNew")
+    p = add_command(commands, "export", help="write a candidate's kernel as an installable package: a torch "
+                    "custom op with a fake implementation, and a ModelNew")
     p.add_argument("run", help=run_help + ", or a candidate .py file")
     p.add_argument("--name", required=True, metavar="LIB::OP", help="the op's name, such as mykernels::layer_norm")
     p.add_argument("-o", "--output", type=Path, default=None, metavar="DIR", help="where (default ./LIB_OP)")
     runs_dir(p)
     p.set_defaults(handler=cmd_export)
-    p = commands.add_parser("replay", help="evaluate a run's best candidate, or a kernel file, again and compare "
-                            "with the record")
+    p = add_command(commands, "replay", help="evaluate a run's best candidate, or a kernel file, again and compare "
+                    "with the record")
     p.add_argument("run", help=run_help + ", or a candidate .py file (kernels/<problem>.py finds its problem)")
     p.add_argument("--problem", type=Path, default=None,
                    help="the problem file, where it moved since the run or for a loose candidate file")
     add_eval_options(p)
     runs_dir(p)
     p.set_defaults(handler=cmd_replay)
-    p = commands.add_parser("plot", help="speedup per round of one or more runs of one problem, as a PNG")
+    p = add_command(commands, "plot", help="speedup per round of one or more runs of one problem, as a PNG")
     p.add_argument("runs", nargs="+", metavar="run", help=run_help)
     p.add_argument("-o", "--output", type=Path, default=None, metavar="FILE.png",
                    help="where to write the plot: a file, or a directory to write <first run>.png into "
                         "(default <first run>.png here)")
     runs_dir(p)
     p.set_defaults(handler=cmd_plot)
-    p = commands.add_parser("compare", help="two runs side by side: rounds to target, best speedup, tokens, time")
+    p = add_command(commands, "compare", help="two runs side by side: rounds to target, best speedup, tokens, time")
     p.add_argument("run_a", help=run_help)
     p.add_argument("run_b", help=run_help)
     runs_dir(p)
@@ -196,48 +230,51 @@ def add_history_commands(commands) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="harness", description=__doc__)
+    parser = Parser(prog="harness", description=PITCH,
+                    epilog="`harness COMMAND --help` for a command's flags; docs/cli.md for the reference.")
+    parser.add_argument("--version", action="version", version=f"harness {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    p = commands.add_parser("eval", help="evaluate candidate(s) against a problem: one verdict each")
+    p = add_command(commands, "eval", help="evaluate candidate(s) against a problem: one verdict each")
     p.add_argument("problem", help="problem file (KernelBench format)")
     p.add_argument("candidates", nargs="+", metavar="candidate", help="candidate file(s) defining ModelNew")
     p.add_argument("--json", type=Path, default=None, metavar="OUT",
                    help="write the full result as JSON (a list when there are several candidates)")
     add_eval_options(p)
     p.set_defaults(handler=cmd_eval)
-    p = commands.add_parser("doctor", help="check GPUs, torch, compilers and the build cache; say how to fix "
-                            "what is missing (exit 1 when something the device needs is missing)")
-    p.add_argument("--device", choices=["cuda", "cpu"], default=None,
+    p = add_command(commands, "doctor", help="check GPUs, torch, compilers and the build cache; say how to fix "
+                    "what is missing (exit 1 when something the device needs is missing)")
+    p.add_argument("--device", type=device_choice, default=None, metavar="cuda|cuda:N|cpu",
                    help="what to check for (default: cuda when a GPU is present)")
     p.add_argument("--cache-dir", type=Path, default=None, help="build cache (default ~/.cache/harness)")
     p.add_argument("--prepare", action="store_true",
                    help="build torch's precompiled header now (about 45 s, once per torch install)")
     p.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write the findings as JSON")
     p.set_defaults(handler=cmd_doctor)
-    p = commands.add_parser("profile", help="one forward of a candidate (or the reference) under Nsight Compute: "
-                            "a row per kernel and plain-language findings (the torch profiler where ncu cannot run)")
+    p = add_command(commands, "profile", help="one forward of a candidate (or the reference) under Nsight Compute: "
+                    "a row per kernel and plain-language findings (the torch profiler where ncu cannot run)")
     p.add_argument("problem", help="problem file (KernelBench format)")
     p.add_argument("candidate", nargs="?", default=None, help="candidate file defining ModelNew")
     p.add_argument("--reference", action="store_true", help="profile the problem's reference Model instead")
     p.add_argument("--kernel", default=None, metavar="REGEX", help="only kernels whose name matches REGEX")
-    p.add_argument("--device", choices=["cuda", "cpu"], default=None, help="default: cuda when a GPU is present")
+    p.add_argument("--device", type=device_choice, default=None, metavar="cuda|cuda:N|cpu",
+                   help="where to run it (default: cuda when a GPU is present)")
     p.add_argument("--time-limit", type=float, default=300.0, metavar="S", help="seconds before the profile is "
                    "killed (default 300)")
     p.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write the profile as JSON")
     p.set_defaults(handler=cmd_profile)
 
-    p = commands.add_parser("run", help="the optimization loop: propose, evaluate, feed back, repeat",
-                            description=DESCRIPTION, epilog=EPILOG,
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_command(commands, "run", help="the optimization loop: propose, evaluate, feed back, repeat",
+                    description=DESCRIPTION, epilog=EPILOG,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(p)
     p.set_defaults(handler=run_main)
-    p = commands.add_parser("bench", help="a suite: many problems and their candidates, with fast_p per level",
-                            description=BENCH_DESCRIPTION)
+    p = add_command(commands, "bench", help="a suite: many problems and their candidates, with fast_p per level",
+                    description=BENCH_DESCRIPTION)
     add_bench_arguments(p)
     p.set_defaults(handler=bench_main)
     add_history_commands(commands)
-    p = commands.add_parser("report", help="a run, or a bench (--bench DIR), as one HTML page to open in a browser",
-                            description=REPORT_DESCRIPTION)
+    p = add_command(commands, "report", help="a run, or a bench (--bench DIR), as one HTML page to open in a browser",
+                    description=REPORT_DESCRIPTION)
     add_report_arguments(p)
     p.set_defaults(handler=report_main)
     return parser
@@ -280,17 +317,17 @@ PIPED_WIDTH = 160
 def main(argv: list[str] | None = None) -> int:
     from ..engine.process import end_all
 
-    console = Console()
+    console, errors = Console(), Console(stderr=True)
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console = Console(width=PIPED_WIDTH)
     args = build_parser().parse_args(argv)
     signalled = _Signalled()
     try:
+        pin_gpu(args)
         _end_leftovers(args, console)
         code = args.handler(args, console)
     except HarnessError as exc:
-        # Plain text, unwrapped: a path or a command in the message stays whole to be copied.
-        console.print(str(exc), style="red", markup=False, highlight=False, soft_wrap=True)
+        print_error(errors, exc)
         code = USAGE_ERROR
     except KeyboardInterrupt:
         console.print("[yellow]Interrupted.[/yellow]")

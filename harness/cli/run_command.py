@@ -29,15 +29,20 @@ from ..runs.store import Outcome, Round, Run, RunStore, Status
 from ..runs.suites import SuiteRecord, SuiteStore, is_suite
 from .config import (COUNT, POSITIVE, PROPOSERS, SECONDS, ConfigError, Settings, add_eval_options,
                      eval_options, evaluation_options, number, parse_gpus, resolve, take_free_gpu)
-from .display import Display, SuiteDisplay, summary
+from .display import Display, SuiteDisplay, print_error, summary
 from .history import print_suite
 
 EXIT_OK, EXIT_SHORT, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 DEFAULT_CONCURRENCY = 4  # problems whose loops run at once under --suite
 DESCRIPTION = ("Optimize a problem: propose a ModelNew, evaluate it, feed the verdict back, "
                "until the target speedup or a budget is reached. Runs are stored under runs/.")
-EPILOG = ("exit status: 0 acceptable candidate found, 1 none found, 2 unusable input, "
-          "130 interrupted")
+EPILOG = """examples:
+  harness run problems/layernorm_4d.py --model gpt-5 --rounds 10
+  harness run problems/layernorm_4d.py --base-url http://localhost:8000/v1 --model NAME   (a local server: no key)
+  harness run problems/layernorm_4d.py --model NAME --dry-run                          (the first prompt only)
+  harness run --resume runs/RUN_ID
+
+exit status: 0 acceptable candidate found, 1 none found, 2 unusable input, 130 interrupted"""
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,64 +55,69 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--concurrency", type=COUNT, metavar="N",
                         help=f"with --suite: problems run at once, so model requests in flight "
                              f"(times --samples; default {DEFAULT_CONCURRENCY})")
-    parser.add_argument("--proposer", choices=PROPOSERS,
-                        help="where candidates come from (default: openai when an endpoint is "
-                             "configured, files with --files, else human)")
-    parser.add_argument("--model", help="model name at the endpoint")
-    parser.add_argument("--base-url", dest="base_url",
-                        help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or OpenAI); "
-                             "the key comes from $OPENAI_API_KEY")
-    parser.add_argument("--rounds", type=COUNT,
-                        help="round budget (default 10; none for the human proposer)")
-    parser.add_argument("--accept", type=POSITIVE, help="acceptable speedup (default 1.5)")
-    parser.add_argument("--target", type=POSITIVE, help="speedup that ends the run (default 2.0)")
-    parser.add_argument("--samples", type=COUNT, help="answers asked for per round, each told a different "
-                                                      "direction and built as it arrives (default 1)")
-    parser.add_argument("--beam", type=number(int, 0), metavar="N",
-                        help="keep the N best correct candidates; each sample starts from one of them, drawn "
-                             "by speedup (default 0: one chain from the best)")
-    parser.add_argument("--config", help="TOML file with [endpoint], [limits] and [run] tables")
-    parser.add_argument("--prompts", help="directory of prompt templates overriding prompts/")
-    parser.add_argument("--files", nargs="+", metavar="F",
-                        help="candidate .py files or recorded answers (.txt/.md), or a "
-                             "directory of them, one per round")
     parser.add_argument("--resume", metavar="RUN_DIR",
                         help="carry on a stopped or killed run, or suite (its suite-... directory)")
-    parser.add_argument("--max-tokens", dest="max_tokens", type=COUNT, help="per answer")
-    parser.add_argument("--token-param", dest="token_param", choices=["max_tokens", "max_completion_tokens"],
-                        help="the name --max-tokens is sent as (default max_tokens; reasoning models on "
-                             "OpenAI's API need max_completion_tokens, taken by itself on a refusal)")
-    parser.add_argument("--reasoning-effort", dest="reasoning_effort", help="sent as reasoning_effort")
-    parser.add_argument("--temperature", type=number(float, 0))
-    parser.add_argument("--request-timeout", dest="request_timeout", type=SECONDS, metavar="S",
-                        help="seconds one request may take, per attempt (default 600)")
-    parser.add_argument("--max-retries", dest="max_retries", type=number(int, 0), metavar="N",
-                        help="retries of a failed or timed-out request, with backoff (default 2)")
-    parser.add_argument("--stream", action="store_true", default=None,
-                        help="ask for answers as server-sent events (config: stream = true)")
-    parser.add_argument("--wall-time", dest="wall_time", type=SECONDS,
-                        help="time budget, also while waiting on the model: seconds, or 30m, 2h")
-    parser.add_argument("--token-budget", dest="token_budget", type=COUNT,
-                        help="total tokens over the run")
-    parser.add_argument("--budget-usd", dest="budget_usd", type=POSITIVE,
-                        help="dollars over the run, at the config's [endpoint] prices")
-    parser.add_argument("--window", type=number(int, 0),
-                        help="past rounds kept in the conversation; 0 keeps all (default 4)")
-    parser.add_argument("--restart-after", dest="restart_after", type=int,
-                        help="rounds without a measurable gain before the conversation restarts from the "
-                             "best with a different approach; 0 never (default 3)")
-    parser.add_argument("--plateau", type=int,
-                        help="rounds without a measurable gain that end the run; 0 never (default 6)")
-    parser.add_argument("--runs-dir", dest="runs_dir", help="where runs are stored (default runs/)")
-    parser.add_argument("--profile", action="store_true", default=None,
-                        help="profile each correct candidate's forward (ncu, else the torch profiler) and feed "
-                             "back its heaviest kernels and the findings")
-    parser.add_argument("--profile-kernel", dest="profile_kernel", metavar="REGEX",
-                        help="with --profile: only kernels whose name matches (ncu's --kernel-name)")
-    parser.add_argument("--dry-run", dest="dry_run", action="store_true",
+    model = parser.add_argument_group("model: where candidates come from and how the endpoint is asked")
+    model.add_argument("--proposer", choices=PROPOSERS,
+                       help="where candidates come from (default: openai when an endpoint is "
+                            "configured, files with --files, else human)")
+    model.add_argument("--model", metavar="NAME", help="model name at the endpoint")
+    model.add_argument("--base-url", metavar="URL", dest="base_url",
+                       help="OpenAI-compatible endpoint, such as http://localhost:8000/v1 (default: "
+                            "$OPENAI_BASE_URL, else OpenAI); a key, where the server wants one, comes from "
+                            "$OPENAI_API_KEY")
+    model.add_argument("--config", metavar="FILE.toml", help="TOML file with [endpoint], [limits] and [run] tables")
+    model.add_argument("--prompts", metavar="DIR", help="directory of prompt templates overriding prompts/")
+    model.add_argument("--files", nargs="+", metavar="F",
+                       help="candidate .py files or recorded answers (.txt/.md), or a "
+                            "directory of them, one per round")
+    model.add_argument("--max-tokens", metavar="N", dest="max_tokens", type=COUNT, help="most tokens per answer")
+    model.add_argument("--token-param", dest="token_param", choices=["max_tokens", "max_completion_tokens"],
+                       help="the name --max-tokens is sent as (default max_tokens; reasoning models on "
+                            "OpenAI's API need max_completion_tokens, taken by itself on a refusal)")
+    model.add_argument("--reasoning-effort", metavar="E", dest="reasoning_effort", help="sent as reasoning_effort")
+    model.add_argument("--temperature", metavar="T", type=number(float, 0),
+                       help="sampling temperature sent with each request (default: the endpoint's)")
+    model.add_argument("--request-timeout", dest="request_timeout", type=SECONDS, metavar="S",
+                       help="seconds one request may take, per attempt (default 600)")
+    model.add_argument("--max-retries", dest="max_retries", type=number(int, 0), metavar="N",
+                       help="retries of a failed or timed-out request, with backoff (default 2)")
+    model.add_argument("--stream", action="store_true", default=None,
+                       help="ask for answers as server-sent events (config: stream = true)")
+    loop = parser.add_argument_group("loop: when a run stops and what each round keeps")
+    loop.add_argument("--rounds", metavar="N", type=COUNT,
+                      help="round budget (default 10; none for the human proposer)")
+    loop.add_argument("--accept", metavar="X", type=POSITIVE, help="acceptable speedup (default 1.5)")
+    loop.add_argument("--target", metavar="X", type=POSITIVE, help="speedup that ends the run (default 2.0)")
+    loop.add_argument("--samples", metavar="K", type=COUNT, help="answers asked for per round, each told a different "
+                                                    "direction and built as it arrives (default 1)")
+    loop.add_argument("--beam", type=number(int, 0), metavar="N",
+                      help="keep the N best correct candidates; each sample starts from one of them, drawn "
+                           "by speedup (default 0: one chain from the best)")
+    loop.add_argument("--wall-time", metavar="T", dest="wall_time", type=SECONDS,
+                      help="time budget, also while waiting on the model: seconds, or 30m, 2h")
+    loop.add_argument("--token-budget", metavar="N", dest="token_budget", type=COUNT,
+                      help="total tokens over the run")
+    loop.add_argument("--budget-usd", metavar="D", dest="budget_usd", type=POSITIVE,
+                      help="dollars over the run, at the config's [endpoint] prices")
+    loop.add_argument("--window", metavar="N", type=number(int, 0),
+                      help="past rounds kept in the conversation; 0 keeps all (default 4)")
+    loop.add_argument("--restart-after", metavar="N", dest="restart_after", type=int,
+                      help="rounds without a measurable gain before the conversation restarts from the "
+                           "best with a different approach; 0 never (default 3)")
+    loop.add_argument("--plateau", metavar="N", type=int,
+                      help="rounds without a measurable gain that end the run; 0 never (default 6)")
+    evaluation = parser.add_argument_group("evaluation: as `harness eval`, and profiling")
+    evaluation.add_argument("--profile", action="store_true", default=None,
+                            help="profile each correct candidate's forward (ncu, else the torch profiler) and feed "
+                                 "back its heaviest kernels and the findings")
+    evaluation.add_argument("--profile-kernel", dest="profile_kernel", metavar="REGEX",
+                            help="with --profile: only kernels whose name matches (ncu's --kernel-name)")
+    add_eval_options(evaluation)  # --device, --trials, timeouts, --cache-dir: as `harness eval`
+    output = parser.add_argument_group("output")
+    output.add_argument("--runs-dir", metavar="DIR", dest="runs_dir", help="where runs are stored (default runs/)")
+    output.add_argument("--dry-run", dest="dry_run", action="store_true",
                         help="print the first prompt and exit: no endpoint, no run directory")
-    # --device, --trials, timeouts, --cache-dir: the same flags as `harness eval`.
-    add_eval_options(parser)
 
 
 def _absolute(settings: Settings) -> None:
@@ -206,7 +216,7 @@ def _run(args: argparse.Namespace, console: Console, held: ExitStack) -> int:
         options = eval_options(args, run.evaluation)
         proposer = make_proposer(settings, store, rounds, prompts, problem)
     except HarnessError as exc:
-        errors.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        print_error(errors, exc)
         return EXIT_USAGE
     console.print(f"Run {run.id}: {problem.name} on {device.name}, proposer {settings.proposer}"
                   + (f" ({settings.model})" if settings.model else "")
@@ -226,7 +236,7 @@ def _run(args: argparse.Namespace, console: Console, held: ExitStack) -> int:
             drive(run=run, store=store, rounds=rounds, proposer=proposer, pool=pool, prompts=prompts,
                   problem=problem, trials=options.trials, observer=display, elapsed=elapsed)
     except HarnessError as exc:
-        errors.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        print_error(errors, exc)
         return EXIT_USAGE
     except KeyboardInterrupt:  # while the evaluator was starting; the loop handles its own
         return EXIT_INTERRUPTED
@@ -271,7 +281,7 @@ def _run_suite(args: argparse.Namespace, flags: dict, console: Console, errors: 
         args.device = record.settings.device
         options = eval_options(args, record.evaluation)
     except HarnessError as exc:
-        errors.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        print_error(errors, exc)
         return EXIT_USAGE
     s = record.settings
     console.print(f"Suite {record.id}: {len(record.problems)} problem(s) in {record.directory} on "
@@ -294,7 +304,8 @@ def _run_suite(args: argparse.Namespace, flags: dict, console: Console, errors: 
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="harness run", description=DESCRIPTION, epilog=EPILOG)
+    parser = argparse.ArgumentParser(prog="harness run", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(parser)
     return run_main(parser.parse_args(argv))
 
