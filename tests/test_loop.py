@@ -155,8 +155,11 @@ def test_samples_per_round_pick_the_fastest_correct(tmp_path):
 
 
 def test_files_running_out_and_proposer_errors_end_the_run(tmp_path):
-    run = stub_loop(tmp_path / "a", ScriptedProposer("# correct 1.1"))[0].execute()
+    loop, store = stub_loop(tmp_path / "a", ScriptedProposer("# correct 1.1"))
+    run = loop.execute()
     assert (run.status, run.stop_reason) == ("finished", "files_exhausted")
+    # round 2 was asked for, and nothing came: no directory of a prompt alone is left
+    assert sorted(p.name for p in (store.path / "rounds").iterdir()) == ["001"]
     error = ProposerError("The endpoint rejected the API key.")
     run = stub_loop(tmp_path / "b", ScriptedProposer("# correct 1.1", error))[0].execute()
     assert run.status == "failed" and run.message.startswith("The endpoint rejected the API key.")
