@@ -258,6 +258,10 @@ class _Signalled:
             signal.signal(s, handler)
 
 
+# The commands that start processes of their own; the others (listings, show, promote, ...) end nothing.
+STARTS_PROCESSES = frozenset({"eval", "doctor", "profile", "run", "bench", "replay"})
+
+
 def _end_leftovers(args: argparse.Namespace, console: Console) -> None:
     """What a harness killed outright (SIGKILL) left running, ended before this one starts any."""
     from ..engine.build import default_cache_dir
@@ -281,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     signalled = _Signalled()
     try:
-        _end_leftovers(args, console)
+        if args.command in STARTS_PROCESSES:
+            _end_leftovers(args, console)
         code = args.handler(args, console)
     except HarnessError as exc:
         # Plain text, unwrapped: a path or a command in the message stays whole to be copied.
