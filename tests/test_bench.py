@@ -78,6 +78,30 @@ def test_kernelbench_layout_finds_samples_by_problem_id():
     assert problem_id(Path("19_ReLU.py")) == "19" and problem_id(Path("layernorm.py")) == "layernorm"
 
 
+def flat_copy(into: Path) -> dict[str, str]:
+    """CANDIDATES as KernelBench's generate_samples.py names them, all in one folder; the flat name
+    of each nested one."""
+    names = {}
+    for path in sorted(CANDIDATES.glob("level*/*/sample_*.py")):
+        level, problem, sample = path.relative_to(CANDIDATES).parts
+        flat = f"level_{level.removeprefix('level')}_problem_{problem}_{sample.removesuffix('.py')}_kernel.py"
+        (into / flat).write_bytes(path.read_bytes())
+        names[f"{level}/{problem}/{sample}"] = flat
+    return names
+
+
+def test_kernelbench_flat_sample_names_are_found_as_the_nested_ones(tmp_path):
+    names = flat_copy(tmp_path)
+    # a sample of problem 10 is not problem 1's, and the samples sort by number, not by name
+    (tmp_path / "level_1_problem_10_sample_0_kernel.py").write_text("")
+    (tmp_path / "level_1_problem_2_sample_10_kernel.py").write_text("")
+    nested = find_jobs(PROBLEMS, CANDIDATES)
+    flat = find_jobs(PROBLEMS, tmp_path)
+    expected = [(j.level, j.problem.name, names[j.label], j.sample) for j in nested]
+    expected.insert(3, ("level1", "2_shift.py", "level_1_problem_2_sample_10_kernel.py", 10))
+    assert [(j.level, j.problem.name, j.label, j.sample) for j in flat] == expected
+
+
 def test_matching_file_names(tmp_path):
     problems, candidates = tmp_path / "problems", tmp_path / "candidates"
     problems.mkdir()

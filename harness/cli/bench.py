@@ -29,7 +29,8 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("problems", type=Path, nargs="?", default=None,
                    help="directory of problem files, or of level*/ directories of them")
     p.add_argument("candidates", type=Path, nargs="?", default=None,
-                   help="directory of candidates: <level>/<problem id>/sample_<k>.py (KernelBench's layout), "
+                   help="directory of candidates: <level>/<problem id>/sample_<k>.py or "
+                        "level_<n>_problem_<problem id>_sample_<k>_kernel.py (KernelBench's layouts), "
                         "<problem name>.py or <problem name>/*.py")
     p.add_argument("--copies", action="store_true",
                    help="instead of CANDIDATES, evaluate a copy of each problem's Model as ModelNew")
