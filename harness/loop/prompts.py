@@ -37,7 +37,8 @@ FIRST = "first.j2"
 FEEDBACK = "feedback.j2"
 CANDIDATE = "candidate.py.j2"  # the file a person starts from (human proposer)
 IDIOM = "idiom.py.j2"  # the quick-building example, included by FIRST and CANDIDATE
-TEMPLATES = (SYSTEM, FIRST, FEEDBACK, CANDIDATE, IDIOM)
+IDIOM_CPU = "idiom_cpu.py.j2"  # its counterpart for --device cpu: C++ alone, for CPU tensors
+TEMPLATES = (SYSTEM, FIRST, FEEDBACK, CANDIDATE, IDIOM, IDIOM_CPU)
 
 
 class PromptError(HarnessError):
@@ -86,8 +87,9 @@ def tolerance_text(problem: "Problem") -> str:
     return "atol=rtol=1e-4 for float32 outputs (1e-2 for float16 and bfloat16)"
 
 
-def system_prompt(prompts: Prompts) -> str:
-    return prompts.render(SYSTEM).strip()
+def system_prompt(prompts: Prompts, *, cpu: bool = False) -> str:
+    """The model's role: CUDA kernels, or C++ for the CPU (`cpu`, a run on --device cpu)."""
+    return prompts.render(SYSTEM, cpu=cpu).strip()
 
 
 def first_prompt(prompts: Prompts, problem: "Problem", device: "DeviceInfo", *, accept: float, target: float,
@@ -105,5 +107,7 @@ def first_prompt(prompts: Prompts, problem: "Problem", device: "DeviceInfo", *, 
                           reference=reference).strip() + "\n"
 
 
-def candidate_template(prompts: Prompts, problem: "Problem", *, accept: float, target: float) -> str:
-    return prompts.render(CANDIDATE, problem=problem, accept=accept, target=target)
+def candidate_template(prompts: Prompts, problem: "Problem", *, accept: float, target: float,
+                       cpu: bool = False) -> str:
+    """The file a person starts from; with `cpu`, its idiom is C++ for CPU tensors."""
+    return prompts.render(CANDIDATE, problem=problem, accept=accept, target=target, cpu=cpu)
