@@ -99,7 +99,7 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
     from .history import print_show
 
     file = next((name for name in ROUND_FILES if getattr(args, name)), None)
-    return print_show(console, args.run, args.runs_dir, args.round, file)
+    return print_show(console, args.run, args.runs_dir, args.round, file, args.best)
 
 
 def cmd_export(args: argparse.Namespace, console: Console) -> int:
@@ -153,10 +153,12 @@ def add_history_commands(commands) -> None:
     p = commands.add_parser("show", help="a run's rounds with verdicts, times and speedups, or one round's file")
     p.add_argument("run", help=run_help)
     p.add_argument("--round", type=COUNT, default=None, metavar="N", help="the round whose file to print")
+    p.add_argument("--best", action="store_true", help="the best round's file (its candidate unless another "
+                                                        "is named)")
     files = p.add_mutually_exclusive_group()
     for name, help_text in (("source", "the candidate"), ("prompt", "the prompt"), ("answer", "the answer"),
                             ("log", "the build log")):
-        files.add_argument(f"--{name}", action="store_true", help=f"print {help_text} of --round N")
+        files.add_argument(f"--{name}", action="store_true", help=f"print {help_text} of --round N or --best")
     runs_dir(p)
     p.set_defaults(handler=cmd_show)
     p = commands.add_parser("promote", help="copy a run's best candidate to kernels/<problem>.py")
