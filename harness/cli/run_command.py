@@ -297,6 +297,7 @@ def _run_suite(args: argparse.Namespace, flags: dict, console: Console, errors: 
     s = record.settings
     console.print(f"Suite {record.id}: {len(record.problems)} problem(s) in {record.directory} on "
                   f"{describe(s.device).name}, proposer {s.proposer}" + (f" ({s.model})" if s.model else "")
+                  + f" ({'as the suite was started' if args.resume else proposer_reason(flags, s)})"
                   + f", {record.concurrency} at once, stored in {store.path}",
                   markup=False, highlight=False, soft_wrap=True)
     if resumed:
