@@ -19,9 +19,10 @@ from ..results import to_dict
 from .config import add_eval_options, eval_options, parse_gpus
 
 DESCRIPTION = ("Evaluate every (problem, candidate) pair of a suite on every GPU (--gpus narrows it), one "
-               "JSON line per evaluation in results.jsonl of its own folder as it finishes (--resume DIR carries "
-               "a killed bench on), then a summary per level: correctness, fast_p for p = 0, 1, 1.5, 2 (against torch.compile "
-               "too with --compile-baseline) and the geometric mean speedup, and a plot of fast_p against p.")
+               "JSON line per evaluation in results.jsonl of its own folder as it finishes (--resume DIR "
+               "carries a killed bench on), then a summary per level: correctness, fast_p for p = 0, 1, 1.5, 2 "
+               "(against torch.compile too with --compile-baseline) and the geometric mean speedup, and a plot "
+               "of fast_p against p.")
 BENCH_TIME_CAP = 2.0  # seconds of timing per candidate: a sweep wants many problems, not the last 0.1%
 SUMMARY_FILE, PLOT_FILE = "summary.json", "fast_p.png"
 RESULTS_DIR = Path("bench-results")  # each bench a folder of its own in it, by default
