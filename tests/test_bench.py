@@ -90,6 +90,30 @@ def test_kernelbench_layout_finds_samples_by_problem_id():
     assert problem_id(Path("19_ReLU.py")) == "19" and problem_id(Path("layernorm.py")) == "layernorm"
 
 
+def flat_copy(into: Path) -> dict[str, str]:
+    """CANDIDATES as KernelBench's generate_samples.py names them, all in one folder; the flat name
+    of each nested one."""
+    names = {}
+    for path in sorted(CANDIDATES.glob("level*/*/sample_*.py")):
+        level, problem, sample = path.relative_to(CANDIDATES).parts
+        flat = f"level_{level.removeprefix('level')}_problem_{problem}_{sample.removesuffix('.py')}_kernel.py"
+        (into / flat).write_bytes(path.read_bytes())
+        names[f"{level}/{problem}/{sample}"] = flat
+    return names
+
+
+def test_kernelbench_flat_sample_names_are_found_as_the_nested_ones(tmp_path):
+    names = flat_copy(tmp_path)
+    # a sample of problem 10 is not problem 1's, and the samples sort by number, not by name
+    (tmp_path / "level_1_problem_10_sample_0_kernel.py").write_text("")
+    (tmp_path / "level_1_problem_2_sample_10_kernel.py").write_text("")
+    nested = find_jobs(PROBLEMS, CANDIDATES)
+    flat = find_jobs(PROBLEMS, tmp_path)
+    expected = [(j.level, j.problem.name, names[j.label], j.sample) for j in nested]
+    expected.insert(3, ("level1", "2_shift.py", "level_1_problem_2_sample_10_kernel.py", 10))
+    assert [(j.level, j.problem.name, j.label, j.sample) for j in flat] == expected
+
+
 def test_matching_file_names(tmp_path):
     problems, candidates = tmp_path / "problems", tmp_path / "candidates"
     problems.mkdir()
@@ -187,15 +211,15 @@ EXPECTED = {("level1", "1_scale", "level1/1/sample_0.py"): "correct",
             ("level2", "1_broken", "level2/1/sample_0.py"): PROBLEM_ERROR}
 
 
-def bench_command(out, *extra):
-    return [sys.executable, "-m", "harness", "bench", str(PROBLEMS), str(CANDIDATES), "--device", "cpu",
-            "--time-cap", "1", "-o", str(out), *extra]
+def bench_command(*extra, problems=PROBLEMS, candidates=CANDIDATES):
+    return [sys.executable, "-m", "harness", "bench", str(problems), str(candidates), "--device", "cpu",
+            "--time-cap", "1", *extra]
 
 
 def test_killed_bench_resumes_without_duplicates_or_losses(tmp_path):
     out = tmp_path / "bench"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    first = subprocess.Popen(bench_command(out), cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+    first = subprocess.Popen(bench_command("-o", str(out)), cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
     results = out / RESULTS_FILE
     deadline = time.monotonic() + 240
@@ -207,7 +231,7 @@ def test_killed_bench_resumes_without_duplicates_or_losses(tmp_path):
     killed_with = read_records(results)
     assert 1 <= len(killed_with) < len(EXPECTED)
 
-    done = subprocess.run(bench_command(out, "--resume", "--csv", str(tmp_path / "r.csv")), cwd=tmp_path, env=env,
+    done = subprocess.run(bench_command("--resume", str(out), "--csv", str(tmp_path / "r.csv")), cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     records = read_records(results)
@@ -237,6 +261,43 @@ def test_killed_bench_resumes_without_duplicates_or_losses(tmp_path):
     assert all(r.memory["candidate_worker"]["host"] > 0 and r.memory["reference"]["host"] > 0
                and r.sizes["in_process_need"] > r.sizes["inputs"] > 0 for r in records if r.correct)
     assert sum("candidate_worker=(host=" in row for row in rows) >= 3
+
+
+def test_each_bench_has_a_results_folder_of_its_own(tmp_path):
+    """KernelBench's flat sample names, benched twice from one folder: two results folders under
+    bench-results/, nothing else written where the bench was started; --resume DIR carries one on."""
+    problems, flat, work = tmp_path / "level1", tmp_path / "samples", tmp_path / "work"
+    for folder in (problems, flat, work):
+        folder.mkdir()
+    (problems / "2_shift.py").write_bytes((PROBLEMS / "level1" / "2_shift.py").read_bytes())
+    flat_copy(flat)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def bench(*extra):
+        done = subprocess.run(bench_command(*extra, problems=problems, candidates=flat), cwd=work, env=env,
+                              capture_output=True, text=True, timeout=600)
+        return done.returncode, done.stdout + done.stderr
+
+    outputs = []
+    for _ in range(2):
+        rc, output = bench()
+        assert rc == 0, output
+        outputs.append(output)
+    assert [p.name for p in work.iterdir()] == ["bench-results"]
+    first, second = folders = sorted((work / "bench-results").iterdir())
+    assert all(f.name.endswith(("-level1", "-level1-2")) for f in folders), folders
+    for folder in folders:
+        assert sorted(p.name for p in folder.iterdir()) == sorted([RESULTS_FILE, "fast_p.png", "summary.json"])
+        (record,) = read_records(folder / RESULTS_FILE)
+        assert (record.candidate, record.verdict) == ("level_1_problem_2_sample_0_kernel.py", "correct")
+    assert f"Results in {Path('bench-results') / second.name / RESULTS_FILE}" in outputs[1]
+    rc, output = bench("--resume", str(first))
+    assert rc == 0 and "1 already in" in output and "0 to go" in output, output
+    assert len(read_records(first / RESULTS_FILE)) == 1
+    rc, output = bench("--resume", str(tmp_path / "never"))
+    assert rc == 2 and "holds no results.jsonl" in output, output
+    rc, output = bench("-o", str(first))
+    assert rc == 2 and f"give --resume {first}" in output, output
 
 
 def test_a_problem_opened_unloaded_has_its_processes_importing_and_loads_when_evaluated(tmp_path, cpu_options):

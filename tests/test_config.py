@@ -33,7 +33,16 @@ def test_flags_override_the_file_which_overrides_defaults(tmp_path):
 def test_default_proposer(monkeypatch):
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-x")  # a key alone names no model
-    assert resolve(flags()).proposer == "human"
+    # nothing configured: no proposer is chosen for the person, and the refusal says how to choose
+    with pytest.raises(ConfigError) as refused:
+        resolve(flags())
+    for how in ("--model NAME", "http://localhost:8000/v1", "http://localhost:11434/v1", "--proposer human",
+                "--files", "--config"):
+        assert how in str(refused.value)
+    assert resolve(flags(proposer="human")).proposer == "human"
+    # a dry run asks nobody: it needs no proposer, nor a model for the openai one
+    assert resolve(flags(), dry_run=True).proposer == ""
+    assert resolve(flags(proposer="openai"), dry_run=True).model is None
     assert resolve(flags(model="m")).proposer == "openai"
     assert resolve(flags(files=["a.py"])).proposer == "files"
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")

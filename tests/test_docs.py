@@ -18,9 +18,6 @@ DOCS = ROOT / "docs"
 FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)(?![\w-])")
 # pip's, pytest's and Nsight Compute's flags quoted in the pages
 OTHER_TOOLS = {"--no-deps", "--no-build-isolation", "--kernel-name", "--help"}
-# Flags the pages describe ahead of the commands that take them (`show --best`, `report --bench`);
-# once those commands have them this set goes, and the tests above hold the pages to them.
-AHEAD = {"--best", "--bench"}
 SCRIPT_FLAG = re.compile(r"""add_argument\(\s*["'](--[a-z][a-z0-9-]*)["']""")
 
 
@@ -58,7 +55,7 @@ def test_every_flag_of_every_command_is_in_docs():
 
 
 def test_every_flag_the_pages_name_exists():
-    known = set().union(*cli_flags().values()) | script_flags() | OTHER_TOOLS | AHEAD
+    known = set().union(*cli_flags().values()) | script_flags() | OTHER_TOOLS
     pages = sorted(DOCS.glob("*.md")) + [ROOT / "README.md"]
     unknown = {page.relative_to(ROOT): sorted(named(page) - known) for page in pages}
     unknown = {page: flags for page, flags in unknown.items() if flags}

@@ -48,6 +48,22 @@ def test_verdicts(evaluator, name, verdict, says):
         assert result.speedup is None and not result.timings
 
 
+def test_syntax_error_is_refused_before_the_build(evaluator, tmp_path):
+    source = (CANDIDATES / "py_correct.py").read_text()
+    # an extension it would build, and a broken line after it
+    path = tmp_path / "broken.py"
+    path.write_text("from torch.utils.cpp_extension import load_inline\n"
+                    "ext = load_inline(name='never_built', cpp_sources='int f() { return 1; }', functions=['f'])\n"
+                    + source + "\ndef forward(self, x:\n")
+    phases = []
+    result = evaluator.evaluate(path, lambda phase: phases.append(phase))
+    assert result.verdict is Verdict.IMPORT_ERROR, result.explanation
+    line = len(path.read_text().splitlines())
+    assert "not valid Python, so nothing was built" in result.explanation
+    assert f"(line {line})" in result.explanation
+    assert result.build is None and "building" not in phases and not result.timings
+
+
 def test_incorrect_reports_where(evaluator):
     result = evaluator.evaluate(CANDIDATES / "py_wrong.py")
     check = result.check

@@ -73,6 +73,24 @@ def test_show_rounds_and_files(runs):
     assert rc == 2 and "Round 9" in out
 
 
+def test_the_best_candidate_is_printed_and_its_path_usable_from_here(runs, monkeypatch):
+    runs_dir, fast, _ = runs
+    rc, out = cli("show", fast.name, "--best", "--source", "--runs-dir", str(runs_dir))
+    assert rc == 0 and out.strip() == FAST.strip()
+    rc, out = cli("show", fast.name, "--best", "--runs-dir", str(runs_dir))  # the candidate by default
+    assert rc == 0 and out.strip() == FAST.strip()
+    rc, out = cli("show", fast.name, "--best", "--prompt", "--runs-dir", str(runs_dir))
+    assert rc == 0 and out == (fast / "rounds" / "002" / "prompt.md").read_text() + "\n"
+    rc, out = cli("show", str(fast), "--best", "--round", "1")
+    assert rc == 2 and "either --best or --round" in out
+    # from elsewhere the path is absolute; from above the run, relative to here
+    rc, out = cli("show", str(fast))
+    assert rc == 0 and f"{fast.absolute() / 'rounds' / '002' / 'candidate.py'} (harness show" in out
+    monkeypatch.chdir(runs_dir.parent)
+    rc, out = cli("show", str(fast))
+    assert rc == 0 and f", {Path('runs') / fast.name / 'rounds' / '002' / 'candidate.py'} (harness show" in out
+
+
 def test_ambiguous_and_unknown_run_names(runs):
     runs_dir, fast, slow = runs
     common = next(i for i, (a, b) in enumerate(zip(fast.name, slow.name)) if a != b)

@@ -155,8 +155,11 @@ def test_samples_per_round_pick_the_fastest_correct(tmp_path):
 
 
 def test_files_running_out_and_proposer_errors_end_the_run(tmp_path):
-    run = stub_loop(tmp_path / "a", ScriptedProposer("# correct 1.1"))[0].execute()
+    loop, store = stub_loop(tmp_path / "a", ScriptedProposer("# correct 1.1"))
+    run = loop.execute()
     assert (run.status, run.stop_reason) == ("finished", "files_exhausted")
+    # round 2 was asked for, and nothing came: no directory of a prompt alone is left
+    assert sorted(p.name for p in (store.path / "rounds").iterdir()) == ["001"]
     error = ProposerError("The endpoint rejected the API key.")
     run = stub_loop(tmp_path / "b", ScriptedProposer("# correct 1.1", error))[0].execute()
     assert run.status == "failed" and run.message.startswith("The endpoint rejected the API key.")
@@ -606,6 +609,68 @@ def test_human_proposer_evaluates_each_save(tmp_path, cache_dir, capsys):
     assert (path / "rounds" / "002" / "candidate.py").read_text() == FAST
     out = capsys.readouterr().out
     assert "## Round 1: incorrect" in out and f"Edit and save {edited}" in out
+
+
+def test_dry_run_needs_no_model_nor_proposer(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    for chosen in (["--proposer", "openai"], []):
+        rc = main([str(PROBLEM), "--dry-run", *chosen, "--device", "cpu"])
+        captured = capsys.readouterr()
+        assert rc == 0 and captured.out.startswith("Write a faster version of the PyTorch model"), captured.err
+        assert "Dry run: nothing was sent, built or stored" in captured.err
+        assert "no model is configured" in captured.err
+    rc = main([str(PROBLEM), "--dry-run", "--model", MODEL, "--base-url", "http://127.0.0.1:9/v1", "--device", "cpu"])
+    assert rc == 0
+    assert f"would send model `{MODEL}` at http://127.0.0.1:9/v1 the system prompt" in capsys.readouterr().err
+
+
+def test_without_an_endpoint_a_run_is_refused_not_handed_to_a_person(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    runs = tmp_path / "runs"
+    assert main([str(PROBLEM), "--runs-dir", str(runs), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert "Nothing says where candidates come from" in err and "--proposer human" in err
+    assert "http://localhost:11434/v1" in err and not runs.exists()
+
+
+def test_an_endpoint_that_cannot_serve_the_run_leaves_nothing_behind(tmp_path, capsys, monkeypatch, fake_openai):
+    runs = tmp_path / "runs"
+
+    def refused(*flags: str) -> str:
+        assert main([str(PROBLEM), "--runs-dir", str(runs), "--device", "cpu", "--max-retries", "0", *flags]) == 2
+        assert not runs.exists()
+        return capsys.readouterr().err
+
+    assert "Cannot reach the endpoint http://127.0.0.1:9/v1" in refused("--model", MODEL, "--base-url",
+                                                                         "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong")
+    assert "rejected the API key (HTTP 401" in refused("--model", MODEL, "--base-url", fake_openai.url)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    err = refused("--model", "no-such-model", "--base-url", fake_openai.url)
+    assert "has no model `no-such-model` (HTTP 404" in err and f"It serves: {MODEL}" in err
+    # the model list did not name it: one completion of one token decided
+    assert fake_openai.attempts == 1 and not fake_openai.requests
+
+
+def test_a_failed_run_says_why_in_runs_and_show(tmp_path, cache_dir, capsys, monkeypatch, fake_openai):
+    from harness.cli.main import main as harness
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    fake_openai.answer(Reply(status=400, content="messages[1]: the content is malformed"))
+    runs = tmp_path / "runs"
+    rc = main([str(PROBLEM), "--model", MODEL, "--base-url", fake_openai.url, "--runs-dir", str(runs),
+               *eval_flags(cache_dir)])
+    out = capsys.readouterr().out
+    assert rc == 2
+    # which proposer runs, and why
+    assert f"proposer openai ({MODEL}), an endpoint is configured: --model, --base-url" in out
+    assert harness(["runs", "--runs-dir", str(runs)]) == 0
+    listed = capsys.readouterr().out
+    assert "failed: no_correct" in listed and "the content is malformed" in listed.replace("\n", " "), listed
+    assert harness(["show", str(only_run(runs))]) == 0
+    shown = capsys.readouterr().out
+    assert "why: The endpoint" in shown and "messages[1]: the content is malformed" in shown
+    assert "No round was evaluated." in shown and "unknown device" not in shown and "on cpu (nothing measured)" in shown
 
 
 def test_dry_run_prints_the_first_prompt_and_asks_nobody(tmp_path, capsys):

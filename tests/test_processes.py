@@ -73,14 +73,25 @@ def test_daemons_in_new_sessions_are_gone_after_a_correct_verdict(cpu_options, t
 
 
 def test_what_a_killed_harness_left_is_ended_at_the_next_start(tmp_path, cache_dir):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HARNESS_CACHE_DIR": str(cache_dir)}
+
+    def harness_command(*words: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "harness", *words], capture_output=True, text=True,
+                              cwd=tmp_path, env=env)
+
     harness, candidate = start_eval(tmp_path, cache_dir)
     processes = owned(harness.pid)
+    # a harness still alive: another start ends none of its processes
+    doctor = harness_command("doctor", "--device", "cpu")
+    assert "left running" not in doctor.stdout and all(running(p) for p in processes), doctor.stdout
     harness.kill()
     harness.wait()
     assert all(running(p) for p in candidate)  # orphans now, in sessions of their own
-    doctor = subprocess.run([sys.executable, "-m", "harness", "doctor", "--device", "cpu", "--cache-dir",
-                             str(cache_dir)], capture_output=True, text=True, cwd=REPO,
-                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    # a listing ends nothing, even what a dead harness left
+    listing = harness_command("runs", "--runs-dir", str(tmp_path / "runs"))
+    assert listing.returncode == 0 and "left running" not in listing.stdout + listing.stderr, listing.stdout
+    assert all(running(p) for p in candidate)
+    doctor = harness_command("doctor", "--device", "cpu")
     assert f"left running by harness process(es) {harness.pid}" in doctor.stdout, doctor.stdout
     assert not wait_gone(processes, 2)
 

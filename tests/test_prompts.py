@@ -58,6 +58,43 @@ def test_cpu_device_is_described_without_gpu_figures(problem):
     assert "x86_64 (CPU)" in text and "TB/s" not in text and "do_bench" not in text
 
 
+CPU = DeviceInfo("cpu", "x86_64", "cpu")
+CPU_FACTS = dict(facts=OracleReady(hardware=["2 cores"], inputs=["`x`: cpu float32 (16, 64, 256, 256), contiguous"]),
+                 environment=Environment("cpu", torch="2.13.0+cpu"))
+
+
+def test_on_a_cpu_the_prompts_ask_for_cpp_on_cpu_tensors(problem):
+    text = first_prompt(Prompts(), problem, CPU, accept=1.5, target=2.0, trials=5, **CPU_FACTS)
+    assert text.startswith("Write a faster version of the PyTorch model below with custom C++ code for the CPU.")
+    assert "`cpp_sources` alone" in text and "CUDA" not in text and "cuda_source" not in text
+    idiom = python_blocks(text)[-1]
+    ast.parse(idiom)
+    assert "x.device().is_cpu()" in idiom and "is_cuda" not in idiom and "use_pch=True" in idiom
+    assert '#pragma GCC optimize("O3")' in idiom and "extra_cflags=" not in idiom and "cuda_sources" not in idiom
+    assert system_prompt(Prompts(), cpu=True).startswith("You are a CPU performance engineer")
+    assert system_prompt(Prompts()).startswith("You are a CUDA performance engineer")
+    template = candidate_template(Prompts(), problem, accept=1.5, target=2.0, cpu=True)
+    ast.parse(template)
+    assert "x.device().is_cpu()" in template and "cuda" not in template.lower()
+    # the GPU prompt keeps its CUDA idiom
+    gpu = first_prompt(Prompts(), problem, H100, accept=1.5, target=2.0, trials=5, **FACTS)
+    assert "custom CUDA kernels" in gpu and "x.is_cuda()" in gpu and "C++ code for the CPU" not in gpu
+
+
+def test_the_cpu_idiom_builds_and_is_correct(tmp_path, cpu_options):
+    """The example the CPU prompt gives, as a candidate for x * 2: built by a real compiler."""
+    from harness import Verdict, evaluate
+
+    candidate = tmp_path / "cpu_idiom.py"
+    # without the precompiled header, which CI lacks and which takes minutes to build on its 2 cores
+    idiom = Prompts().render("idiom_cpu.py.j2").replace("use_pch=True", "use_pch=False")
+    candidate.write_text(idiom + "\n\nclass ModelNew(nn.Module):\n"
+                         "    def forward(self, x):\n        return scale_ext.scale(x, 2.0)\n")
+    result = evaluate(REPO / "tests" / "problems" / "bench" / "level1" / "1_scale.py", candidate, cpu_options)
+    assert result.verdict is Verdict.CORRECT, result.explanation
+    print(f"the CPU idiom built in {result.build.seconds:.1f} s")
+
+
 def test_tolerances_set_by_the_problem_are_stated(tmp_path):
     path = tmp_path / "tol.py"
     path.write_text("ATOL = 0.01\nRTOL = 0.001\nclass Model: pass\n"

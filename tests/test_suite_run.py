@@ -74,6 +74,7 @@ def test_files_suite_makes_a_run_per_problem_and_a_summary(tmp_path, cache_dir, 
               *eval_flags(cache_dir)])
     out = capsys.readouterr().out
     assert rc == 1, out  # 2_shift has no acceptable candidate, 1_broken no run
+    assert "proposer files (--files given)" in out
     record = SuiteStore.open(suite_dir(runs)).load()
     assert (record.status, record.finished, record.concurrency) == ("finished", 3, 2)
     problems = by_name(record)

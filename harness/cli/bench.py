@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import shutil
 import tempfile
@@ -19,27 +20,55 @@ from ..results import to_dict
 from .config import add_eval_options, eval_options, parse_gpus
 
 DESCRIPTION = ("Evaluate every (problem, candidate) pair of a suite on every GPU (--gpus narrows it), one "
-               "JSON line per evaluation in --out/results.jsonl as it finishes (--resume carries a killed bench "
-               "on), then a summary per level: correctness, fast_p for p = 0, 1, 1.5, 2 (against torch.compile "
-               "too with --compile-baseline) and the geometric mean speedup, and a plot of fast_p against p.")
+               "JSON line per evaluation in results.jsonl of its own folder as it finishes (--resume DIR "
+               "carries a killed bench on), then a summary per level: correctness, fast_p for p = 0, 1, 1.5, 2 "
+               "(against torch.compile too with --compile-baseline) and the geometric mean speedup, and a plot "
+               "of fast_p against p.")
 BENCH_TIME_CAP = 2.0  # seconds of timing per candidate: a sweep wants many problems, not the last 0.1%
 SUMMARY_FILE, PLOT_FILE = "summary.json", "fast_p.png"
+RESULTS_DIR = Path("bench-results")  # each bench a folder of its own in it, by default
+
+
+def _out(args: argparse.Namespace) -> Path:
+    """Where the bench's results go: --resume's folder, --out, or a new folder under RESULTS_DIR
+    named by the time and what is benched, so that no bench lands on another."""
+    from ..suite.jobs import SuiteError
+    from ..suite.records import RESULTS_FILE
+
+    if args.resume:
+        if not (args.resume / RESULTS_FILE).is_file():
+            raise SuiteError(f"--resume {args.resume}: that folder holds no {RESULTS_FILE}, so there is no bench to "
+                             "carry on; give the folder an earlier bench wrote its results to.")
+        return args.resume
+    if args.out:
+        return args.out
+    name = "runs" if args.runs else args.problems.name + ("-copies" if args.copies else "")
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out, n = RESULTS_DIR / f"{stamp}-{name}", 1
+    while out.exists():  # another bench of the same problems started in the same second
+        n += 1
+        out = RESULTS_DIR / f"{stamp}-{name}-{n}"
+    return out
 
 
 def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("problems", type=Path, nargs="?", default=None,
                    help="directory of problem files, or of level*/ directories of them")
     p.add_argument("candidates", type=Path, nargs="?", default=None,
-                   help="directory of candidates: <level>/<problem id>/sample_<k>.py (KernelBench's layout), "
+                   help="directory of candidates: <level>/<problem id>/sample_<k>.py or "
+                        "level_<n>_problem_<problem id>_sample_<k>_kernel.py (KernelBench's layouts), "
                         "<problem name>.py or <problem name>/*.py")
     p.add_argument("--copies", action="store_true",
                    help="instead of CANDIDATES, evaluate a copy of each problem's Model as ModelNew")
     p.add_argument("--runs", nargs="+", default=None, metavar="RUN",
                    help="instead of directories, the best candidate of each of these runs")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where --runs are kept (default runs)")
-    p.add_argument("-o", "--out", type=Path, default=Path("bench"),
-                   help=f"where results go: results.jsonl, {SUMMARY_FILE}, {PLOT_FILE} (default bench)")
-    p.add_argument("--resume", action="store_true", help="carry on a bench in --out, evaluating only what it lacks")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("-o", "--out", type=Path, default=None, metavar="DIR",
+                     help=f"where a new bench's results go: results.jsonl, {SUMMARY_FILE}, {PLOT_FILE} (default "
+                          f"{RESULTS_DIR}/<UTC time>-<problems>/)")
+    out.add_argument("--resume", type=Path, default=None, metavar="DIR",
+                     help="carry on the bench whose results are in DIR, evaluating only what it lacks")
     p.add_argument("--csv", type=Path, default=None, metavar="FILE", help="also write every result as CSV")
     p.add_argument("--ray", default=None, metavar="auto|ADDRESS",
                    help="run on the Ray cluster there (auto: the one this machine belongs to): a timing actor per "
@@ -159,7 +188,8 @@ def bench_main(args: argparse.Namespace, console: Console) -> int:
         if args.device is None:  # the device defaulted to cpu: say so before a doomed CUDA build
             for job in jobs:
                 refuse_cuda_only(str(job.candidate), job.candidate.read_text(errors="replace"))
-        log = ResultLog(args.out, args.resume)
+        out = _out(args)
+        log = ResultLog(out, bool(args.resume))
         try:
             options = _backward_as_recorded(options, log.records)
             left = pending(jobs, log)
@@ -190,8 +220,8 @@ def bench_main(args: argparse.Namespace, console: Console) -> int:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     summaries = summarize(records)
-    write_atomic(args.out / SUMMARY_FILE, json.dumps([to_dict(s) for s in summaries], indent=2))
-    plot = plot_fast_p(records, args.out / PLOT_FILE)
+    write_atomic(out / SUMMARY_FILE, json.dumps([to_dict(s) for s in summaries], indent=2))
+    plot = plot_fast_p(records, out / PLOT_FILE)
     if args.csv:
         write_csv(records, args.csv)
     console.print(summary_table(summaries))
@@ -202,6 +232,6 @@ def bench_main(args: argparse.Namespace, console: Console) -> int:
         if s.broken_problems:
             console.print(f"[red]{s.level}: {len(s.broken_problems)} problem(s) failed themselves, their candidates "
                           f"not run: {', '.join(s.broken_problems)} (see {log.path}).[/red]")
-    console.print(f"Results in {log.path}, summary in {args.out / SUMMARY_FILE}, plot in {plot}"
+    console.print(f"Results in {log.path}, summary in {out / SUMMARY_FILE}, plot in {plot}"
                   + (f", CSV in {args.csv}" if args.csv else "") + ".")
     return 0

@@ -119,12 +119,23 @@ def load_config(path: str | Path) -> dict[str, Any]:
     return values
 
 
-def resolve(flags: dict[str, Any], base: Optional[Settings] = None) -> Settings:
+NO_PROPOSER = ("Nothing says where candidates come from: no model is configured (no --model, no `model` in a "
+               "--config file's [endpoint] table, no $OPENAI_BASE_URL) and no --files are given. To optimize with "
+               "a model, name it: `--model NAME` for OpenAI (the key from $OPENAI_API_KEY), with `--base-url "
+               "http://localhost:8000/v1` for a local vLLM or `--base-url http://localhost:11434/v1` for Ollama "
+               "(no key needed); or write them in a TOML file's [endpoint] table and pass --config FILE. To write "
+               "the candidates yourself, pass --proposer human; to evaluate candidates you have, --files F .... "
+               "--dry-run prints the first prompt without any of these.")
+
+
+def resolve(flags: dict[str, Any], base: Optional[Settings] = None, *, dry_run: bool = False) -> Settings:
     """Settings from flags (None where not given) over the config file over `base`.
 
     `base` is a resumed run's stored settings; without it, defaults apply and the
     endpoint falls back to OPENAI_BASE_URL, the proposer to `files` where files are
-    given, `openai` where an endpoint or model is configured, and `human` otherwise.
+    given and `openai` where an endpoint or model is configured; with neither, nothing
+    is chosen for the person (NO_PROPOSER says how to choose). A dry run asks no
+    proposer, so it needs none, nor a model.
     """
     # A resumed run's settings already hold what its config file said.
     from_file = load_config(flags["config"]) if flags.get("config") else {}
@@ -134,22 +145,39 @@ def resolve(flags: dict[str, Any], base: Optional[Settings] = None) -> Settings:
         settings.base_url = settings.base_url or os.environ.get("OPENAI_BASE_URL") or None
         if "proposer" not in given and "proposer" not in from_file:
             endpoint = settings.base_url or settings.model  # a key alone names no model
-            settings.proposer = "files" if settings.files else "openai" if endpoint else "human"
+            settings.proposer = "files" if settings.files else "openai" if endpoint else ""
+            if not settings.proposer and not dry_run:
+                raise ConfigError(NO_PROPOSER)
         if settings.proposer == "human" and "rounds" not in given and "rounds" not in from_file:
             settings.rounds = None
         if "device" not in given and "device" not in from_file:
             settings.device = default_device()
-    check(settings)
+    check(settings, dry_run)
     require_cuda(settings.device)
     return settings
 
 
-def check(s: Settings) -> None:
+def proposer_reason(flags: dict[str, Any], settings: Settings) -> str:
+    """Why the run's proposer is the one it is, for the line that starts the run."""
+    from_file = load_config(flags["config"]) if flags.get("config") else {}
+    if flags.get("proposer"):
+        return "asked for with --proposer"
+    if "proposer" in from_file:
+        return f"asked for in {flags['config']}"
+    if settings.proposer == "files":
+        return "--files given"
+    named = [f"--{name.replace('_', '-')}" for name in ("model", "base_url") if flags.get(name)]
+    named += [f"`{name}` in {flags['config']}" for name in ("model", "base_url") if name in from_file]
+    return "an endpoint is configured: " + (", ".join(named) or "$OPENAI_BASE_URL")
+
+
+def check(s: Settings, dry_run: bool = False) -> None:
     problems = []
-    if s.proposer not in PROPOSERS:
+    if s.proposer not in PROPOSERS and not (dry_run and not s.proposer):
         problems.append(f"--proposer must be one of {', '.join(PROPOSERS)}, not `{s.proposer}`")
-    if s.proposer == "openai" and not s.model:
-        problems.append("the openai proposer needs a model: give --model NAME or `model` in [endpoint]")
+    if s.proposer == "openai" and not s.model and not dry_run:
+        problems.append("the openai proposer needs a model: give --model NAME or `model` in [endpoint] "
+                        "(--dry-run needs none)")
     if s.proposer == "files" and not s.files:
         problems.append("the files proposer needs --files F1 F2 ... or a directory")
     if s.rounds is not None and s.rounds < 1:

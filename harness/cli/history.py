@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Optional
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ..runs.history import (ROUND_FILES, HistoryError, Replay, RunEntry, list_runs, load, load_rounds, load_suite,
@@ -47,9 +48,17 @@ def runs_table(entries: list[RunEntry]) -> Table:
         proposer = _proposer(r.settings)
         status = f"[red]{e.status}[/red]" if e.status.startswith("damaged") else \
             r.status + (f": {r.outcome}" if r.outcome else "")
+        if r.status == "failed" and r.message:
+            status += "\n" + escape(_first_sentence(r.message))
         table.add_row(e.id, e.problem, proposer, str(len(r.rounds)),
                       speedup_text(r.best.speedup if r.best else None), status, _date(r.created))
     return table
+
+
+def _first_sentence(text: str, most: int = 160) -> str:
+    """Why a run failed, short enough for a listing: its message's first sentence."""
+    sentence = text.split(". ", 1)[0].rstrip(".") + "."
+    return sentence if len(sentence) <= most else sentence[:most - 1] + "…"
 
 
 def _proposer(settings: Settings) -> str:
@@ -95,23 +104,41 @@ def print_runs(console: Console, runs_dir: Path, problem: Optional[str] = None) 
 
 
 def print_show(console: Console, run: str, runs_dir: Path, round_n: Optional[int] = None,
-               file: Optional[str] = None) -> int:
-    """Print a run's rounds, or one round's file, or a suite's problems. Returns the exit status."""
-    if is_suite(resolve(run, runs_dir)) and round_n is None and file is None:
+               file: Optional[str] = None, best: bool = False) -> int:
+    """Print a run's rounds, or one round's file (the best round's with `best`), or a suite's
+    problems. Returns the exit status."""
+    if is_suite(resolve(run, runs_dir)) and round_n is None and file is None and not best:
         return print_suite(console, *load_suite(run, runs_dir))
     store, record = load(run, runs_dir)
+    if best:
+        if round_n is not None:
+            raise HistoryError("Give either --best or --round N: --best is the best round.")
+        if record.best is None:
+            raise HistoryError(f"Run {store.id} has no correct candidate, so no best round"
+                               + (f": {record.message}" if record.message else "."))
+        directory = (store.path / record.best.candidate).parent
+        return _print_file(console, directory, file or "source", f"The best round ({record.best.round}) of {store.id}")
     if round_n is not None or file is not None:
         return _print_round_file(console, store, round_n, file or "source")
     rounds, damage = load_rounds(store)
     env = record.environment
+    # without an evaluated round nothing was measured: the device the run was set to
+    device = (env.device_name or env.device) if env else f"{record.settings.device} (nothing measured)"
     console.print(f"[bold]{store.id}[/bold]  problem {record.problem.name}  proposer {record.settings.proposer}"
-                  f"  on {env.device_name or env.device if env else 'unknown device'}")
+                  f"  on {escape(device)}")
     console.print(f"status {record.status}" + (f", stopped by {record.stop_reason}" if record.stop_reason else "")
                   + (f", outcome {record.outcome}" if record.outcome else "")
                   + f"; accept {record.settings.accept}x, target {record.settings.target}x"
                   + (f", ceiling {record.ceiling:.2f}x" if record.ceiling else ""), markup=False)
     for note in record.notes:
         console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+    if record.message:  # the reason a run stopped, the endpoint's own words where it failed on them
+        console.print(("why: " if record.status == "failed" else "") + record.message,
+                      style="red" if record.status == "failed" else None, markup=False, highlight=False,
+                      soft_wrap=True)
+    if not rounds:
+        console.print("No round was evaluated" + (f": {damage}" if damage else "."), highlight=False)
+        return 0
     table = Table()
     for column in ("round", "verdict", "candidate ms", "reference ms", "speedup", "tokens", "seconds"):
         table.add_column(column, justify="left" if column == "verdict" else "right")
@@ -125,18 +152,33 @@ def print_show(console: Console, run: str, runs_dir: Path, round_n: Optional[int
     console.print(table)
     if record.best:
         best = record.best
-        console.print(f"* best: round {best.round}, {speedup_text(best.speedup)}, {best.candidate}")
+        console.print(f"* best: round {best.round}, {speedup_text(best.speedup)}, "
+                      f"{_shown_path(store.path / best.candidate)} (harness show {store.id} --best --source)",
+                      markup=False, highlight=False, soft_wrap=True)
     if damage:
         console.print(f"[yellow]The run directory is damaged: {damage}[/yellow]")
     return 0
 
 
+def _shown_path(path: Path) -> str:
+    """A path as one can use it from here: relative to the current directory where it is under it."""
+    path = path.absolute()
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def _print_round_file(console: Console, store: RunStore, round_n: Optional[int], file: str) -> int:
     if round_n is None:
-        raise HistoryError(f"--{file} prints one round's file; give the round with --round N.")
-    path = store.round_dir(round_n) / ROUND_FILES[file]
+        raise HistoryError(f"--{file} prints one round's file; give the round with --round N, or --best.")
+    return _print_file(console, store.round_dir(round_n), file, f"Round {round_n} of {store.id}")
+
+
+def _print_file(console: Console, directory: Path, file: str, which: str) -> int:
+    path = directory / ROUND_FILES[file]
     if not path.is_file():
-        raise HistoryError(f"Round {round_n} of {store.id} has no {ROUND_FILES[file]} ({path}): the round "
+        raise HistoryError(f"{which} has no {ROUND_FILES[file]} ({path}): the round "
                            "does not exist, produced no such file, or the file was removed.")
     console.print(path.read_text(), markup=False, highlight=False, soft_wrap=True)
     return 0

@@ -102,7 +102,7 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
     from .history import print_show
 
     file = next((name for name in ROUND_FILES if getattr(args, name)), None)
-    return print_show(console, args.run, args.runs_dir, args.round, file)
+    return print_show(console, args.run, args.runs_dir, args.round, file, args.best)
 
 
 def cmd_export(args: argparse.Namespace, console: Console) -> int:
@@ -187,10 +187,12 @@ def add_history_commands(commands) -> None:
     p = add_command(commands, "show", help="a run's rounds with verdicts, times and speedups, or one round's file")
     p.add_argument("run", help=run_help)
     p.add_argument("--round", type=COUNT, default=None, metavar="N", help="the round whose file to print")
+    p.add_argument("--best", action="store_true", help="the best round's file (its candidate unless another "
+                                                        "is named)")
     files = p.add_mutually_exclusive_group()
     for name, help_text in (("source", "the candidate"), ("prompt", "the prompt"), ("answer", "the answer"),
                             ("log", "the build log")):
-        files.add_argument(f"--{name}", action="store_true", help=f"print {help_text} of --round N")
+        files.add_argument(f"--{name}", action="store_true", help=f"print {help_text} of --round N or --best")
     runs_dir(p)
     p.set_defaults(handler=cmd_show)
     p = add_command(commands, "promote", help="copy a run's best candidate to kernels/<problem>.py")
@@ -300,6 +302,10 @@ class _Signalled:
             signal.signal(s, handler)
 
 
+# The commands that start processes of their own; the others (listings, show, promote, ...) end nothing.
+STARTS_PROCESSES = frozenset({"eval", "doctor", "profile", "run", "bench", "replay"})
+
+
 def _end_leftovers(args: argparse.Namespace, console: Console) -> None:
     """What a harness killed outright (SIGKILL) left running, ended before this one starts any."""
     from ..engine.build import default_cache_dir
@@ -324,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     signalled = _Signalled()
     try:
         pin_gpu(args)
-        _end_leftovers(args, console)
+        if args.command in STARTS_PROCESSES:
+            _end_leftovers(args, console)
         code = args.handler(args, console)
     except HarnessError as exc:
         print_error(errors, exc)

@@ -21,14 +21,14 @@ from ..engine.pool import Pool
 from ..errors import HarnessError
 from ..loop.prompts import Prompts
 from ..loop.proposers.files import expand
-from ..loop.start import ceiling_note, drive, first_for, make_proposer, new_run, reopen, same_problem
+from ..loop.start import ceiling_note, drive, first_for, make_proposer, new_run, reopen, same_problem, try_endpoint
 from ..loop.suite import resume_suite, run_suite, start_suite
 from ..problem import load_problem
 from ..runs.settings import Evaluation
 from ..runs.store import Outcome, Round, Run, RunStore, Status
 from ..runs.suites import SuiteRecord, SuiteStore, is_suite
 from .config import (COUNT, POSITIVE, PROPOSERS, SECONDS, ConfigError, Settings, add_eval_options,
-                     eval_options, evaluation_options, number, parse_gpus, resolve, take_free_gpu)
+                     eval_options, evaluation_options, number, parse_gpus, proposer_reason, resolve, take_free_gpu)
 from .display import Display, SuiteDisplay, print_error, summary
 from .history import print_suite
 
@@ -59,8 +59,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="carry on a stopped or killed run, or suite (its suite-... directory)")
     model = parser.add_argument_group("model: where candidates come from and how the endpoint is asked")
     model.add_argument("--proposer", choices=PROPOSERS,
-                       help="where candidates come from (default: openai when an endpoint is "
-                            "configured, files with --files, else human)")
+                       help="where candidates come from (default: openai when an endpoint or model is "
+                            "configured, files with --files; human, a person at an editor, only when asked)")
     model.add_argument("--model", metavar="NAME", help="model name at the endpoint")
     model.add_argument("--base-url", metavar="URL", dest="base_url",
                        help="OpenAI-compatible endpoint, such as http://localhost:8000/v1 (default: "
@@ -142,6 +142,7 @@ def _open(args: argparse.Namespace, flags: dict, held: ExitStack) -> tuple[RunSt
         store, run, rounds = reopen(args.resume)
         held.callback(store.release)
         run.settings = resolve(flags, base=run.settings)
+        try_endpoint(run.settings)
         return store, run, rounds
     if not args.problem:
         raise ConfigError("Give a problem file (harness run PROBLEM) or --resume RUN_DIR.")
@@ -152,6 +153,7 @@ def _open(args: argparse.Namespace, flags: dict, held: ExitStack) -> tuple[RunSt
     Prompts(settings.prompts)
     if settings.proposer == "files":
         expand(settings.files)
+    try_endpoint(settings)
     store, run = new_run(settings, evaluation_options(args)[0], problem)
     held.callback(store.release)
     return store, run, []
@@ -175,7 +177,7 @@ def _dry_run(args: argparse.Namespace, flags: dict, console: Console) -> None:
     """The first prompt as a run would send it; nothing is asked, built or stored."""
     if args.resume or not args.problem:
         raise ConfigError("--dry-run takes a problem file (harness run PROBLEM --dry-run), not --resume.")
-    settings = resolve({**flags, "problem": args.problem})
+    settings = resolve({**flags, "problem": args.problem}, dry_run=True)
     problem = load_problem(settings.problem)
     prompts = Prompts(settings.prompts)
     args.device = settings.device
@@ -185,8 +187,24 @@ def _dry_run(args: argparse.Namespace, flags: dict, console: Console) -> None:
     with Pool(problem.path, options, gpus, args.jobs) as pool:
         text, _, room = first_for(pool, prompts, problem, settings, options.trials)
     console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
+    errors = Console(stderr=True)
+    errors.print(_would_send(settings), markup=False, highlight=False, soft_wrap=True)
     if note := ceiling_note(room, settings.target):
-        Console(stderr=True).print(f"warning: {note}", markup=False, highlight=False, soft_wrap=True)
+        errors.print(f"warning: {note}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _would_send(settings: Settings) -> str:
+    """What a run would do with the prompt a dry run prints."""
+    said = "Dry run: nothing was sent, built or stored. "
+    if settings.proposer == "openai" and settings.model:
+        return said + (f"A run would send model `{settings.model}` at {settings.base_url or 'OpenAI'} the system "
+                       "prompt, then the prompt above as the first user message.")
+    if settings.proposer == "human":
+        return said + "A run would show the prompt above and wait for the candidate file's saves."
+    if settings.proposer == "files":
+        return said + "A run would take its candidates from --files; the prompt above is what a model would be sent."
+    return said + ("The prompt above is what a model would be sent after the system prompt; no model is "
+                   "configured (--model, --base-url, or a --config file's [endpoint]).")
 
 
 def run_main(args: argparse.Namespace, console: Optional[Console] = None) -> int:
@@ -218,9 +236,10 @@ def _run(args: argparse.Namespace, console: Console, held: ExitStack) -> int:
     except HarnessError as exc:
         print_error(errors, exc)
         return EXIT_USAGE
+    reason = "as the run was started" if args.resume else proposer_reason(flags, settings)
     console.print(f"Run {run.id}: {problem.name} on {device.name}, proposer {settings.proposer}"
-                  + (f" ({settings.model})" if settings.model else "")
-                  + f", stored in {store.path}", markup=False, highlight=False, soft_wrap=True)
+                  + (f" ({settings.model})" if settings.model else "") + f", {reason}"
+                  + f"; stored in {store.path}", markup=False, highlight=False, soft_wrap=True)
     if args.resume:
         console.print(resumed, markup=False, highlight=False, soft_wrap=True)
     options = take_free_gpu(options, run.evaluation.gpus,
@@ -265,9 +284,11 @@ def _open_suite(args: argparse.Namespace, flags: dict, held: ExitStack) -> tuple
         record.settings = resolve(flags, base=record.settings)
         record.evaluation, resumed = _resumed(args, flags, record.evaluation, record.settings.device)
         record.concurrency = args.concurrency or record.concurrency
+        try_endpoint(record.settings)
         return store, record, resumed
     settings = resolve({**flags, "problem": ""})
     _absolute(settings)
+    try_endpoint(settings)
     store, record = start_suite(args.suite, settings, evaluation_options(args)[0],
                                 args.concurrency or DEFAULT_CONCURRENCY)
     held.callback(store.release)
@@ -286,6 +307,7 @@ def _run_suite(args: argparse.Namespace, flags: dict, console: Console, errors: 
     s = record.settings
     console.print(f"Suite {record.id}: {len(record.problems)} problem(s) in {record.directory} on "
                   f"{describe(s.device).name}, proposer {s.proposer}" + (f" ({s.model})" if s.model else "")
+                  + f" ({'as the suite was started' if args.resume else proposer_reason(flags, s)})"
                   + f", {record.concurrency} at once, stored in {store.path}",
                   markup=False, highlight=False, soft_wrap=True)
     if resumed:

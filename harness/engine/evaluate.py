@@ -438,6 +438,11 @@ class Evaluator:
         result.candidate_hash = hashlib.sha256(source.encode()).hexdigest()
         report = static.analyse(source, self.problem.source)
         result.details["static"] = to_dict(report)  # for a person; no code reads it back
+        if unparsed := static.syntax_error(report):  # a build could only end in a failed import
+            result.verdict = Verdict.IMPORT_ERROR
+            result.explanation = (f"{Verdict.IMPORT_ERROR.sentence} It is not valid Python, so nothing was "
+                                  f"built: {unparsed}.")
+            return Built(path, None, result, started, failed=True)
         refusal = static.static_verdict(report, self.options.policy)
         if refusal:
             result.verdict, result.explanation = Verdict.REJECTED, f"{Verdict.REJECTED.sentence} {refusal}"

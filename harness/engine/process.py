@@ -190,15 +190,28 @@ def _identity(pid: int) -> str:
 _OWNER = _identity(os.getpid())
 
 
+def _pid_namespace() -> str:
+    """This process's pid namespace: pids, and so owners' identities, mean something only within it."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "unknown"
+
+
+# A harness in another pid namespace (a container sharing the cache) would look dead from here,
+# its owner pid naming another process or none: each namespace keeps its own list.
+_NAMESPACE = _pid_namespace()
+
+
 def _registry_file(registry: Path) -> Path:
-    return Path(registry) / _OWNER
+    return Path(registry) / _NAMESPACE / _OWNER
 
 
 _registries: set[Path] = set()  # where this process listed its workers
 
 
 def _register(registry: Path, pid: int) -> None:
-    Path(registry).mkdir(parents=True, exist_ok=True)
+    _registry_file(registry).parent.mkdir(parents=True, exist_ok=True)
     _registries.add(Path(registry))
     with open(_registry_file(registry), "a") as f:
         f.write(f"{_identity(pid)}\n")
@@ -206,9 +219,10 @@ def _register(registry: Path, pid: int) -> None:
 
 def end_leftovers(registry: Path) -> Optional[str]:
     """End the workers (and all they started) of harness processes that died without
-    ending them, e.g. by SIGKILL; one line saying what was ended, or None."""
+    ending them, e.g. by SIGKILL; one line saying what was ended, or None. Only commands
+    that start processes call it: a listing ends nothing."""
     try:
-        entries = sorted(Path(registry).iterdir())
+        entries = sorted((Path(registry) / _NAMESPACE).iterdir())
     except OSError:
         return None
     ended, owners = set(), []

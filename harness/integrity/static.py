@@ -36,7 +36,7 @@ class StaticReport:
 
 # Kinds of finding that the strict policy rejects. The others are hints that honest
 # kernels also trip (a workspace kept on self, a half-precision helper), or a syntax
-# error, which the import reports better.
+# error, which every policy refuses before the build (syntax_error).
 STRICT_CODES = frozenset({
     "reference_op", "torch_compile", "fallback", "no_kernel", "harness_access", "monkeypatch",
     "tensor_subclass", "process_exit", "background_work", "side_stream", "persisting_l2", "cuda_graph",
@@ -127,6 +127,12 @@ def static_verdict(report: StaticReport, policy: str = "warn") -> Optional[str]:
     if policy == "warn" or not rejecting:
         return None
     return "Under the strict policy its source is refused: " + "; ".join(map(describe, rejecting)) + "."
+
+
+def syntax_error(report: StaticReport) -> Optional[str]:
+    """Why the file does not parse, where it does not: nothing of it can build or import."""
+    found = next((f for f in report.findings if f.code == "syntax_error"), None)
+    return describe(found) if found else None
 
 
 def warnings(report: StaticReport) -> list[str]:

@@ -125,6 +125,7 @@ class Loop:
             run.stop_reason, run.status = reason, Status.FINISHED
         except Exhausted:
             run.stop_reason, run.status = StopReason.FILES_EXHAUSTED, Status.FINISHED
+            self.store.drop_unanswered(len(self.rounds) + 1)
         except OutOfTime as exc:
             # The round in flight stays unfinished on disk; --resume sets it aside.
             run.stop_reason, run.status = StopReason.WALL_TIME, Status.FINISHED

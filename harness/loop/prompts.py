@@ -37,7 +37,8 @@ FIRST = "first.j2"
 FEEDBACK = "feedback.j2"
 CANDIDATE = "candidate.py.j2"  # the file a person starts from (human proposer)
 IDIOM = "idiom.py.j2"  # the quick-building example, included by FIRST and CANDIDATE
-TEMPLATES = (SYSTEM, FIRST, FEEDBACK, CANDIDATE, IDIOM)
+IDIOM_CPU = "idiom_cpu.py.j2"  # its counterpart for --device cpu: C++ alone, for CPU tensors
+TEMPLATES = (SYSTEM, FIRST, FEEDBACK, CANDIDATE, IDIOM, IDIOM_CPU)
 
 
 class PromptError(HarnessError):
@@ -94,8 +95,9 @@ def grad_tolerance_text(problem: "Problem") -> str:
     return f"atol={atol:g}, rtol={rtol:g}"
 
 
-def system_prompt(prompts: Prompts) -> str:
-    return prompts.render(SYSTEM).strip()
+def system_prompt(prompts: Prompts, *, cpu: bool = False) -> str:
+    """The model's role: CUDA kernels, or C++ for the CPU (`cpu`, a run on --device cpu)."""
+    return prompts.render(SYSTEM, cpu=cpu).strip()
 
 
 def first_prompt(prompts: Prompts, problem: "Problem", device: "DeviceInfo", *, accept: float, target: float,
@@ -115,5 +117,7 @@ def first_prompt(prompts: Prompts, problem: "Problem", device: "DeviceInfo", *, 
                           grad_tolerance=grad_tolerance_text(problem) if backward else "").strip() + "\n"
 
 
-def candidate_template(prompts: Prompts, problem: "Problem", *, accept: float, target: float) -> str:
-    return prompts.render(CANDIDATE, problem=problem, accept=accept, target=target)
+def candidate_template(prompts: Prompts, problem: "Problem", *, accept: float, target: float,
+                       cpu: bool = False) -> str:
+    """The file a person starts from; with `cpu`, its idiom is C++ for CPU tensors."""
+    return prompts.render(CANDIDATE, problem=problem, accept=accept, target=target, cpu=cpu)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..device import describe
 from ..engine.pool import Pool
@@ -19,6 +19,9 @@ from .proposers.base import Proposer
 from .proposers.files import FilesProposer
 from .proposers.human import HumanProposer
 
+if TYPE_CHECKING:
+    from .proposers.openai import OpenAIProposer
+
 HUMAN_FILE = "candidate.py"  # in the run directory: the file a person edits
 
 
@@ -27,9 +30,14 @@ def make_proposer(settings: Settings, store: RunStore, rounds: list[Round], prom
     if settings.proposer == "files":
         return FilesProposer(settings.files, start=sum(len(r.samples) for r in rounds))
     if settings.proposer == "human":
-        template = candidate_template(prompts, problem, accept=settings.accept, target=settings.target)
+        template = candidate_template(prompts, problem, accept=settings.accept, target=settings.target,
+                                      cpu=settings.device == "cpu")
         return HumanProposer(store.path / HUMAN_FILE, template,
                              last=rounds[-1].candidate if rounds else None)
+    return _openai(settings)
+
+
+def _openai(settings: Settings) -> "OpenAIProposer":
     from .proposers.openai import OpenAIProposer  # the client is slow to import; only here
 
     return OpenAIProposer(model=settings.model or "", api_key=os.environ.get(settings.api_key_env),
@@ -39,6 +47,18 @@ def make_proposer(settings: Settings, store: RunStore, rounds: list[Round], prom
                           api_key_env=settings.api_key_env, token_param=settings.token_param,
                           reasoning_effort=settings.reasoning_effort, extra_body=settings.extra_body,
                           stream=settings.stream)
+
+
+def try_endpoint(settings: Settings) -> None:
+    """The openai proposer's endpoint asked once, before a run directory is made or the reference
+    timed: an endpoint that cannot serve the run is a ProposerError that leaves nothing behind."""
+    if settings.proposer != "openai":
+        return
+    proposer = _openai(settings)
+    try:
+        proposer.probe()
+    finally:
+        proposer.close()
 
 
 def new_run(settings: Settings, evaluation: Evaluation, problem: Problem) -> tuple[RunStore, Run]:
@@ -117,5 +137,6 @@ def drive(*, run: Run, store: RunStore, rounds: list[Round], proposer: Proposer,
         store.event("ceiling", ceiling=room.ceiling, target=run.settings.target)
     # a resumed run goes on with the first prompt it was given
     return Loop(run=run, store=store, rounds=rounds, proposer=proposer, evaluator=pool, prompts=prompts,
-                system=system_prompt(prompts), first=rounds[0].prompt if rounds else text, observer=observer,
+                system=system_prompt(prompts, cpu=run.settings.device == "cpu"),
+                first=rounds[0].prompt if rounds else text, observer=observer,
                 elapsed=elapsed, hidden_warnings=warnings).execute()

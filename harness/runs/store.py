@@ -387,6 +387,13 @@ class RunStore:
         path = self.round_dir(n)
         return path if path.is_dir() and not (path / ROUND_FILE).exists() else None
 
+    def drop_unanswered(self, n: int) -> None:
+        """Round n's directory where it holds its prompt alone: asked, but the proposer had nothing to give."""
+        path = self.round_dir(n)
+        if path.is_dir() and [p.name for p in path.iterdir()] == [PROMPT_FILE]:
+            (path / PROMPT_FILE).unlink()
+            path.rmdir()
+
     def set_aside(self, n: int) -> Path:
         """Move the in-flight round n under partial/ so it can run again; its files stay."""
         target = self.path / "partial" / f"{n:03d}-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}"

@@ -9,7 +9,9 @@ from pathlib import Path
 from ..errors import HarnessError
 from ..runs.history import load
 
-_SAMPLE = re.compile(r"sample_(\d+)$")
+_SAMPLE = re.compile(r"(?:^|_)sample_(\d+)(?:_kernel)?$")
+# KernelBench's scripts/generate_samples.py writes every sample of a run into one folder by this name
+_FLAT = re.compile(r"level_(\d+)_problem_(\d+)_sample_(\d+)_kernel\.py")
 
 
 class SuiteError(HarnessError):
@@ -48,15 +50,27 @@ def problem_levels(problems: Path) -> dict[str, list[Path]]:
 
 
 def _sample(path: Path) -> int:
-    match = _SAMPLE.match(path.stem)
+    match = _SAMPLE.search(path.stem)
     return int(match.group(1)) if match else 0
 
 
-def _candidates_for(problem: Path, root: Path) -> list[Path]:
-    """KernelBench's <root>/<id>/sample_<k>.py, else <root>/<stem>.py, else <root>/<stem>/*.py."""
+def _flat(problem: Path, level: str, root: Path) -> list[Path]:
+    """KernelBench's <root>/level_<n>_problem_<id>_sample_<k>_kernel.py: <n> is the level's
+    number (level1 -> 1), any where the level's name has none."""
+    number = re.sub(r"\D", "", level).lstrip("0")
+    found = [path for path in root.glob(f"level_*_problem_{problem_id(problem)}_sample_*_kernel.py")
+             if (match := _FLAT.fullmatch(path.name)) and (not number or match.group(1).lstrip("0") == number)]
+    return sorted(found, key=_sample)
+
+
+def _candidates_for(problem: Path, level: str, root: Path) -> list[Path]:
+    """KernelBench's <root>/<id>/sample_<k>.py or <root>/level_<n>_problem_<id>_sample_<k>_kernel.py,
+    else <root>/<stem>.py, else <root>/<stem>/*.py."""
     by_id = root / problem_id(problem)
     if by_id.is_dir() and problem_id(problem) != problem.stem:
         return sorted(by_id.glob("sample_*.py"), key=_sample)
+    if problem_id(problem) != problem.stem and (flat := _flat(problem, level, root)):
+        return flat
     if (root / f"{problem.stem}.py").is_file():
         return [root / f"{problem.stem}.py"]
     return sorted((root / problem.stem).glob("*.py")) if (root / problem.stem).is_dir() else []
@@ -65,7 +79,7 @@ def _candidates_for(problem: Path, root: Path) -> list[Path]:
 def candidates_of(problem: Path, level: str, candidates: Path) -> list[Path]:
     """A problem's candidate files under `candidates`, in `candidates/<level>/` where that exists."""
     root = candidates / level if (candidates / level).is_dir() else candidates
-    return _candidates_for(problem, root)
+    return _candidates_for(problem, level, root)
 
 
 def find_jobs(problems: Path, candidates: Path) -> list[Job]:
@@ -79,8 +93,9 @@ def find_jobs(problems: Path, candidates: Path) -> list[Job]:
                      for c in candidates_of(problem, level, candidates)]
     if not jobs:
         raise SuiteError(f"No candidate in {candidates} matches a problem in {problems}: expected "
-                         "<candidates>/<level>/<problem id>/sample_<k>.py (KernelBench's layout), "
-                         "<candidates>/<problem name>.py or <candidates>/<problem name>/*.py.")
+                         "<candidates>/<level>/<problem id>/sample_<k>.py or "
+                         "<candidates>/level_<n>_problem_<problem id>_sample_<k>_kernel.py (KernelBench's "
+                         "layouts), <candidates>/<problem name>.py or <candidates>/<problem name>/*.py.")
     return jobs
 
 

@@ -206,7 +206,7 @@ class RayBench(Bench):
             left = sum(len(group) for group in self._queue)
             raise SuiteError(f"No actor of the Ray cluster at {self.address} is left for the {left} evaluation(s) "
                              f"still to do ({'; '.join(self._gone)}). The results so far are in {self.log.path}: "
-                             "--resume carries the bench on.")
+                             f"--resume {self.log.path.parent} carries the bench on.")
         return list(self.log.records)
 
     def _serve(self, slot) -> None:

@@ -100,8 +100,8 @@ class ResultLog:
     def __init__(self, directory: Path, resume: bool):
         self.path = directory / RESULTS_FILE
         if self.path.exists() and not resume:
-            raise SuiteError(f"Bench directory {directory} already holds {RESULTS_FILE}: give --resume to carry "
-                             "it on, or another --out.")
+            raise SuiteError(f"Bench directory {directory} already holds {RESULTS_FILE}: give --resume {directory} "
+                             "to carry it on, or another --out.")
         directory.mkdir(parents=True, exist_ok=True)
         self.records = read_records(self.path) if self.path.exists() else []
         if self.path.exists():

@@ -24,6 +24,7 @@ import openai
 from .base import Conversation, OutOfTime, Proposal, ProposerError, Tokens
 
 DEFAULT_URL = "https://api.openai.com/v1"
+PROBE_TIMEOUT = 30.0  # seconds for the model list asked before a run: a server that is up answers it at once
 
 
 class OpenAIProposer:
@@ -125,33 +126,59 @@ class OpenAIProposer:
             return _within(time_left, create)
         except (openai.BadRequestError, openai.RateLimitError, openai.InternalServerError):
             raise  # handled by the caller, which knows what to change
-        except openai.AuthenticationError as exc:
-            raise ProposerError(
+        except (openai.APIStatusError, openai.APIConnectionError) as exc:
+            raise self._explained(exc) from None
+
+    def _explained(self, exc: openai.APIStatusError | openai.APIConnectionError) -> ProposerError:
+        """What a failed request means for the run, and what to do about it."""
+        if isinstance(exc, openai.AuthenticationError):
+            return ProposerError(
                 f"The endpoint {self.base_url} rejected the API key (HTTP 401: {_message(exc)}). "
                 f"Export a valid key in {self.api_key_env}, or point --base-url at the server "
-                "the key belongs to.") from None
-        except openai.PermissionDeniedError as exc:
-            raise ProposerError(
+                "the key belongs to.")
+        if isinstance(exc, openai.PermissionDeniedError):
+            return ProposerError(
                 f"The endpoint {self.base_url} refused access to model `{self.model}` "
-                f"(HTTP 403: {_message(exc)}).") from None
-        except openai.NotFoundError as exc:
-            raise ProposerError(
+                f"(HTTP 403: {_message(exc)}).")
+        if isinstance(exc, openai.NotFoundError):
+            return ProposerError(
                 f"The endpoint {self.base_url} has no model `{self.model}` (HTTP 404: "
-                f"{_message(exc)}).{self._known_models()} Give one it serves with --model.") from None
-        except openai.APIStatusError as exc:
-            raise ProposerError(
+                f"{_message(exc)}).{self._known_models()} Give one it serves with --model.")
+        if isinstance(exc, openai.APIStatusError):
+            return ProposerError(
                 f"The endpoint {self.base_url} answered HTTP {exc.status_code} for model "
-                f"`{self.model}` after retries: {_message(exc)}.") from None
-        except openai.APITimeoutError:
-            raise ProposerError(
+                f"`{self.model}` after retries: {_message(exc)}.")
+        if isinstance(exc, openai.APITimeoutError):
+            return ProposerError(
                 f"The endpoint {self.base_url} did not answer within the request timeout "
                 f"({self.timeout:g} s) in {self.client.max_retries + 1} attempt(s); raise "
                 "--request-timeout (or `request_timeout` in the config's [endpoint] table) if "
-                "answers are long.") from None
-        except openai.APIConnectionError as exc:
-            raise ProposerError(
-                f"Cannot reach the endpoint {self.base_url} after retries ({exc.__cause__ or exc}). "
-                "Check --base-url and that the server is running.") from None
+                "answers are long.")
+        return ProposerError(
+            f"Cannot reach the endpoint {self.base_url} after retries ({exc.__cause__ or exc}). "
+            "Check --base-url and that the server is running.")
+
+    def probe(self) -> None:
+        """One cheap request before a run makes anything: a ProposerError that says why where the
+        endpoint cannot be reached, refuses the key or does not serve the model. The model list
+        answers where the server gives one and names the model; otherwise a one-token completion
+        decides (Ollama answers to `llama3` though it lists `llama3:latest`; some servers list nothing)."""
+        try:
+            served = {m.id for m in self.client.models.list(timeout=min(self.timeout, PROBE_TIMEOUT))}
+        except (openai.AuthenticationError, openai.APIConnectionError) as exc:
+            raise self._explained(exc) from None
+        except openai.APIStatusError:
+            served = set()  # no model list here: the completion says
+        if self.model in served:
+            return
+        try:
+            self.client.chat.completions.create(
+                model=self.model, messages=[{"role": "user", "content": "Say OK."}],
+                extra_body=self.extra_body, **{self.token_param: 1})
+        except (openai.BadRequestError, openai.RateLimitError, openai.InternalServerError):
+            pass  # the model is there: what it refuses of this request, or a busy moment, the run meets
+        except (openai.APIStatusError, openai.APIConnectionError) as exc:
+            raise self._explained(exc) from None
 
     def _known_models(self) -> str:
         try:
