@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
 from ..engine.evaluate import EvalOptions
-from ..engine.pool import default_build_jobs
+from ..engine.cores import default_build_jobs
+from ..engine.pool import Builds
 from ..engine.process import REGISTRY, end_leftovers
 from ..results import Verdict
 from .bench import Bench, Opened, Phase, Recorded, by_problem, evaluate_problem, pending
@@ -85,7 +86,8 @@ class Slot:
         gpus = ray.get_gpu_ids()
         self.gpu = int(gpus[0]) if gpus else None
         self.options = replace(options, gpu=self.gpu)
-        self.build_jobs = max(1, (build_jobs or default_build_jobs()) // slots_on_node)
+        # the node's slots share its cores
+        self.builds = Builds(max(1, (build_jobs or default_build_jobs(options.device)) // slots_on_node))
         node = ray.get_runtime_context().get_node_id()
         self.name = f"{ray.util.get_node_ip_address()} {node[:6]} " + \
             (f"gpu {self.gpu}" if self.gpu is not None else options.device)
@@ -100,7 +102,7 @@ class Slot:
         events: "queue.Queue[Optional[tuple[str, object]]]" = queue.Queue()
         with tempfile.TemporaryDirectory(prefix="harness-ray-") as root:
             opened = Opened([s.unpack(Path(root), n) for n, s in enumerate(shipped)], self.options, self.gpu,
-                            self.build_jobs)
+                            self.builds)
 
             def work() -> None:
                 try:
