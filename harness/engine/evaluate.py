@@ -382,6 +382,7 @@ class Evaluator:
             # nothing to compile: the worker's own import is the whole build
             result.build = (BuildResult(ok=True, seconds=0.0, key=entry.key) if "no_kernel" in report.codes()
                             else self._build(path, entry))
+            result.phase_seconds["build"] = result.build.seconds  # 0 for a cached build
         except _Stop as stop:
             stop.fill(result)
             result.seconds = time.monotonic() - started
