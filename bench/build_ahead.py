@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # problem id: (file stem, expression of float v, a wrong one)
-ELEMENTWISE = {
+ELEMENTWISE_OPS = {
     "19": ("19_ReLU", "v > 0.f ? v : 0.f", "v > 0.f ? v : -v"),
     "21": ("21_Sigmoid", "1.f / (1.f + expf(-v))", "1.f / (1.f + expf(v))"),
     "22": ("22_Tanh", "tanhf(v)", "tanhf(0.5f * v)"),
@@ -43,7 +43,8 @@ ELEMENTWISE = {
 BLOCKS = (128, 256, 512, 1024)
 WRONG_EVERY = 5  # sample k is wrong when k % WRONG_EVERY == WRONG_EVERY - 1
 
-ELEMENTWISE_SOURCE = r'''import torch
+# the file around a kernel, as models write it
+CANDIDATE = r'''import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
@@ -51,7 +52,31 @@ from torch.utils.cpp_extension import load_inline
 cuda_source = """
 #include <torch/extension.h>
 #include <cuda_runtime.h>
+%(cuda)s"""
 
+cpp_source = "%(prototype)s;"
+
+ext = load_inline(
+    name="%(function)s_%(name)s",
+    cpp_sources=cpp_source,
+    cuda_sources=cuda_source,
+    functions=["%(function)s"],
+    verbose=True,
+    extra_cflags=[""],
+    extra_ldflags=[""],
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, *args):
+        super().__init__()
+        self.ext = ext
+
+    def forward(self, %(args)s):
+        return self.ext.%(function)s(%(call)s)
+'''
+
+ELEMENTWISE = r'''
 __global__ void op_kernel(const float* __restrict__ x, float* __restrict__ out, int64_t size) {
     int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx < size) {
@@ -68,39 +93,9 @@ torch::Tensor op_cuda(torch::Tensor x) {
     op_kernel<<<num_blocks, block_size>>>(x.data_ptr<float>(), out.data_ptr<float>(), size);
     return out;
 }
-"""
-
-cpp_source = "torch::Tensor op_cuda(torch::Tensor x);"
-
-op = load_inline(
-    name="op_%(name)s",
-    cpp_sources=cpp_source,
-    cuda_sources=cuda_source,
-    functions=["op_cuda"],
-    verbose=True,
-    extra_cflags=[""],
-    extra_ldflags=[""],
-)
-
-
-class ModelNew(nn.Module):
-    def __init__(self, *args):
-        super().__init__()
-        self.op = op
-
-    def forward(self, x):
-        return self.op.op_cuda(x.contiguous())
 '''
 
-MSE_SOURCE = r'''import torch
-import torch.nn as nn
-from torch.utils.cpp_extension import load_inline
-
-# sample %(sample)d of 94_MSELoss
-cuda_source = """
-#include <torch/extension.h>
-#include <cuda_runtime.h>
-
+MSE = r'''
 __global__ void mse_kernel(const float* __restrict__ a, const float* __restrict__ b, double* __restrict__ sum,
                            int64_t size) {
     __shared__ double part[%(block)d];
@@ -126,28 +121,6 @@ torch::Tensor mse_cuda(torch::Tensor a, torch::Tensor b) {
     mse_kernel<<<num_blocks, block_size>>>(a.data_ptr<float>(), b.data_ptr<float>(), sum.data_ptr<double>(), size);
     return (sum / %(divisor)s).to(a.scalar_type());
 }
-"""
-
-cpp_source = "torch::Tensor mse_cuda(torch::Tensor a, torch::Tensor b);"
-
-mse = load_inline(
-    name="mse_%(name)s",
-    cpp_sources=cpp_source,
-    cuda_sources=cuda_source,
-    functions=["mse_cuda"],
-    verbose=True,
-    extra_cflags=[""],
-    extra_ldflags=[""],
-)
-
-
-class ModelNew(nn.Module):
-    def __init__(self, *args):
-        super().__init__()
-        self.mse = mse
-
-    def forward(self, predictions, targets):
-        return self.mse.mse_cuda(predictions.contiguous(), targets.contiguous())
 '''
 
 
@@ -155,20 +128,24 @@ def candidate(problem_id: str, sample: int) -> str:
     """Sample `sample` for the problem: its block size and whether it is wrong follow from `sample`."""
     wrong = sample % WRONG_EVERY == WRONG_EVERY - 1
     block = BLOCKS[sample % len(BLOCKS)]
-    name = f"{problem_id}_{sample}"
     if problem_id == "94":
-        return MSE_SOURCE % {"sample": sample, "block": block, "name": name,
-                             "divisor": "(size / 2)" if wrong else "size"}
-    stem, right, bad = ELEMENTWISE[problem_id]
-    return ELEMENTWISE_SOURCE % {"sample": sample, "stem": stem, "expr": bad if wrong else right,
-                                 "block": block, "name": name}
+        cuda = MSE % {"block": block, "divisor": "(size / 2)" if wrong else "size"}
+        return CANDIDATE % {"sample": sample, "stem": "94_MSELoss", "cuda": cuda, "name": f"94_{sample}",
+                            "function": "mse_cuda",
+                            "prototype": "torch::Tensor mse_cuda(torch::Tensor a, torch::Tensor b)",
+                            "args": "predictions, targets", "call": "predictions.contiguous(), targets.contiguous()"}
+    stem, right, bad = ELEMENTWISE_OPS[problem_id]
+    cuda = ELEMENTWISE % {"expr": bad if wrong else right, "block": block}
+    return CANDIDATE % {"sample": sample, "stem": stem, "cuda": cuda, "name": f"{problem_id}_{sample}",
+                        "function": "op_cuda", "prototype": "torch::Tensor op_cuda(torch::Tensor x)",
+                        "args": "x", "call": "x.contiguous()"}
 
 
 def write_candidates(kernelbench: Path, out: Path, n: int) -> list[Path]:
     """n candidates spread round-robin over the problems found in kernelbench/level1."""
-    ids = [i for i in [*ELEMENTWISE, "94"] if list((kernelbench / "level1").glob(f"{i}_*.py"))]
+    ids = [i for i in [*ELEMENTWISE_OPS, "94"] if list((kernelbench / "level1").glob(f"{i}_*.py"))]
     if not ids:
-        raise SystemExit(f"No KernelBench level 1 problem among ids {', '.join([*ELEMENTWISE, '94'])} "
+        raise SystemExit(f"No KernelBench level 1 problem among ids {', '.join([*ELEMENTWISE_OPS, '94'])} "
                          f"in {kernelbench / 'level1'}.")
     written = []
     for k in range(n):

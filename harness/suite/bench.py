@@ -126,6 +126,15 @@ class Opened:
             self.pool.close()
 
 
+def run_all(threads: list[threading.Thread]) -> None:
+    """Starts the threads and waits for them all."""
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        while thread.is_alive():  # a short wait, so Ctrl-C and SIGTERM reach this thread at once
+            thread.join(0.5)
+
+
 class Bench:
     """`build_memory`: bytes of host memory the builds may take (default: what the host has
     available when the bench starts); with `build_jobs`, it bounds the builds at once."""
@@ -157,12 +166,7 @@ class Bench:
         try:
             for group in by_problem(pending(jobs, self.log)):
                 groups.put((group, self._build_ahead(group)))
-            threads = [threading.Thread(target=self._slot, args=(gpu, groups), daemon=True) for gpu in self.slots]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                while thread.is_alive():  # a short wait, so Ctrl-C and SIGTERM reach this thread at once
-                    thread.join(0.5)
+            run_all([threading.Thread(target=self._slot, args=(gpu, groups), daemon=True) for gpu in self.slots])
         finally:
             self.builds.close()
         if self._errors:

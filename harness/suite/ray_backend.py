@@ -31,7 +31,7 @@ from ..engine.cores import default_build_jobs
 from ..engine.pool import Builds
 from ..engine.process import REGISTRY, end_leftovers
 from ..results import Verdict
-from .bench import Bench, Opened, Phase, Recorded, by_problem, evaluate_problem, pending
+from .bench import Bench, Opened, Phase, Recorded, by_problem, evaluate_problem, pending, run_all
 from .jobs import Job, SuiteError
 from .records import BenchRecord, ResultLog
 
@@ -191,13 +191,8 @@ class RayBench(Bench):
                               scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)
                               ).remote(self.options, self.requested_jobs, count)
                  for node, count, cpus in self.nodes for _ in range(count)]
-        threads = [threading.Thread(target=self._serve, args=(slot,), daemon=True) for slot in slots]
         try:
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                while thread.is_alive():  # a short wait, so Ctrl-C and SIGTERM reach this thread at once
-                    thread.join(0.5)
+            run_all([threading.Thread(target=self._serve, args=(slot,), daemon=True) for slot in slots])
         finally:
             for slot in slots:
                 ray.kill(slot)
