@@ -18,12 +18,12 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from concurrent.futures import Future
-
+from ..engine import build as builds
 from ..engine.cores import default_build_jobs
 from ..engine.evaluate import CHECKING, Built, EvalOptions, Evaluator, footprint
 from ..engine.pool import Builds, Counts, Pool
@@ -164,7 +164,10 @@ class Bench:
         self.builds = Builds(self.build_jobs or default_build_jobs(self.options.device), self.build_memory,
                              self.on_builds)
         try:
-            for group in by_problem(pending(jobs, self.log)):
+            left = pending(jobs, self.log)
+            if self.options.device != "cpu":
+                self._prepare_pch(left)
+            for group in by_problem(left):
                 groups.put((group, self._build_ahead(group)))
             run_all([threading.Thread(target=self._slot, args=(gpu, groups), daemon=True) for gpu in self.slots])
         finally:
@@ -172,6 +175,24 @@ class Bench:
         if self._errors:
             raise self._errors[0]
         return list(self.log.records)
+
+    def _prepare_pch(self, jobs: Sequence[Job]) -> None:
+        """torch's precompiled header, made now where it is missing or stale and a candidate
+        calls load_inline. g++ takes it for the binding (main.cpp) that load_inline writes for
+        every candidate, use_pch or not, which then compiles in a fraction of its time (see
+        docs/throughput.md). Made before the builds start: one written while they run could
+        be read half-written. A header that cannot be made costs only that gain."""
+        if builds.pch_status() not in ("missing", "stale"):
+            return
+        if not any("load_inline" in job.candidate.read_text(errors="replace") for job in jobs
+                   if job.candidate.is_file()):
+            return
+        self.on_phase("builds", "making torch's precompiled header, once per torch install")
+        try:
+            seconds = builds.prepare_pch(self.options.resolved_cache())
+            self.on_phase("builds", f"torch's precompiled header made in {seconds:.0f} s")
+        except builds.PchError as exc:
+            self.on_phase("builds", f"no precompiled header: {exc}")
 
     def _build_ahead(self, group: list[Job]) -> Optional[list["Future[Built]"]]:
         """The group's builds, handed to the bench's Builds now; None where its problem cannot
