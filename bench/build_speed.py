@@ -268,9 +268,10 @@ def nvcc_passes(csv_path: Path) -> list[Step]:
     rows = []
     if csv_path.is_file():
         for row in csv.reader(csv_path.read_text().splitlines()):
-            if len(row) >= 4 and row[0].strip() and row[0].strip() != "source file name":
+            # source file, phase name, inputs, output, arch, tool, metric (ms), unit
+            if len(row) >= 7 and row[0].strip() and row[0].strip() != "source file name":
                 try:
-                    rows.append(Step(f"  .cu: {row[1].strip()}", float(row[3]) / 1000, float("nan"), float("nan")))
+                    rows.append(Step(f"  .cu: {row[1].strip()}", float(row[6]) / 1000, float("nan"), float("nan")))
                 except ValueError:
                     continue
     return rows

@@ -4,8 +4,8 @@ worker per GPU, each GPU taking the next problem from one queue.
 Every candidate of every problem is handed to one shared build pool (engine.pool.Builds) as
 soon as the job list is known, so the cores build while the GPUs time, and a problem's pool
 takes its candidates as their builds finish. Per problem a Pool (its reference process, one
-candidate timed at a time). A GPU works two problems ahead: once the current problem's first candidate is checked,
-the problem after next has its reference process and a first worker start importing torch, and
+candidate timed at a time). A GPU works two problems ahead: once the current problem's first
+candidate is checked, the problem after next has its reference process and a first worker start importing torch, and
 the next problem's reference, its imports done by then, loads its problem as soon as no timing
 runs on the device (it takes the device's lock), unless the current problem needs much of the
 GPU's memory; then it loads once the current one has ended, beside its first worker. So a
