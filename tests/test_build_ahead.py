@@ -116,3 +116,15 @@ def test_a_child_takes_its_cores_and_priority_and_its_compilers_inherit_them():
     cores, nice, (child_cores, child_nice) = json.loads(out.stdout)
     base = os.nice(0)
     assert cores == child_cores == [core] and nice == child_nice == base + 7
+
+
+def test_the_live_view_counts_builds_apart_from_evaluations():
+    from rich.console import Console
+
+    from harness.cli.bench import _View
+
+    view = _View(total=50, done=0)
+    view.count_builds(50, 14, 12)
+    console = Console(width=200, record=True)
+    console.print(view.render())
+    assert console.export_text().startswith("builds 12/50 done, 14 running · evaluated 0/50")
