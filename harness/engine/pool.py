@@ -71,7 +71,13 @@ class Builds:
                     self.spans.append((str(candidate), started, time.monotonic()))
                 self._count(running=-1, done=1)
 
-        return self._executor.submit(build)
+        def dropped(future: "Future[Built]") -> None:
+            if future.cancelled():  # by close(): it never ran, and is over all the same for wait_idle
+                self._count(done=1)
+
+        future = self._executor.submit(build)
+        future.add_done_callback(dropped)
+        return future
 
     def _count(self, total: int = 0, running: int = 0, done: int = 0) -> None:
         with self._changed:
