@@ -21,6 +21,7 @@ import queue
 import socket
 import tempfile
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -48,6 +49,8 @@ RESTART_WAIT = 120.0  # seconds for an actor to start, or for Ray to restart it
 # How a call ends when its actor's process or node died, as opposed to an error the call raised.
 LOST = (ray_errors.RayActorError, ray_errors.ActorUnschedulableError, ray_errors.WorkerCrashedError,
         ray_errors.NodeDiedError, ray_errors.ObjectLostError)
+# What an actor answers while Ray restarts it (Ray 2.22 and later; before, the call waits)
+RESTARTING = getattr(ray_errors, "ActorUnavailableError", ())
 
 
 @dataclass(frozen=True)
@@ -237,12 +240,18 @@ class RayBench(Bench):
 
     def _name(self, slot) -> Optional[str]:
         """The slot's name once its actor is up; None when it is gone for good."""
-        try:
-            return ray.get(slot.describe.remote(), timeout=RESTART_WAIT)
-        except (*LOST, ray_errors.GetTimeoutError, ray_errors.RayTaskError) as exc:
-            first = (str(exc).strip().splitlines() or [""])[0]
-            self._gone.append(f"{type(exc).__name__}: {first[:200]}")
-            return None
+        deadline = time.monotonic() + RESTART_WAIT
+        while True:
+            try:
+                return ray.get(slot.describe.remote(), timeout=max(1.0, deadline - time.monotonic()))
+            except (*LOST, ray_errors.GetTimeoutError, ray_errors.RayTaskError) as exc:
+                # an actor that Ray is restarting answers ActorUnavailableError until it is up: not gone
+                if isinstance(exc, RESTARTING) and time.monotonic() < deadline:
+                    time.sleep(1.0)
+                    continue
+                first = (str(exc).strip().splitlines() or [""])[0]
+                self._gone.append(f"{type(exc).__name__}: {first[:200]}")
+                return None
 
     def _next(self) -> Optional[list[Job]]:
         """The next group; while others are in flight and might come back, wait for them."""
