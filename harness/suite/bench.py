@@ -281,6 +281,8 @@ def evaluate_problem(name: str, opened: Opened, on_record: Recorded, on_phase: P
         pool = opened.ready()
         pool.evaluate(opened.candidates, on_event, on_result)
     except ProblemError as exc:  # the problem's failure, not its candidates'
+        for build in opened.prebuilt or []:  # its builds not started yet leave the cores to other problems'
+            build.cancel()
         for index, job in enumerate(group):
             if index not in finished:
                 on_record(problem_failure(job, str(exc), time.monotonic() - opened.started))
