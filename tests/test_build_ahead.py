@@ -91,14 +91,19 @@ def test_build_slots_are_jobs_bounded_by_memory():
 
 def test_a_gpu_host_keeps_two_cores_for_timing_and_a_small_one_none():
     sixteen = tuple(range(16))
-    assert split_cores("cuda", sixteen) == Cores((14, 15), tuple(range(14)))
-    assert split_cores("cuda", (0, 1, 2, 3)) == Cores((2, 3), (0, 1))
-    assert split_cores("cuda", (0, 1)) == Cores((), (0, 1))  # nothing to spare on 2 cores
-    assert split_cores("cpu", sixteen) == Cores((), sixteen)  # the CPU times on every core
-    gpu = split_cores("cuda", sixteen)
+    assert split_cores("cuda", sixteen, gpus=1) == Cores((14, 15), tuple(range(14)))
+    assert split_cores("cuda", (0, 1, 2, 3), gpus=1) == Cores((2, 3), (0, 1))
+    assert split_cores("cuda", (0, 1), gpus=1) == Cores((), (0, 1))  # nothing to spare on 2 cores
+    assert split_cores("cpu", sixteen, gpus=1) == Cores((), sixteen)  # the CPU times on every core
+    # a core for each GPU timing at once, never more than half the host
+    assert split_cores("cuda", sixteen, gpus=4) == Cores((12, 13, 14, 15), tuple(range(12)))
+    assert split_cores("cuda", sixteen, gpus=8) == Cores(tuple(range(8, 16)), tuple(range(8)))
+    assert split_cores("cuda", (0, 1, 2, 3, 4, 5), gpus=8) == Cores((3, 4, 5), (0, 1, 2))
+    gpu = split_cores("cuda", sixteen, gpus=1)
     assert gpu.timing_env() == {CPUS_ENV: "14,15"}
     assert gpu.build_env() == {CPUS_ENV: ",".join(map(str, range(14))), NICE_ENV: "10"}
-    assert split_cores("cuda", (0, 1)).timing_env() == {} and split_cores("cuda", (0, 1)).build_env() == {NICE_ENV: "10"}
+    small = split_cores("cuda", (0, 1), gpus=1)
+    assert small.timing_env() == {} and small.build_env() == {NICE_ENV: "10"}
 
 
 def test_a_child_takes_its_cores_and_priority_and_its_compilers_inherit_them():

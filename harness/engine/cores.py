@@ -14,9 +14,12 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-# cores kept for the timing side on a GPU host: the reference process and the candidate
-# worker each drive their GPU from one host thread, and they alternate, so two cores give
-# each a core of its own with room for the other's Python
+from ..device import visible_gpus
+
+# cores kept for the timing side on a GPU host, at the least: the reference process and the
+# candidate worker each drive their GPU from one host thread, and they alternate, so two cores
+# give each a core of its own with room for the other's Python. A host with more GPUs keeps
+# one core per GPU (each GPU times one call at a time), at most half its cores.
 TIMING_CORES = 2
 # fewer cores than this and a reserved pair would leave builds almost nothing: no split
 MIN_CORES_TO_SPLIT = 4
@@ -54,16 +57,18 @@ def usable_cores() -> tuple[int, ...]:
         return tuple(range(os.cpu_count() or 1))
 
 
-def split_cores(device: str, cores: Optional[tuple[int, ...]] = None) -> Cores:
-    """The timing side's cores and the builds' on `device`. On a GPU host with MIN_CORES_TO_SPLIT
-    cores or more, the last TIMING_CORES go to timing (the first are where the system's own
-    interrupts and daemons tend to land). On the CPU, or with fewer cores (a 2-core machine has
-    none to spare: the timing would lose half its machine), nothing is reserved and builds only
-    run at low priority."""
+def split_cores(device: str, cores: Optional[tuple[int, ...]] = None, gpus: Optional[int] = None) -> Cores:
+    """The timing side's cores and the builds' on `device`, for a host with `gpus` GPUs (default:
+    those this process sees). On a GPU host with MIN_CORES_TO_SPLIT cores or more, the last
+    max(TIMING_CORES, gpus) go to timing, at most half (the first cores are where the system's
+    own interrupts and daemons tend to land). On the CPU, or with fewer cores (a 2-core machine
+    has none to spare: the timing would lose half its machine), nothing is reserved and builds
+    only run at low priority."""
     cores = cores if cores is not None else usable_cores()
     if device == "cpu" or len(cores) < MIN_CORES_TO_SPLIT:
         return Cores((), cores)
-    return Cores(cores[-TIMING_CORES:], cores[:-TIMING_CORES])
+    kept = min(max(TIMING_CORES, len(visible_gpus()) if gpus is None else gpus), len(cores) // 2)
+    return Cores(cores[-kept:], cores[:-kept])
 
 
 def available_memory() -> Optional[int]:
