@@ -10,6 +10,7 @@ candidate is timed (the pool waits for the last build before timing).
 """
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from typing import Optional
@@ -67,8 +68,14 @@ def split_cores(device: str, cores: Optional[tuple[int, ...]] = None, gpus: Opti
     cores = cores if cores is not None else usable_cores()
     if device == "cpu" or len(cores) < MIN_CORES_TO_SPLIT:
         return Cores((), cores)
-    kept = min(max(TIMING_CORES, len(visible_gpus()) if gpus is None else gpus), len(cores) // 2)
+    kept = min(max(TIMING_CORES, _gpu_count() if gpus is None else gpus), len(cores) // 2)
     return Cores(cores[-kept:], cores[:-kept])
+
+
+@functools.lru_cache(maxsize=1)
+def _gpu_count() -> int:
+    """Asked of nvidia-smi once: every Evaluator splits the cores, a bench makes two per problem."""
+    return len(visible_gpus())
 
 
 def available_memory() -> Optional[int]:
