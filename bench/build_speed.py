@@ -1,8 +1,20 @@
 """Build time of the four load_inline idioms, their verdicts on layernorm_4d, and
-the wall time of K quick-idiom candidates through the pool.
+the wall time of K quick-idiom candidates through the pool; or, with --phases, where a
+KernelBench-style build's seconds go.
 
     PYTHONPATH=$PWD python bench/build_speed.py [--device cuda] [--cache-dir DIR] [-k 8]
                                                 [--gpus 0,1] [--time-cap 5] [--json OUT]
+    PYTHONPATH=$PWD python bench/build_speed.py --phases [--arch 9.0] [--cuda-home DIR]
+
+--phases needs no GPU: it builds one KernelBench-style candidate (bench/build_ahead.py's
+ReLU, `#include <torch/extension.h>` inside its .cu) through load_inline (on a CPU-only
+torch against stand-ins for torch's CUDA libraries, as bench/idioms/cpu_build.py does),
+then runs each step of the build.ninja torch wrote on its own: the binding (main.cpp,
+g++), the .cu (nvcc, its own passes from `nvcc --time`), the link, and on a GPU host the
+import. Each step with wall seconds, CPU seconds (user + system, children included) and
+peak resident memory; then the binding once more against torch's precompiled header
+(made as load_inline(use_pch=True) makes it, in a directory of the run's own), which g++
+takes for main.cpp by itself wherever the header is ready.
 
 The candidates come from bench/idioms/generate.py: one LayerNorm, four ways to build
 it (seed, quick, pybind, ctypes). Every run starts from a fresh cache directory.
@@ -21,16 +33,25 @@ idioms are, at build and again when the worker imports them:
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
+import re
+import shlex
+import subprocess
 import sys
+import sysconfig
+import tempfile
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench" / "idioms"))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
@@ -40,7 +61,7 @@ from harness.engine import build as builds  # noqa: E402
 from harness.engine.doctor import diagnose  # noqa: E402
 from harness import EvalOptions, EvalResult, Evaluator, ProblemError, evaluate_many, to_dict  # noqa: E402
 from harness.engine.evaluate import Built  # noqa: E402
-from harness.engine.pool import default_build_jobs  # noqa: E402
+from harness.engine.cores import default_build_jobs  # noqa: E402
 
 PROBLEM = ROOT / "problems" / "layernorm_4d.py"
 IDIOM_THREADS = 256
@@ -219,6 +240,115 @@ def print_failures(console: Console, report: dict) -> None:
         console.print(f"[red]{what}:[/red] {explanation[:600]}")
 
 
+@dataclass
+class Step:
+    name: str
+    wall: float
+    cpu: float
+    peak_mb: float
+    ok: bool = True
+
+
+def run_step(name: str, command: list[str], env: Optional[dict] = None, cwd: Optional[Path] = None) -> Step:
+    """One command, with its wall seconds and, from wait4, its CPU seconds and peak memory
+    (the largest of it and the children it waited for)."""
+    started = time.monotonic()
+    proc = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    error = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    if proc.returncode:
+        log(f"{name}: exit {proc.returncode}: {error[-800:]}")
+    return Step(name, time.monotonic() - started, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024,
+                proc.returncode == 0)
+
+
+def nvcc_passes(csv_path: Path) -> list[Step]:
+    """nvcc --time's rows: each pass (cudafe++, cicc, ptxas, the host gcc...) with its milliseconds."""
+    rows = []
+    if csv_path.is_file():
+        for row in csv.reader(csv_path.read_text().splitlines()):
+            # source file, phase name, inputs, output, arch, tool, metric (ms), unit
+            if len(row) >= 7 and row[0].strip() and row[0].strip() != "source file name":
+                try:
+                    rows.append(Step(f"  .cu: {row[1].strip()}", float(row[6]) / 1000, float("nan"), float("nan")))
+                except ValueError:
+                    continue
+    return rows
+
+
+def build_phases(arch: str, cuda_home: str, console: Console) -> int:
+    """--phases: see the module's docstring."""
+    import torch
+    from build_ahead import candidate
+    from cpu_build import DRIVER, stand_ins
+
+    work = Path(tempfile.mkdtemp(prefix="build-phases-"))
+    path = work / "kb_relu.py"
+    path.write_text(candidate("19", 0))
+    env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(work / "ext"), "TORCH_CUDA_ARCH_LIST": arch}
+    gpu_torch = torch.backends.cuda.is_built()
+    if not gpu_torch:  # the CUDA libraries a CPU-only torch lacks, as empty stand-ins
+        helpers = stand_ins(work / "stand-ins")
+        env.update(LIBRARY_PATH=str(helpers), CPLUS_INCLUDE_PATH=str(helpers / "include"),
+                   LD_LIBRARY_PATH=os.pathsep.join([str(helpers), str(Path(cuda_home) / "lib64")]))
+    log(f"load_inline of {path.name}, whole ({'CUDA' if gpu_torch else 'CPU-only'} torch, arch {arch})")
+    steps = [run_step("load_inline, whole build", [sys.executable, "-c", DRIVER, str(path), cuda_home], env)]
+    ninja = next((work / "ext").glob("*/build.ninja"), None)
+    if ninja is None:
+        console.print(f"[red]load_inline wrote no build.ninja under {work / 'ext'}.[/red]")
+        return 1
+    build = ninja.parent
+    flags = dict(re.findall(r"^(\w+) = (.*)$", ninja.read_text(), re.MULTILINE))
+    cxx, cflags = flags["cxx"], shlex.split(flags["cflags"])
+    scratch = work / "steps"
+    scratch.mkdir()
+    binding = [cxx, *cflags, "-c", str(build / "main.cpp"), "-o", str(scratch / "main.o")]
+    log("the binding, main.cpp, alone")
+    steps.append(run_step("binding main.cpp (g++)", binding, env))
+    log("the .cu, alone, with nvcc --time")
+    times = scratch / "nvcc-time.csv"
+    steps.append(run_step(".cu (nvcc, all passes)", [flags["nvcc"], *shlex.split(flags["cuda_cflags"]), "--time",
+                                                    str(times), "-c", str(build / "cuda.cu"), "-o",
+                                                    str(scratch / "cuda.o")], env))
+    steps += nvcc_passes(times)
+    steps.append(run_step("link", [cxx, str(scratch / "main.o"), str(scratch / "cuda.o"),
+                                   *shlex.split(flags["ldflags"]), "-o", str(scratch / "ext.so")], env))
+    if gpu_torch and torch.cuda.is_available():
+        load = ("import importlib.util, sys, torch; s = importlib.util.spec_from_file_location(sys.argv[2], sys.argv[1]); "
+                "importlib.util.module_from_spec(s)")
+        base = run_step("python, import torch", [sys.executable, "-c", "import torch"], env)
+        loaded = run_step("python, import torch + the .so", [sys.executable, "-c", load.replace(
+            "importlib.util.module_from_spec(s)", "s.loader.exec_module(importlib.util.module_from_spec(s))"),
+            next(build.glob("*.so")).as_posix(), next(build.glob("*.so")).stem], env)
+        steps.append(Step("import of the .so", loaded.wall - base.wall, loaded.cpu - base.cpu, loaded.peak_mb))
+    # torch's precompiled header, made as load_inline(use_pch=True) makes it but in a directory of
+    # this run's (torch's own stays as it is): g++ looks for torch/extension.h.gch in each include
+    # directory before the header, so -I there first gives main.cpp the one built here
+    include = Path(torch.__file__).parent / "include"
+    header = work / "pch" / "torch" / "extension.h.gch"
+    header.parent.mkdir(parents=True)
+    log("torch's precompiled header, made once per torch install")
+    steps.append(run_step("precompiled header, once", [
+        cxx, "-x", "c++-header", str(include / "torch" / "extension.h"), "-o", str(header), "-I", str(include),
+        "-I", sysconfig.get_path("include"), "-I", str(include / "torch" / "csrc" / "api" / "include"),
+        "-DTORCH_API_INCLUDE_EXTENSION_H", "-std=c++20", "-fPIC"], env))
+    log("the binding again, against the precompiled header")
+    steps.append(run_step("binding main.cpp, header precompiled",
+                          [cxx, "-I", str(header.parent.parent), "-Winvalid-pch", *binding[1:]], env))
+    table = Table(title=f"Where a KernelBench-style build's seconds go ({os.cpu_count()} CPUs, arch {arch})",
+                  title_justify="left")
+    for column in ("step", "wall s", "CPU s", "peak MB"):
+        table.add_column(column, justify="left" if column == "step" else "right")
+    for step in steps:
+        table.add_row(step.name if step.ok else f"[red]{step.name} (failed)[/red]", f"{step.wall:.1f}",
+                      "" if step.cpu != step.cpu else f"{step.cpu:.1f}",
+                      "" if step.peak_mb != step.peak_mb else f"{step.peak_mb:.0f}")
+    console.print(table)
+    console.print(f"Build directory: {build}")
+    return 0 if all(step.ok for step in steps) else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda", help="the candidates are CUDA: cuda or cuda:N")
@@ -231,8 +361,18 @@ def main() -> int:
     parser.add_argument("--budget", type=float, default=390.0, metavar="S",
                         help="skip the last evaluations once this many seconds have passed")
     parser.add_argument("--json", type=Path, default=None, metavar="OUT", help="write every figure as JSON")
+    parser.add_argument("--phases", action="store_true",
+                        help="instead, where one KernelBench-style build's seconds go, step by step (no GPU needed)")
+    parser.add_argument("--arch", default=None, help="with --phases: TORCH_CUDA_ARCH_LIST (default: this GPU's, or 9.0)")
+    parser.add_argument("--cuda-home", default=os.environ.get("CUDA_HOME", "/usr/local/cuda"),
+                        help="with --phases: the CUDA toolkit (default $CUDA_HOME or /usr/local/cuda)")
     args = parser.parse_args()
     console = Console(width=140)
+    if args.phases:
+        from harness.device import gpu_arch
+
+        arch = args.arch or next((a for a in [gpu_arch(args.device)] if a not in ("cpu", "unknown")), "9.0")
+        return build_phases(arch, args.cuda_home, console)
     if not 1 <= args.k <= len(VARIANT_THREADS):
         console.print(f"-k must be between 1 and {len(VARIANT_THREADS)}: the variants differ in threads per block.")
         return 2

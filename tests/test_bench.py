@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli.main import main
+from harness.engine.pool import Builds
 from harness.suite.bench import by_problem, pending
 from harness.suite.jobs import COPY_SUFFIX, Job, SuiteError, copy_jobs, find_jobs, problem_id, problem_levels
 from harness.suite.records import PROBLEM_ERROR, RESULTS_FILE, BenchRecord, ResultLog, read_records
@@ -307,7 +308,7 @@ def test_a_problem_opened_unloaded_has_its_processes_importing_and_loads_when_ev
     from harness.suite.bench import Opened
 
     jobs = copy_jobs(PROBLEMS, tmp_path)
-    waiting = Opened([jobs[0]], cpu_options, None, 1, loaded=False)
+    waiting = Opened([jobs[0]], cpu_options, None, Builds(1), loaded=False)
     pool = waiting.ready()
     evaluator = pool.evaluators[0]
     blank = evaluator._blank_oracle
@@ -317,7 +318,7 @@ def test_a_problem_opened_unloaded_has_its_processes_importing_and_loads_when_ev
     assert evaluator.oracle is blank and evaluator.oracle_info.ready
     waiting.close()
 
-    never = Opened([jobs[1]], cpu_options, None, 1, loaded=False)
+    never = Opened([jobs[1]], cpu_options, None, Builds(1), loaded=False)
     blank = never.ready().evaluators[0]._blank_oracle
     never.close()
     assert not blank.alive() and never.pool.evaluators[0].oracle is None
@@ -327,7 +328,7 @@ def test_a_problem_opened_unloaded_loads_on_request_in_the_process_started_for_i
     from harness.suite.bench import Opened
 
     job = copy_jobs(PROBLEMS, tmp_path)[0]
-    opened = Opened([job], cpu_options, None, 1, loaded=False)
+    opened = Opened([job], cpu_options, None, Builds(1), loaded=False)
     try:
         opened.load()
         evaluator = opened.ready().evaluators[0]
@@ -358,8 +359,9 @@ def test_a_gpu_slot_opens_two_problems_ahead_and_evaluates_each_once(tmp_path, c
 
     bench._take = recording_take
     groups = queue.Queue()
+    bench.builds = Builds(1)
     for group in by_problem(jobs):
-        groups.put(group)
+        groups.put((group, None))
     bench._slot(0, groups)
     assert not bench._errors
     assert [name for name, _ in taken] == ["1_scale", "2_shift", "3_negate", "1_broken"]
@@ -376,7 +378,7 @@ def test_the_next_problem_is_told_once_when_the_first_candidate_is_checked(tmp_p
     job = copy_jobs(PROBLEMS, tmp_path)[0]
     twice = [job, Job(job.problem, job.level, job.candidate, "copy again")]
     told, records = [], []
-    opened = Opened(twice, cpu_options, None, 1)
+    opened = Opened(twice, cpu_options, None, Builds(1))
     try:
         evaluate_problem("cpu", opened, records.append, lambda slot, text: None,
                          lambda pool: told.append(pool.evaluators[0].oracle_info.ready))

@@ -96,13 +96,18 @@ def _jobs(args: argparse.Namespace, scratch: Path):
 
 
 class _View:
-    """done / total, the rate, the time left, failures by verdict, and what each GPU is doing."""
+    """The builds (done, running), the evaluations done / total, the rate, the time left,
+    failures by verdict, and what each GPU is doing."""
 
     def __init__(self, total: int, done: int):
         self.total, self.done_before, self.done = total, done, done
         self.started = time.monotonic()
         self.failures: dict[str, int] = {}
         self.slots: dict[str, str] = {}
+        self.builds = (0, 0, 0)  # handed in, running, done
+
+    def count_builds(self, total: int, running: int, done: int) -> None:
+        self.builds = (total, running, done)
 
     def record(self, record) -> None:
         self.done += 1
@@ -114,7 +119,9 @@ class _View:
         new = self.done - self.done_before
         rate = new / elapsed if elapsed > 0 else 0.0
         left = (self.total - self.done) / rate if rate > 0 else None
-        line = Text(f"{self.done}/{self.total} done, {rate * 60:.1f}/min, "
+        total, running, built = self.builds
+        line = Text((f"builds {built}/{total} done, {running} running · " if total else "") +
+                    f"evaluated {self.done}/{self.total}, {rate * 60:.1f}/min, "
                     f"{'ETA ' + _clock(left) if left is not None else 'ETA -'}, elapsed {_clock(elapsed)}")
         if self.failures:
             line.append("   failures: " + ", ".join(f"{v} {n}" for v, n in sorted(self.failures.items())), "red")
@@ -204,12 +211,16 @@ def bench_main(args: argparse.Namespace, console: Console) -> int:
                 view.slots[slot] = doing
                 live.update(view.render())
 
+            def on_builds(total: int, running: int, done: int) -> None:
+                view.count_builds(total, running, done)
+                live.update(view.render())
+
             if args.ray:
                 from ..suite.ray_backend import RayBench
 
                 bench = RayBench(args.ray, options, log, args.jobs, on_record, on_phase)
             else:
-                bench = Bench(options, gpus, log, args.jobs, on_record, on_phase)
+                bench = Bench(options, gpus, log, args.jobs, on_record, on_phase, on_builds)
             console.print(f"{len(jobs)} evaluations of {len({(j.level, j.problem) for j in jobs})} problems; "
                           f"{len(log.records)} already in {log.path}, {len(left)} to go, on {bench.where}.",
                           soft_wrap=True)

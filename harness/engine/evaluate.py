@@ -27,6 +27,7 @@ from ..results import (BuildResult, CheckResult, EvalResult, Profile, Retimed, S
 from ..stats import geomean
 from . import build as builds
 from . import speedups
+from .cores import split_cores
 from .device_lock import DeviceLock, device_key
 from .environment import collect_environment
 from .profile import TIME_LIMIT_S, Profiler, ProfileRequest
@@ -312,6 +313,7 @@ class Evaluator:
         self.limits = Limits(self.options.max_host_memory or default_host_memory(), self.options.max_processes,
                              self.options.max_log_bytes)
         self.arch = gpu_arch(self.options.device, self.options.gpu)
+        self.cores = split_cores(self.options.device)  # timing processes on their own cores, builds on the rest
         self.seeds = {"init_seed": new_seed(), "param_seed": new_seed()}
         self.oracle: Optional[Child] = None
         self.oracle_info = OracleReady()
@@ -454,6 +456,7 @@ class Evaluator:
             # nothing to compile: the worker's own import is the whole build
             result.build = (BuildResult(ok=True, seconds=0.0, key=entry.key) if "no_kernel" in report.codes()
                             else self._build(path, entry))
+            result.phase_seconds["build"] = result.build.seconds  # 0 for a cached build
         except _Stop as stop:
             stop.fill(result)
             result.seconds = time.monotonic() - started
@@ -578,7 +581,8 @@ class Evaluator:
             raise stop
         started = time.monotonic()
         entry.dir.mkdir(parents=True, exist_ok=True)
-        child = Child("build", entry.log_path, env=self._env(entry), limits=self.limits, registry=self.registry)
+        child = Child("build", entry.log_path, env={**self._env(entry), **self.cores.build_env()}, limits=self.limits,
+                      registry=self.registry)
         limit = self.options.build_timeout
         with _BUILDS_LOCK:
             _RUNNING_BUILDS.add(child)
@@ -617,7 +621,7 @@ class Evaluator:
 
     def _start_env(self, spare: bool) -> dict:
         # a spare imports torch at low priority, so a timing running meanwhile keeps its CPU
-        return {**self._env(), **({"HARNESS_START_NICE": "10"} if spare else {})}
+        return {**self._env(), **self.cores.timing_env(), **({"HARNESS_START_NICE": "10"} if spare else {})}
 
     @property
     def _device_key(self) -> str:

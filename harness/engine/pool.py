@@ -4,31 +4,92 @@ timing one candidate at a time per GPU (on --device cpu, after the builds).
 A build never waits for a GPU, and a GPU never times two candidates at once:
 each GPU has its own Evaluator (its own reference process) fed from one queue
 of built candidates, so timing starts as soon as the first build is done.
+Builds go through a Builds, which several pools (a bench's problems, a suite's
+runs) may share, so that every candidate known is building while GPUs time.
 """
 from __future__ import annotations
 
 import dataclasses
-import os
 import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor, wait
-from contextlib import nullcontext
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Sequence
+from typing import Callable, Iterable, Optional, Sequence, Union
 
 from ..problem import Problem, ProblemError, load_problem
 from ..results import Environment, EvalResult, Timing
-from .evaluate import EvalOptions, Evaluator
+from .cores import build_slots, default_build_jobs
+from .evaluate import Built, EvalOptions, Evaluator
 from .protocol import OracleReady
 
 Event = Callable[[int, str], None]  # (candidate index, phase)
 Finished = Callable[[int, EvalResult], None]  # (candidate index, its result), as each one finishes
+Counts = Callable[[int, int, int], None]  # (builds handed in, running, done), at each change
 _NOT_YET = object()  # no built candidate waiting in the queue at the moment
 
 
-def default_build_jobs() -> int:
-    # nvcc and the C++ wrapper compile in parallel within one build, so half the cores
-    return max(1, (os.cpu_count() or 2) // 2)
+class Builds:
+    """The build pool: each candidate handed in builds as soon as one of `slots` is free,
+    whichever problem it is of. `slots` is `jobs` bounded by host memory (cores.build_slots).
+
+    It counts builds for a live view (`on_change`) and keeps when each ran (`spans`,
+    monotonic start and end by candidate path), which says how the builds overlapped."""
+
+    def __init__(self, jobs: int, memory: Optional[int] = None, on_change: Optional[Counts] = None):
+        self.slots = build_slots(jobs, memory)
+        self._executor = ThreadPoolExecutor(self.slots, thread_name_prefix="build")
+        self.on_change = on_change or (lambda total, running, done: None)
+        self._changed = threading.Condition()
+        self.total = self.running = self.done = 0
+        self.spans: list[tuple[str, float, float]] = []
+
+    def __enter__(self) -> "Builds":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Drops the builds not started. Those running end on their own (a bench closes its
+        builds once every pool has taken its candidates, so only after an error or an interrupt)."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def submit(self, builder: Evaluator, candidate: str | Path, on_phase: Optional[Callable[[str], None]] = None
+               ) -> "Future[Built]":
+        """`builder` is any Evaluator of the candidate's problem and options: building needs
+        its problem, cache and limits, not its device or its processes."""
+        self._count(total=1)
+
+        def build() -> Built:
+            started = time.monotonic()
+            self._count(running=1)
+            try:
+                return builder.build(candidate, on_phase)
+            finally:
+                with self._changed:
+                    self.spans.append((str(candidate), started, time.monotonic()))
+                self._count(running=-1, done=1)
+
+        def dropped(future: "Future[Built]") -> None:
+            if future.cancelled():  # by close(): it never ran, and is over all the same for wait_idle
+                self._count(done=1)
+
+        future = self._executor.submit(build)
+        future.add_done_callback(dropped)
+        return future
+
+    def _count(self, total: int = 0, running: int = 0, done: int = 0) -> None:
+        with self._changed:
+            self.total, self.running, self.done = self.total + total, self.running + running, self.done + done
+            counts = (self.total, self.running, self.done)
+            self._changed.notify_all()
+        self.on_change(*counts)
+
+    def wait_idle(self) -> None:
+        """Until every build handed in so far has ended."""
+        with self._changed:
+            self._changed.wait_for(lambda: self.done >= self.total)
 
 
 class Pool:
@@ -36,16 +97,16 @@ class Pool:
     batches (the reference processes live as long as the pool).
 
     `gpus` are physical GPU indices (default: the device of `options` alone). Pools of several
-    problems at once share their build workers through `builders`, an executor of their owner's."""
+    problems at once share their builds through `builders`, their owner's Builds."""
 
     def __init__(self, problem: str | Path | Problem, options: EvalOptions,
                  gpus: Optional[Sequence[int]] = None, build_jobs: Optional[int] = None,
-                 keep_spare: bool = True, builders: Optional[ThreadPoolExecutor] = None):
+                 keep_spare: bool = True, builders: Optional[Builds] = None):
         self.problem = problem if isinstance(problem, Problem) else load_problem(problem)
         slots = [dataclasses.replace(options, gpu=g) for g in gpus] if gpus else [options]
         self.evaluators = [Evaluator(self.problem, slot, keep_spare=keep_spare) for slot in slots]
-        self.build_jobs = build_jobs or default_build_jobs()
-        self.builders = builders
+        self.builders = builders or Builds(build_jobs or default_build_jobs(options.device))
+        self._own_builders = builders is None
 
     def __enter__(self) -> "Pool":
         return self
@@ -56,6 +117,8 @@ class Pool:
     def close(self) -> None:
         for evaluator in self.evaluators:
             evaluator.close()
+        if self._own_builders:
+            self.builders.close()
 
     def facts(self) -> tuple[OracleReady, Environment]:
         """What the reference process found (hardware, inputs, peaks) and the environment:
@@ -78,21 +141,30 @@ class Pool:
         """The reference alone on the first slot's device, before any candidate."""
         return self.evaluators[0].time_reference()
 
-    def evaluate(self, candidates: Iterable[str | Path], on_event: Optional[Event] = None,
+    def evaluate(self, candidates: Iterable[Union[str, Path, "Future[Built]"]], on_event: Optional[Event] = None,
                  on_result: Optional[Finished] = None) -> list[EvalResult]:
         """Results in the order given; raises ProblemError for a bad problem. `candidates` may be
-        a generator: each one is built as soon as it is drawn, while the next is still coming."""
+        a generator: each one is built as soon as it is drawn, while the next is still coming. A
+        candidate may also be its build already handed to this pool's Builds (Builds.submit):
+        a bench builds every problem's candidates ahead, and a pool takes them as they finish."""
         notify = on_event or (lambda index, phase: None)
         finished = on_result or (lambda index, result: None)
         built: "queue.Queue" = queue.Queue()
         results: dict[int, EvalResult] = {}
         failures: list[BaseException] = []
+        # a future's waiters wake before its callbacks run: the end of the draw waits for these
+        handed_in = threading.Semaphore(0)
 
-        def build(index: int, candidate: str | Path) -> None:
+        def handed(index: int, future: "Future[Built]") -> None:
             try:
-                built.put((index, self.evaluators[0].build(candidate, lambda p: notify(index, p))))
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller below
-                failures.append(exc)
+                if future.cancelled():  # the builds were closed under it: nothing to time
+                    return
+                if future.exception() is not None:
+                    failures.append(future.exception())
+                else:
+                    built.put((index, future.result()))
+            finally:
+                handed_in.release()
 
         def time_on(evaluator: Evaluator) -> None:
             item = built.get()
@@ -113,17 +185,24 @@ class Pool:
 
         timers = [threading.Thread(target=time_on, args=(ev,), daemon=True) for ev in self.evaluators]
         # On a GPU, timing starts with the first build; on the CPU the compilers would share
-        # the cores with the timed code, so timing waits for the last build.
+        # the cores with the timed code, so timing waits for the last build, of any pool
+        # sharing the builds.
         timing_waits = self.evaluators[0].options.device == "cpu"
         if not timing_waits:
             _start(timers)
         count, drawn = 0, False
         try:
-            with nullcontext(self.builders) if self.builders else ThreadPoolExecutor(self.build_jobs) as builders:
-                submitted = []
-                for count, candidate in enumerate(candidates, 1):
-                    submitted.append(builders.submit(build, count - 1, candidate))
-                wait(submitted)  # a shared executor is not shut down here, so its end would not wait
+            submitted = []
+            for count, candidate in enumerate(candidates, 1):
+                index = count - 1
+                future = candidate if isinstance(candidate, Future) else self.builders.submit(
+                    self.evaluators[0], candidate, lambda p, i=index: notify(i, p))
+                future.add_done_callback(lambda f, i=index: handed(i, f))
+                submitted.append(future)
+            for _ in submitted:
+                handed_in.acquire()
+            if timing_waits:
+                self.builders.wait_idle()
             drawn = True
         finally:
             if not drawn:  # drawing the next candidate failed (an interrupt): nothing more is timed

@@ -14,12 +14,12 @@ import dataclasses
 import queue
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Optional
 
 from ..engine.evaluate import EvalOptions
-from ..engine.pool import Pool, default_build_jobs
+from ..engine.cores import default_build_jobs
+from ..engine.pool import Builds, Pool
 from ..errors import HarnessError
 from ..problem import load_problem
 from ..runs.settings import Evaluation, Settings
@@ -118,8 +118,8 @@ class _Suite:
         self.store, self.record, self.options, self.observer = store, record, options, observer
         self.settle, self.stop = settle, stop
         self.prompts = Prompts(record.settings.prompts)
-        self.build_jobs = build_jobs or default_build_jobs()
-        self.builders = ThreadPoolExecutor(self.build_jobs, thread_name_prefix="suite-build")
+        self.build_jobs = build_jobs or default_build_jobs(options.device)
+        self.builders = Builds(self.build_jobs)
         self.saving = threading.Lock()
         self.pools: set[Pool] = set()  # in use now: closed at once on Ctrl-C
         self.unexpected: list[BaseException] = []
@@ -221,7 +221,7 @@ def run_suite(store: SuiteStore, record: SuiteRecord, options: EvalOptions, obse
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
     finally:
-        suite.builders.shutdown(wait=False, cancel_futures=True)
+        suite.builders.close()
     for entry in record.problems:
         if entry.standing is Standing.RUNNING:  # its thread did not get to record the stop
             entry.standing = Standing.INTERRUPTED

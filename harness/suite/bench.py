@@ -1,26 +1,32 @@
 """`harness bench`: every (problem, candidate) pair through the engine's pool, one timing
 worker per GPU, each GPU taking the next problem from one queue.
 
-Per problem a Pool (its reference process, builds on the CPU cores, one candidate timed at a
-time). A GPU works two problems ahead: once the current problem's first candidate is checked,
-the problem after next has its reference process and a first worker start importing torch, and
+Every candidate of every problem is handed to one shared build pool (engine.pool.Builds) as
+soon as the job list is known, so the cores build while the GPUs time, and a problem's pool
+takes its candidates as their builds finish. Per problem a Pool (its reference process, one
+candidate timed at a time). A GPU works two problems ahead: once the current problem's first
+candidate is checked, the problem after next has its reference process and a first worker start importing torch, and
 the next problem's reference, its imports done by then, loads its problem as soon as no timing
 runs on the device (it takes the device's lock), unless the current problem needs much of the
 GPU's memory; then it loads once the current one has ended, beside its first worker. So a
 problem costs little more than its own timing.
-Nothing starts ahead on the CPU, since the cores are what is timed.
+On the CPU no reference starts ahead, since the cores are what is timed, and the first timing
+waits for the last build.
 """
 from __future__ import annotations
 
 import queue
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from ..engine.evaluate import CHECKING, EvalOptions, NoBackward, footprint
-from ..engine.pool import Pool, default_build_jobs
+from ..engine import build as builds
+from ..engine.cores import default_build_jobs
+from ..engine.evaluate import CHECKING, Built, EvalOptions, Evaluator, NoBackward, footprint
+from ..engine.pool import Builds, Counts, Pool
 from ..problem import ProblemError
 from ..results import EvalResult
 from .jobs import Job
@@ -64,20 +70,25 @@ class Opened:
     memory). Loaded (or once told load()), its reference then loads the problem as soon as no
     timing runs on the device; else when the pool evaluates, beside its first worker."""
 
-    def __init__(self, group: list[Job], options: EvalOptions, gpu: Optional[int], build_jobs: int,
-                 loaded: bool = True):
+    def __init__(self, group: list[Job], options: EvalOptions, gpu: Optional[int], builders: Builds,
+                 loaded: bool = True, prebuilt: Optional[list["Future[Built]"]] = None):
         self.group, self.started, self.loaded = group, time.monotonic(), False
+        self.prebuilt = prebuilt  # the group's builds, handed to `builders` already
         self.pool: Optional[Pool] = None
         self.error: Optional[BaseException] = None
-        self._threads = [threading.Thread(target=self._open, args=(options, gpu, build_jobs), daemon=True)]
+        self._threads = [threading.Thread(target=self._open, args=(options, gpu, builders), daemon=True)]
         self._threads[0].start()
         if loaded:
             self.load()
 
-    def _open(self, options: EvalOptions, gpu: Optional[int], build_jobs: int) -> None:
+    @property
+    def candidates(self) -> list:
+        return self.prebuilt or [job.candidate for job in self.group]
+
+    def _open(self, options: EvalOptions, gpu: Optional[int], builders: Builds) -> None:
         try:
-            self.pool = Pool(self.group[0].problem, options, [gpu] if gpu is not None else None, build_jobs,
-                             keep_spare=len(self.group) > 1)
+            self.pool = Pool(self.group[0].problem, options, [gpu] if gpu is not None else None,
+                             keep_spare=len(self.group) > 1, builders=builders)
             self.pool.spawn()
         except BaseException as exc:  # noqa: BLE001 - handed to the slot's thread in ready()
             self.error = exc
@@ -115,16 +126,30 @@ class Opened:
             self.pool.close()
 
 
+def run_all(threads: list[threading.Thread]) -> None:
+    """Starts the threads and waits for them all."""
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        while thread.is_alive():  # a short wait, so Ctrl-C and SIGTERM reach this thread at once
+            thread.join(0.5)
+
+
 class Bench:
+    """`build_memory`: bytes of host memory the builds may take (default: what the host has
+    available when the bench starts); with `build_jobs`, it bounds the builds at once."""
+
     def __init__(self, options: EvalOptions, gpus: Optional[Sequence[int]], log: ResultLog,
                  build_jobs: Optional[int] = None, on_record: Optional[Recorded] = None,
-                 on_phase: Optional[Phase] = None):
+                 on_phase: Optional[Phase] = None, on_builds: Optional[Counts] = None,
+                 build_memory: Optional[int] = None):
         self.options, self.log = options, log
         self.slots: list[Optional[int]] = list(gpus) if gpus and options.device != "cpu" else [None]
-        # the slots' pools share the cores
-        self.build_jobs = max(1, (build_jobs or default_build_jobs()) // len(self.slots))
+        self.build_jobs, self.build_memory = build_jobs, build_memory
         self.on_record = on_record or (lambda record: None)
         self.on_phase = on_phase or (lambda slot, text: None)
+        self.on_builds = on_builds
+        self.builds: Optional[Builds] = None  # while run() runs, and after it, for its spans
         self._lock = threading.Lock()
         self._errors: list[BaseException] = []
 
@@ -135,29 +160,62 @@ class Bench:
 
     def run(self, jobs: Sequence[Job]) -> list[BenchRecord]:
         """Evaluates what the log lacks; returns every record, earlier ones included."""
-        groups: "queue.Queue[list[Job]]" = queue.Queue()
-        for group in by_problem(pending(jobs, self.log)):
-            groups.put(group)
-        threads = [threading.Thread(target=self._slot, args=(gpu, groups), daemon=True) for gpu in self.slots]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            while thread.is_alive():  # a short wait, so Ctrl-C and SIGTERM reach this thread at once
-                thread.join(0.5)
+        groups: "queue.Queue[tuple[list[Job], Optional[list]]]" = queue.Queue()
+        self.builds = Builds(self.build_jobs or default_build_jobs(self.options.device), self.build_memory,
+                             self.on_builds)
+        try:
+            left = pending(jobs, self.log)
+            if self.options.device != "cpu":
+                self._prepare_pch(left)
+            for group in by_problem(left):
+                groups.put((group, self._build_ahead(group)))
+            run_all([threading.Thread(target=self._slot, args=(gpu, groups), daemon=True) for gpu in self.slots])
+        finally:
+            self.builds.close()
         if self._errors:
             raise self._errors[0]
         return list(self.log.records)
 
-    def _take(self, groups: "queue.Queue[list[Job]]", gpu: Optional[int], loaded: bool = True) -> Optional[Opened]:
+    def _prepare_pch(self, jobs: Sequence[Job]) -> None:
+        """torch's precompiled header, made now where it is missing or stale and a candidate
+        calls load_inline. g++ takes it for the binding (main.cpp) that load_inline writes for
+        every candidate, use_pch or not, which then compiles in a fraction of its time (see
+        docs/throughput.md). Made before the builds start: one written while they run could
+        be read half-written. A header that cannot be made costs only that gain."""
+        if builds.pch_status() not in ("missing", "stale"):
+            return
+        if not any("load_inline" in job.candidate.read_text(errors="replace") for job in jobs
+                   if job.candidate.is_file()):
+            return
+        self.on_phase("builds", "making torch's precompiled header, once per torch install")
+        try:
+            seconds = builds.prepare_pch(self.options.resolved_cache())
+            self.on_phase("builds", f"torch's precompiled header made in {seconds:.0f} s")
+        except builds.PchError as exc:
+            self.on_phase("builds", f"no precompiled header: {exc}")
+
+    def _build_ahead(self, group: list[Job]) -> Optional[list["Future[Built]"]]:
+        """The group's builds, handed to the bench's Builds now; None where its problem cannot
+        be loaded (its pool says why, in a record per candidate)."""
+        try:
+            builder = Evaluator(group[0].problem, replace(self.options, gpu=self.slots[0]), keep_spare=False)
+        except ProblemError:
+            return None
+        assert self.builds is not None
+        return [self.builds.submit(builder, job.candidate) for job in group]
+
+    def _take(self, groups: "queue.Queue[tuple[list[Job], Optional[list]]]", gpu: Optional[int],
+              loaded: bool = True) -> Optional[Opened]:
         if self._errors:
             return None
         try:
-            group = groups.get_nowait()
+            group, prebuilt = groups.get_nowait()
         except queue.Empty:
             return None
-        return Opened(group, replace(self.options, gpu=gpu), gpu, self.build_jobs, loaded)
+        assert self.builds is not None
+        return Opened(group, replace(self.options, gpu=gpu), gpu, self.builds, loaded, prebuilt)
 
-    def _slot(self, gpu: Optional[int], groups: "queue.Queue[list[Job]]") -> None:
+    def _slot(self, gpu: Optional[int], groups: "queue.Queue[tuple[list[Job], Optional[list]]]") -> None:
         """On a GPU two problems ahead: the next one's reference loads while the current one is
         checked, and the one after imports torch meanwhile, so its seconds of imports are over
         by the time it is next."""
@@ -221,8 +279,10 @@ def evaluate_problem(name: str, opened: Opened, on_record: Recorded, on_phase: P
 
     try:
         pool = opened.ready()
-        pool.evaluate([job.candidate for job in group], on_event, on_result)
+        pool.evaluate(opened.candidates, on_event, on_result)
     except ProblemError as exc:  # the problem's failure, not its candidates'
+        for build in opened.prebuilt or []:  # its builds not started yet leave the cores to other problems'
+            build.cancel()
         for index, job in enumerate(group):
             if index not in finished:
                 on_record(problem_failure(job, str(exc), time.monotonic() - opened.started,

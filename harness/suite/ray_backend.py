@@ -21,16 +21,18 @@ import queue
 import socket
 import tempfile
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
 from ..engine.evaluate import EvalOptions
-from ..engine.pool import default_build_jobs
+from ..engine.cores import default_build_jobs
+from ..engine.pool import Builds
 from ..engine.process import REGISTRY, end_leftovers
 from ..results import Verdict
-from .bench import Bench, Opened, Phase, Recorded, by_problem, evaluate_problem, pending
+from .bench import Bench, Opened, Phase, Recorded, by_problem, evaluate_problem, pending, run_all
 from .jobs import Job, SuiteError
 from .records import BenchRecord, ResultLog
 
@@ -47,6 +49,8 @@ RESTART_WAIT = 120.0  # seconds for an actor to start, or for Ray to restart it
 # How a call ends when its actor's process or node died, as opposed to an error the call raised.
 LOST = (ray_errors.RayActorError, ray_errors.ActorUnschedulableError, ray_errors.WorkerCrashedError,
         ray_errors.NodeDiedError, ray_errors.ObjectLostError)
+# What an actor answers while Ray restarts it (Ray 2.22 and later; before, the call waits)
+RESTARTING = getattr(ray_errors, "ActorUnavailableError", ())
 
 
 @dataclass(frozen=True)
@@ -85,7 +89,8 @@ class Slot:
         gpus = ray.get_gpu_ids()
         self.gpu = int(gpus[0]) if gpus else None
         self.options = replace(options, gpu=self.gpu)
-        self.build_jobs = max(1, (build_jobs or default_build_jobs()) // slots_on_node)
+        # the node's slots share its cores
+        self.builds = Builds(max(1, (build_jobs or default_build_jobs(options.device)) // slots_on_node))
         node = ray.get_runtime_context().get_node_id()
         self.name = f"{ray.util.get_node_ip_address()} {node[:6]} " + \
             (f"gpu {self.gpu}" if self.gpu is not None else options.device)
@@ -100,7 +105,7 @@ class Slot:
         events: "queue.Queue[Optional[tuple[str, object]]]" = queue.Queue()
         with tempfile.TemporaryDirectory(prefix="harness-ray-") as root:
             opened = Opened([s.unpack(Path(root), n) for n, s in enumerate(shipped)], self.options, self.gpu,
-                            self.build_jobs)
+                            self.builds)
 
             def work() -> None:
                 try:
@@ -189,13 +194,8 @@ class RayBench(Bench):
                               scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)
                               ).remote(self.options, self.requested_jobs, count)
                  for node, count, cpus in self.nodes for _ in range(count)]
-        threads = [threading.Thread(target=self._serve, args=(slot,), daemon=True) for slot in slots]
         try:
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                while thread.is_alive():  # a short wait, so Ctrl-C and SIGTERM reach this thread at once
-                    thread.join(0.5)
+            run_all([threading.Thread(target=self._serve, args=(slot,), daemon=True) for slot in slots])
         finally:
             for slot in slots:
                 ray.kill(slot)
@@ -240,12 +240,18 @@ class RayBench(Bench):
 
     def _name(self, slot) -> Optional[str]:
         """The slot's name once its actor is up; None when it is gone for good."""
-        try:
-            return ray.get(slot.describe.remote(), timeout=RESTART_WAIT)
-        except (*LOST, ray_errors.GetTimeoutError, ray_errors.RayTaskError) as exc:
-            first = (str(exc).strip().splitlines() or [""])[0]
-            self._gone.append(f"{type(exc).__name__}: {first[:200]}")
-            return None
+        deadline = time.monotonic() + RESTART_WAIT
+        while True:
+            try:
+                return ray.get(slot.describe.remote(), timeout=max(1.0, deadline - time.monotonic()))
+            except (*LOST, ray_errors.GetTimeoutError, ray_errors.RayTaskError) as exc:
+                # an actor that Ray is restarting answers ActorUnavailableError until it is up: not gone
+                if isinstance(exc, RESTARTING) and time.monotonic() < deadline:
+                    time.sleep(1.0)
+                    continue
+                first = (str(exc).strip().splitlines() or [""])[0]
+                self._gone.append(f"{type(exc).__name__}: {first[:200]}")
+                return None
 
     def _next(self) -> Optional[list[Job]]:
         """The next group; while others are in flight and might come back, wait for them."""

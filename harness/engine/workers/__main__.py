@@ -13,6 +13,9 @@ import json
 import os
 import sys
 
+from ..cores import apply_from_env  # noqa: E402
+
+apply_from_env()  # the cores and priority of this role (cores.py), before torch starts its threads
 if os.environ.get("HARNESS_START_NICE"):
     # a spare worker: import torch below without taking CPU from a timing in progress
     os.nice(int(os.environ["HARNESS_START_NICE"]))

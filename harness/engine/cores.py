@@ -1,0 +1,118 @@
+"""Which cores time and which build, and how many builds run at once.
+
+On a GPU host the timing processes (the reference process and the candidate
+workers) get cores of their own, and builds (nvcc, cc1plus: children of the
+build process, which inherit its affinity and priority) run on the other cores
+at low priority: a host-bound reference of a few short launches reads several
+times slower beside a compiler on its core. On --device cpu the candidate's
+timed code uses every core, so no split helps: there builds never run while a
+candidate is timed (the pool waits for the last build before timing).
+"""
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+from ..device import visible_gpus
+
+# cores kept for the timing side on a GPU host, at the least: the reference process and the
+# candidate worker each drive their GPU from one host thread, and they alternate, so two cores
+# give each a core of its own with room for the other's Python. A host with more GPUs keeps
+# one core per GPU (each GPU times one call at a time), at most half its cores.
+TIMING_CORES = 2
+# fewer cores than this and a reserved pair would leave builds almost nothing: no split
+MIN_CORES_TO_SPLIT = 4
+BUILD_NICE = 10  # builds yield to anything else on their cores, the harness's own threads included
+# Host memory one build may hold at its peak. A KernelBench-style candidate (torch/extension.h
+# inside its .cu, load_inline, torch 2.13, nvcc 13.0, measured with /usr/bin/time -v on a
+# 2-core host): the .cu step peaks at 3.1 GB resident in one process (cudafe++ alone holds
+# 2.3 GB on torch's headers), the binding's g++ (main.cpp) at 1.5 GB, and ninja runs the two
+# side by side. So 4 GB: the .cu's peak with most of the binding's beside it.
+BUILD_MEMORY_BYTES = 4 << 30
+CPUS_ENV, NICE_ENV = "HARNESS_CPUS", "HARNESS_NICE"  # read by a child as it starts (workers/__main__.py)
+
+
+@dataclass(frozen=True)
+class Cores:
+    timing: tuple[int, ...]  # empty: no reservation, the timing side shares every core
+    build: tuple[int, ...]
+
+    def timing_env(self) -> dict:
+        return {CPUS_ENV: _cpus(self.timing)} if self.timing else {}
+
+    def build_env(self) -> dict:
+        return {**({CPUS_ENV: _cpus(self.build)} if self.timing else {}), NICE_ENV: str(BUILD_NICE)}
+
+
+def _cpus(cores: tuple[int, ...]) -> str:
+    return ",".join(map(str, cores))
+
+
+def usable_cores() -> tuple[int, ...]:
+    """The cores this process may run on (a container or taskset may allow fewer than cpu_count)."""
+    try:
+        return tuple(sorted(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return tuple(range(os.cpu_count() or 1))
+
+
+def split_cores(device: str, cores: Optional[tuple[int, ...]] = None, gpus: Optional[int] = None) -> Cores:
+    """The timing side's cores and the builds' on `device`, for a host with `gpus` GPUs (default:
+    those this process sees). On a GPU host with MIN_CORES_TO_SPLIT cores or more, the last
+    max(TIMING_CORES, gpus) go to timing, at most half (the first cores are where the system's
+    own interrupts and daemons tend to land). On the CPU, or with fewer cores (a 2-core machine
+    has none to spare: the timing would lose half its machine), nothing is reserved and builds
+    only run at low priority."""
+    cores = cores if cores is not None else usable_cores()
+    if device == "cpu" or len(cores) < MIN_CORES_TO_SPLIT:
+        return Cores((), cores)
+    kept = min(max(TIMING_CORES, _gpu_count() if gpus is None else gpus), len(cores) // 2)
+    return Cores(cores[-kept:], cores[:-kept])
+
+
+@functools.lru_cache(maxsize=1)
+def _gpu_count() -> int:
+    """Asked of nvidia-smi once: every Evaluator splits the cores, a bench makes two per problem."""
+    return len(visible_gpus())
+
+
+def available_memory() -> Optional[int]:
+    """MemAvailable from /proc/meminfo in bytes, or None where there is none (not Linux)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def default_build_jobs(device: str = "cuda") -> int:
+    """One build per build core. A build runs at most two compilers (ninja starts the binding's
+    g++ beside the .cu's nvcc, whose passes run one after the other) and the binding's ends
+    first, so one build a core keeps every core busy for little oversubscription."""
+    return max(1, len(split_cores(device).build))
+
+
+def build_slots(jobs: int, memory: Optional[int] = None, per_build: int = BUILD_MEMORY_BYTES) -> int:
+    """Builds at once: `jobs`, fewer where the host's available memory (MemAvailable unless
+    given) holds fewer than that many builds of `per_build` bytes; always at least one."""
+    memory = available_memory() if memory is None else memory
+    return max(1, min(jobs, memory // per_build) if memory else jobs)
+
+
+def apply_from_env() -> None:
+    """In a child as it starts: the cores and priority its parent chose (inherited by whatever
+    it runs, nvcc and ninja included)."""
+    cpus = os.environ.pop(CPUS_ENV, "")
+    if cpus:
+        try:
+            os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
+        except (AttributeError, OSError, ValueError):
+            pass  # a core gone since (hotplug, a narrower cgroup): run where allowed
+    nice = os.environ.pop(NICE_ENV, "")
+    if nice:
+        os.nice(int(nice))

@@ -1,0 +1,135 @@
+"""A bench builds every candidate ahead, in one shared build pool bounded by --jobs and by host
+memory, and on the CPU no build runs while a candidate is checked or timed; builds and timing
+processes run on the cores cores.py gives them."""
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+from conftest import CANDIDATES, PROBLEMS
+from harness.engine.cores import (BUILD_MEMORY_BYTES, CPUS_ENV, NICE_ENV, Cores, build_slots, split_cores)
+from harness.suite.bench import Bench
+from harness.suite.jobs import find_jobs
+from harness.suite.records import ResultLog
+
+SMALL = PROBLEMS / "small_layernorm.py"
+
+
+def cpp_candidate(path, name: str):
+    """The C++ LayerNorm as a source of its own (so a build of its own), same behaviour."""
+    source = (CANDIDATES / "cpp_layernorm.py").read_text()
+    path.write_text(source.replace("cpp_layernorm_test", f"cpp_layernorm_{name}"))
+
+
+def suite(tmp_path, problems: int):
+    """`problems` copies of small_layernorm, each with a C++ candidate and a Python one."""
+    problem_dir, candidates = tmp_path / "problems", tmp_path / "candidates"
+    problem_dir.mkdir()
+    for n in range(problems):
+        stem = f"{n + 1}_layernorm"
+        shutil.copy(SMALL, problem_dir / f"{stem}.py")
+        (candidates / stem).mkdir(parents=True)
+        cpp_candidate(candidates / stem / "a_cpp.py", f"ahead_{n}_{tmp_path.name[-8:]}")
+        shutil.copy(CANDIDATES / "py_correct.py", candidates / stem / "b_py.py")
+    return find_jobs(problem_dir, candidates)
+
+
+def run_bench(tmp_path, cpu_options, problems: int, **bench_args):
+    """A bench on a fresh build cache; returns it with every phase event's time and the records."""
+    options = dataclasses.replace(cpu_options, cache_dir=tmp_path / "cache")
+    events, log = [], ResultLog(tmp_path / "out", resume=False)
+    bench = Bench(options, None, log, on_phase=lambda slot, text: events.append((time.monotonic(), text)),
+                  **bench_args)
+    try:
+        records = bench.run(suite(tmp_path, problems))
+    finally:
+        log.close()
+    return bench, events, records
+
+
+def most_at_once(spans) -> int:
+    edges = sorted([(start, 1) for _, start, _ in spans] + [(end, -1) for _, _, end in spans])
+    running = peak = 0
+    for _, step in edges:  # an end sorts before a start at the same instant: touching is not overlap
+        running += step
+        peak = max(peak, running)
+    return peak
+
+
+def test_every_candidate_builds_before_the_first_check_and_no_more_than_jobs_at_once(tmp_path, cpu_options):
+    bench, events, records = run_bench(tmp_path, cpu_options, problems=2, build_jobs=2)
+    assert sorted((r.problem, r.candidate.split("/")[-1], r.verdict) for r in records) == [
+        (p, c, "correct") for p in ("1_layernorm", "2_layernorm") for c in ("a_cpp.py", "b_py.py")]
+    spans = bench.builds.spans
+    assert len(spans) == 4 and bench.builds.done == bench.builds.total == 4
+    # the second problem's C++ build started with the first one's: both problems' builds were handed in at once
+    cpp = sorted(start for path, start, _ in spans if path.endswith("a_cpp.py"))
+    first_check = min(t for t, text in events if text.endswith(": checking"))
+    assert cpp[1] < min(end for path, _, end in spans if path.endswith("a_cpp.py"))
+    assert most_at_once(spans) == 2  # the two C++ builds side by side, never a third beside them
+    # on the CPU the compilers would share the cores with the timed code: every build ends first
+    assert max(end for _, _, end in spans) <= first_check
+
+
+def test_a_memory_bound_of_one_build_keeps_builds_apart(tmp_path, cpu_options):
+    bench, _, records = run_bench(tmp_path, cpu_options, problems=2, build_jobs=2,
+                                  build_memory=BUILD_MEMORY_BYTES + BUILD_MEMORY_BYTES // 2)
+    assert bench.builds.slots == 1
+    assert [r.verdict for r in records] == ["correct"] * 4
+    assert most_at_once(bench.builds.spans) == 1
+
+
+def test_build_slots_are_jobs_bounded_by_memory():
+    assert build_slots(8, memory=20 * BUILD_MEMORY_BYTES) == 8
+    assert build_slots(8, memory=3 * BUILD_MEMORY_BYTES + 1) == 3
+    assert build_slots(8, memory=BUILD_MEMORY_BYTES // 2) == 1  # always one, however short memory is
+    assert build_slots(8, memory=0) == 8  # nothing known of the memory: --jobs alone
+
+
+def test_a_gpu_host_keeps_two_cores_for_timing_and_a_small_one_none():
+    sixteen = tuple(range(16))
+    assert split_cores("cuda", sixteen, gpus=1) == Cores((14, 15), tuple(range(14)))
+    assert split_cores("cuda", (0, 1, 2, 3), gpus=1) == Cores((2, 3), (0, 1))
+    assert split_cores("cuda", (0, 1), gpus=1) == Cores((), (0, 1))  # nothing to spare on 2 cores
+    assert split_cores("cpu", sixteen, gpus=1) == Cores((), sixteen)  # the CPU times on every core
+    # a core for each GPU timing at once, never more than half the host
+    assert split_cores("cuda", sixteen, gpus=4) == Cores((12, 13, 14, 15), tuple(range(12)))
+    assert split_cores("cuda", sixteen, gpus=8) == Cores(tuple(range(8, 16)), tuple(range(8)))
+    assert split_cores("cuda", (0, 1, 2, 3, 4, 5), gpus=8) == Cores((3, 4, 5), (0, 1, 2))
+    gpu = split_cores("cuda", sixteen, gpus=1)
+    assert gpu.timing_env() == {CPUS_ENV: "14,15"}
+    assert gpu.build_env() == {CPUS_ENV: ",".join(map(str, range(14))), NICE_ENV: "10"}
+    small = split_cores("cuda", (0, 1), gpus=1)
+    assert small.timing_env() == {} and small.build_env() == {NICE_ENV: "10"}
+
+
+def test_a_child_takes_its_cores_and_priority_and_its_compilers_inherit_them():
+    """What a build child does as it starts (workers/__main__.py), and what nvcc under it would see."""
+    core = sorted(os.sched_getaffinity(0))[-1]
+    script = ("import json, os, subprocess, sys\n"
+              "from harness.engine.cores import apply_from_env\n"
+              "apply_from_env()\n"
+              "child = subprocess.run([sys.executable, '-c', 'import os, json; "
+              "print(json.dumps([sorted(os.sched_getaffinity(0)), os.nice(0)]))'], capture_output=True, text=True)\n"
+              "print(json.dumps([sorted(os.sched_getaffinity(0)), os.nice(0), json.loads(child.stdout)]))\n")
+    env = {**os.environ, CPUS_ENV: str(core), NICE_ENV: "7"}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    cores, nice, (child_cores, child_nice) = json.loads(out.stdout)
+    base = os.nice(0)
+    assert cores == child_cores == [core] and nice == child_nice == base + 7
+
+
+def test_the_live_view_counts_builds_apart_from_evaluations():
+    from rich.console import Console
+
+    from harness.cli.bench import _View
+
+    view = _View(total=50, done=0)
+    view.count_builds(50, 14, 12)
+    console = Console(width=200, record=True)
+    console.print(view.render())
+    assert console.export_text().startswith("builds 12/50 done, 14 running · evaluated 0/50")
