@@ -87,12 +87,12 @@ def test_bench_records_backward_skips_gradient_free_problems_and_resume_keeps_it
     def bench(*extra):
         done = subprocess.run([sys.executable, "-m", "harness", "bench", str(problems.parent), str(cands.parent),
                                "--device", "cpu", "--time-cap", "0.3", "--shapes", "off", "--cache-dir",
-                               str(cache_dir), "-o", str(out), *extra], env=env, capture_output=True, text=True,
+                               str(cache_dir), *extra], env=env, capture_output=True, text=True,
                               timeout=600)
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
 
-    said = bench("--backward")
+    said = bench("--backward", "-o", str(out))
     assert "1 problem(s) skipped under --backward" in said and "2_argmax" in said, said
     records = {r.problem: r for r in read_records(out / "results.jsonl")}
     assert records["1_rmsnorm"].verdict == "correct" and records["1_rmsnorm"].backward
@@ -102,7 +102,7 @@ def test_bench_records_backward_skips_gradient_free_problems_and_resume_keeps_it
 
     wrong = (CANDIDATES / "backward_rmsnorm.py").read_text().replace("grad_weight = (", "grad_weight = 1.02 * (")
     (cands / "1" / "sample_1.py").write_text(wrong)
-    bench("--resume")  # no --backward: the records say it
+    bench("--resume", str(out))  # no --backward: the records say it
     added = [r for r in read_records(out / "results.jsonl") if r.candidate.endswith("sample_1.py")]
     assert len(added) == 1 and added[0].backward and added[0].verdict == "incorrect", added
     assert "gradient of parameter weight" in added[0].explanation
