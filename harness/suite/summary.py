@@ -1,13 +1,18 @@
 """A bench's figures per level, as KernelBench reports them: the correctness rate, fast_p
 (the share of evaluations that are correct and more than p times faster) and the geometric
 mean speedup of the correct ones; and fast_p counting only speedups whose 95% interval lies
-above p, since a copy of the reference reads 1.0003x as often as 0.9997x. Pure functions of the
-records."""
+above p. Pure functions of the records.
+
+fast_p differs from KernelBench's in one way: a speedup counts as above p only beyond the
+harness's resolution (RESOLUTION, 0.1%). A copy of the reference reads 1.0003x as often as
+0.9997x, so KernelBench's count would give copies a fast_1 near 50% (40% over 100 level 1
+copies on an H200) where the harness's is near 0."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..engine.speedups import RESOLUTION
 from ..stats import geomean
 from .records import NOT_EVALUATED, PROBLEM_ERROR, SKIPPED, BenchRecord
 
@@ -30,8 +35,9 @@ class LevelSummary:
 
 
 def fast_p(speedups: list[Optional[float]], p: float) -> float:
-    """The share of evaluations (None: not correct) more than p times faster; fast_0 is the correctness rate."""
-    return sum(1 for s in speedups if s is not None and s > p) / len(speedups) if speedups else 0.0
+    """The share of evaluations (None: not correct) more than p times faster, beyond RESOLUTION; fast_0 is
+    the correctness rate."""
+    return sum(1 for s in speedups if s is not None and s > p * (1 + RESOLUTION)) / len(speedups) if speedups else 0.0
 
 
 def fast_p_sure(records: list[BenchRecord], p: float) -> float:
