@@ -75,9 +75,8 @@ def bench_page(directory: str, records: list[BenchRecord]) -> str:
                       ("basis", esc("speedup over eager PyTorch at the faster of its default float32 settings "
                                     "and IEEE float32 (each evaluation's numerics column), the median of the "
                                     "interleaved timings, 95% bootstrap interval; fast_p counts correct "
-                                    "evaluations more than p times faster, beyond the 0.1% resolution; sure fast_1 needs the "
-                                    "whole interval "
-                                    "above 1"))])
+                                    "evaluations more than p times faster, beyond the 0.1% resolution; "
+                                    "sure fast_1 needs the whole interval above 1"))])
     chart = svg_chart(fast_p_chart(records)) if records else '<p class="note">No evaluation recorded.</p>'
     body = (f"<h1>Bench</h1><p class=\"sub\">{esc(directory)}</p>"
             f'<section class="card">{overview}</section>'
