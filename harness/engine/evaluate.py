@@ -1025,8 +1025,9 @@ class Evaluator:
             # Trials synchronize the device before reading outputs; timed calls follow one another
             # on the caller's stream, where unfinished work elsewhere shows as wrong outputs.
             # Say what was measured; name a stream only where the synchronous samples saw hidden work.
-            why = (f"Also, {seen}: work left running where the caller's stream does not wait for it would leave "
-                   "calls queued after it reading outputs not yet written" if result.hidden_work_ms
+            why = (f"Also, {seen}: work left running on another stream or thread, which the caller's stream does "
+                   "not wait for, would leave calls queued after it reading outputs not yet written"
+                   if result.hidden_work_ms
                    else "No work was seen off the caller's stream: the outputs of its timed calls differ from those "
                         "of its check trials, as call counting, cached outputs or gradients, or skipped work "
                         "would make them")
