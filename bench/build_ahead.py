@@ -7,7 +7,8 @@ The candidates are written as language models write them for KernelBench's leade
 `#include <torch/extension.h>` inside `cuda_sources`, the torch wrapper in the .cu, a
 prototype in `cpp_sources`, `verbose=True`, one plain kernel: elementwise for the level 1
 activations, a reduction (atomicAdd of per-block sums in double) for MSELoss. About one in five is
-wrong on purpose (a sign or a constant off), so the verdicts are not all `correct`; every
+wrong on purpose (a constant off), so the verdicts are not all `correct`: wrong where the problems'
+inputs lie, torch.rand's [0, 1) for the activations (`v > 0 ? v : -v` is a ReLU there); every
 file differs (block size, sample number), so no two share a build. They go under
 OUT/candidates/level1/<problem id>/sample_<k>.py, the problems are read where they are.
 
@@ -30,15 +31,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # problem id: (file stem, expression of float v, a wrong one)
 ELEMENTWISE_OPS = {
-    "19": ("19_ReLU", "v > 0.f ? v : 0.f", "v > 0.f ? v : -v"),
+    "19": ("19_ReLU", "v > 0.f ? v : 0.f", "v > 0.f ? 0.5f * v : 0.f"),
     "21": ("21_Sigmoid", "1.f / (1.f + expf(-v))", "1.f / (1.f + expf(v))"),
     "22": ("22_Tanh", "tanhf(v)", "tanhf(0.5f * v)"),
     "25": ("25_Swish", "v / (1.f + expf(-v))", "v / (1.f + expf(v))"),
     "26": ("26_GELU_", "0.5f * v * (1.f + erff(v * 0.70710678f))", "0.5f * v * (1.f + erff(v))"),
     "28": ("28_HardSigmoid", "fminf(fmaxf(v / 6.f + 0.5f, 0.f), 1.f)", "fminf(fmaxf(v / 3.f + 0.5f, 0.f), 1.f)"),
     "29": ("29_Softplus", "v > 20.f ? v : log1pf(expf(v))", "logf(expf(v))"),
-    "30": ("30_Softsign", "v / (1.f + fabsf(v))", "v / (1.f + v)"),
-    "32": ("32_HardTanh", "fminf(fmaxf(v, -1.f), 1.f)", "fminf(fmaxf(v, 0.f), 1.f)"),
+    "30": ("30_Softsign", "v / (1.f + fabsf(v))", "v / (2.f + fabsf(v))"),
+    "32": ("32_HardTanh", "fminf(fmaxf(v, -1.f), 1.f)", "fminf(fmaxf(v, -1.f), 0.5f)"),
 }
 BLOCKS = (128, 256, 512, 1024)
 WRONG_EVERY = 5  # sample k is wrong when k % WRONG_EVERY == WRONG_EVERY - 1
@@ -190,7 +191,7 @@ def main() -> int:
                "--device", args.device, "--time-cap", args.time_cap, "--cache-dir", str(cache)]
     command += ["--jobs", args.jobs] if args.jobs else []
     command += ["--gpus", args.gpus] if args.gpus else []
-    print(f"{len(written)} candidates in {candidates}; {os.cpu_count()} CPUs; running: {' '.join(command)}",
+    print(f"{len(written)} candidates in {candidates}; {len(os.sched_getaffinity(0))} cores; running: {' '.join(command)}",
           flush=True)
     started = time.monotonic()
     done = subprocess.run(command, env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -200,9 +201,12 @@ def main() -> int:
     verdicts: dict[str, int] = {}
     for r in records:
         verdicts[r["verdict"]] = verdicts.get(r["verdict"], 0) + 1
-    wrong = sum(1 for path in written if int(path.stem.split("_")[1]) % WRONG_EVERY == WRONG_EVERY - 1)
+    wrong = [path for path in written if int(path.stem.split("_")[1]) % WRONG_EVERY == WRONG_EVERY - 1]
+    missed = [f"{r['problem']} sample {r['sample']}" for r in records
+              if int(str(r["sample"]).split("_")[-1]) % WRONG_EVERY == WRONG_EVERY - 1 and r["verdict"] == "correct"]
     print(f"\nwall {wall:.1f} s for {len(records)}/{len(written)} candidates (exit {done.returncode}); "
-          f"verdicts {json.dumps(verdicts)}; {wrong} written wrong on purpose")
+          f"verdicts {json.dumps(verdicts)}; {len(wrong)} written wrong on purpose"
+          + (f", yet correct: {', '.join(missed)}" if missed else ", none of them correct"))
     print("\n".join(phase_table(records)))
     return done.returncode
 

@@ -71,6 +71,15 @@ def tolerance(table: dict, dtype: str) -> tuple[float, float]:
     return float(atol), float(rtol)
 
 
+def widened(tol: tuple[float, float], allowance: Optional[list[float]],
+            gradient: Optional[int]) -> tuple[float, float]:
+    """An entry's (atol, rtol) under --backward: gradient number `gradient` (None: an output) has its
+    atol plus its allowance, the reference's own rounding (workers/backward.rounding_allowance)."""
+    if gradient is None or not allowance or gradient >= len(allowance):
+        return tol
+    return tol[0] + allowance[gradient], tol[1]
+
+
 def _constant(tree: ast.Module, name: str, path: Path) -> Optional[float]:
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(

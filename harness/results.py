@@ -295,6 +295,8 @@ class EvalResult:
     # float32's (atol, rtol) as the check applied them; given: by --atol/--rtol, over the problem's own
     tolerance: Optional[list[float]] = None
     tolerance_given: bool = False
+    # under --backward: what each gradient's atol gained for the reference's own float32 rounding, by label
+    grad_allowance: dict[str, float] = field(default_factory=dict)
     # forward and backward checked and timed as one call (EvalOptions.backward): `timings` and the speedups
     # are of both; "candidate_forward" and "reference_forward" time each forward alone beside them
     backward: bool = False
@@ -342,8 +344,13 @@ def tolerance_text(result: "EvalResult") -> str:
     if not result.tolerance:
         return ""
     atol, rtol = result.tolerance
-    return f"atol {atol:g}, rtol {rtol:g}" + (" (--atol/--rtol, every dtype)" if result.tolerance_given
+    text = f"atol {atol:g}, rtol {rtol:g}" + (" (--atol/--rtol, every dtype)" if result.tolerance_given
                                               else " (float32)")
+    widest = max(result.grad_allowance.items(), key=lambda item: item[1], default=None)
+    if widest and widest[1] > 0:
+        text += (f"; gradients' atol plus the reference's own float32 rounding, at most {widest[1]:.2g} "
+                 f"({widest[0]})")
+    return text
 
 
 def speedup_text(speedup: Optional[float], interval: Optional[list[float]] = None) -> str:

@@ -9,6 +9,7 @@ import pytest
 
 from conftest import CANDIDATES, PROBLEMS, REPO
 from harness import Verdict, evaluate, evaluate_many
+from harness.results import tolerance_text
 from harness.cli.bench import _backward_as_recorded
 from harness.engine.evaluate import NoBackward
 from harness.suite.jobs import SuiteError
@@ -33,6 +34,10 @@ def test_cpp_kernels_with_a_correct_backward_pass(results):
     # forward alone is timed beside forward plus backward, which the headline is of
     assert {"candidate", "reference", "candidate_forward", "reference_forward"} <= set(result.timings)
     assert result.timed_calls_checked and result.timed_calls_checked >= 5
+    # each gradient's atol gained the reference's own float32 rounding, measured against float64: small here
+    assert set(result.grad_allowance) == {"gradient of input 0", "gradient of parameter weight"}
+    assert all(0 <= a < 1e-3 for a in result.grad_allowance.values()), result.grad_allowance
+    assert "reference's own float32 rounding" in tolerance_text(result)
 
 
 def test_a_wrong_parameter_gradient_is_named_with_where_and_by_how_much(results):
@@ -56,6 +61,34 @@ def test_a_problem_declares_backward_and_its_gradient_tolerance(tmp_path, cpu_op
     options = dataclasses.replace(cpu_options, time_cap=0.3, shapes="off")
     result = evaluate(problem, CANDIDATES / "backward_wrong_weight_grad.py", options)
     assert result.backward and result.verdict is Verdict.CORRECT, result.explanation
+    assert result.grad_allowance == {}  # a tolerance the problem sets is applied as it is
+
+
+def test_the_gradients_allowance_is_the_references_own_rounding():
+    """A weight's gradient sums over the whole batch: in float32 it is off from float64 by more than
+    an output is, and a candidate that sums in another order may be too. The allowance measures
+    that; a float64 reference has none, and an output never gets it."""
+    import torch
+
+    from harness.engine import check
+    from harness.engine.workers import backward
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(256, 8)
+    inputs = [torch.randn(8192, 256)]
+    allowance = backward.rounding_allowance(model, inputs, 7, torch.device("cpu"), first_gradient=1)
+    assert len(allowance) == 3 and all(a > 0 for a in allowance), allowance  # input, weight, bias
+    exact = backward.rounding_allowance(model.double(), [inputs[0].double()], 7, torch.device("cpu"), 1)
+    assert exact == [0.0, 0.0, 0.0]
+
+    ref = [torch.zeros(4), torch.zeros(4)]  # an output, then a gradient
+    off = [torch.tensor([0, 3e-4, 0, 0]), torch.tensor([0, 3e-4, 0, 0])]
+    tol = lambda dtype: (1e-4, 1e-4)  # noqa: E731
+    labels = ["the output", "gradient of input 0"]
+    gradient_off = [ref[0], off[1]]
+    assert not check.compare(ref, gradient_off, ["cpu"] * 2, tol, labels, 1).passed
+    assert check.compare(ref, gradient_off, ["cpu"] * 2, tol, labels, 1, allowance=[1e-3]).passed
+    assert not check.compare(ref, [off[0], ref[1]], ["cpu"] * 2, tol, labels, 1, allowance=[1e-3]).passed
 
 
 def test_outputs_without_a_gradient_skip_the_problem(cpu_options):

@@ -11,6 +11,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from ..problem import widened
 from ..results import CheckResult, as_list
 from .channel import Unsupported
 
@@ -22,10 +23,12 @@ def _device_kind(device: str) -> str:
 def compare(reference: Any, candidate: Any, candidate_devices: list[str],
             tolerances: Callable[[str], tuple[float, float]], labels: Optional[list[str]] = None,
             first_gradient: Optional[int] = None,
-            grad_tolerances: Optional[Callable[[str], tuple[float, float]]] = None) -> CheckResult:
+            grad_tolerances: Optional[Callable[[str], tuple[float, float]]] = None,
+            allowance: Optional[list[float]] = None) -> CheckResult:
     """One trial's verdict. `candidate_devices` are where the candidate's tensors lived. Under
     --backward (workers/backward.py) `labels` name each entry, and entries from `first_gradient`
-    on are gradients, compared at `grad_tolerances`."""
+    on are gradients, compared at `grad_tolerances`, each atol plus its `allowance` (the
+    reference's own rounding, backward.rounding_allowance)."""
     refs, cands = as_list(reference), as_list(candidate)
     if len(refs) != len(cands):
         return CheckResult(False, reasons=[
@@ -62,7 +65,8 @@ def compare(reference: Any, candidate: Any, candidate_devices: list[str],
             problems.append(f"device {device} where the reference has {ref.device}")
         if problems:
             return CheckResult(False, reasons=[f"{label} has " + "; ".join(problems)])
-        tol = (grad_tolerances if gradient and grad_tolerances else tolerances)(str(ref.dtype).removeprefix("torch."))
+        tol = widened((grad_tolerances if gradient and grad_tolerances else tolerances)(
+            str(ref.dtype).removeprefix("torch.")), allowance, i - first_gradient if gradient else None)
         _compare_values(label, ref, cand.to(ref.device), tol, result)
         if not result.passed:
             return result

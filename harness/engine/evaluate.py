@@ -373,6 +373,7 @@ class Evaluator:
                                             device_key=self._device_key if hold_device else "",
                                             backward=self.backward,
                                             grad_tolerances=self._tolerances(gradients=True),
+                                            grad_rounding=self._grad_rounding(),
                                             **self.seeds)))
         if hold_device:
             self._oracle_says(after(DEVICE_WAIT_S, "the longest wait for another timing"), OracleHolding,
@@ -396,6 +397,11 @@ class Evaluator:
 
     def _tolerances(self, gradients: bool = False) -> dict[str, list[float]]:
         return self.problem.tolerance_table(self.options.atol, self.options.rtol, gradients)
+
+    def _grad_rounding(self) -> bool:
+        """The gradients' atol gains the reference's own rounding unless a tolerance was given."""
+        p, o = self.problem, self.options
+        return self.backward and all(t is None for t in (p.grad_atol, p.grad_rtol, o.atol, o.rtol))
 
     def _spawn_oracle(self, spare: bool = False) -> Child:
         log = self.logs / f"oracle-{self.problem.name}-{os.getpid()}-{self.options.gpu or 0}.log"
@@ -481,6 +487,7 @@ class Evaluator:
             self.start_oracle()
             result.environment = self.environment
             result.warnings.extend(self.problem_warnings)
+            result.grad_allowance = dict(self.oracle_info.grad_allowance)
             self._await_ready(worker, result)
             phases["start"], mark = time.monotonic() - mark, time.monotonic()
             notify(CHECKING)

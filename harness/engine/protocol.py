@@ -77,6 +77,9 @@ class OracleSpec:
     device_key: str = ""  # the device lock (device_lock.py) it loads the problem under; "" for none
     backward: bool = False  # CandidateSpec.backward
     grad_tolerances: dict[str, list[float]] = field(default_factory=dict)  # as `tolerances`, for gradients
+    # the gradients' atol gains the reference's own float32 rounding (backward.ROUNDING_FACTOR);
+    # off where the problem or the command line sets the tolerance
+    grad_rounding: bool = False
 
 
 # --- requests -----------------------------------------------------------------
@@ -173,6 +176,8 @@ class OracleReady(Reply):
     benchmark_shapes: list[dict[str, Any]] = field(default_factory=list)
     # under --backward: why the problem has no backward to check (no output has a gradient); "" when it has
     no_backward: str = ""
+    # under --backward with OracleSpec.grad_rounding: what each gradient's atol gains, by label
+    grad_allowance: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass

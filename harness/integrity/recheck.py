@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from ..files import new_seed
-from ..problem import tolerance
+from ..problem import tolerance, widened
 from ..results import CheckResult, as_list
 
 SAMPLED_ELEMENTS = 2048
@@ -62,12 +62,14 @@ class TimedOutputs:
 
 def verify_timed(samples: list[dict], tensors: list[torch.Tensor],
                  reference: Callable[[int], list], tolerances: dict, labels: Optional[list[str]] = None,
-                 first_gradient: Optional[int] = None, grad_tolerances: Optional[dict] = None) -> CheckResult:
+                 first_gradient: Optional[int] = None, grad_tolerances: Optional[dict] = None,
+                 allowance: Optional[list[float]] = None) -> CheckResult:
     """Re-check the sampled outputs of every timed call against the reference
     on the same inputs. `samples` and `tensors` are what TimedOutputs.message
     gave; `reference(seed)` runs the reference on the inputs of that seed and
     returns its outputs as a list. Under --backward, `labels` name each entry and
-    entries from `first_gradient` on are gradients (None where there is none)."""
+    entries from `first_gradient` on are gradients (None where there is none), their atol
+    plus their `allowance`."""
     offsets = [0] * len(tensors)
     result = CheckResult(True, trials=len(samples))
     failures = 0
@@ -101,7 +103,8 @@ def verify_timed(samples: list[dict], tensors: list[torch.Tensor],
             got = tensors[position][offsets[position]:offsets[position] + positions.numel()].to(flat.device)
             offsets[position] += positions.numel()
             position += 1
-            atol, rtol = tolerance(grad_tolerances if gradient and grad_tolerances else tolerances, str(ref.dtype))
+            atol, rtol = widened(tolerance(grad_tolerances if gradient and grad_tolerances else tolerances,
+                                           str(ref.dtype)), allowance, i - first_gradient if gradient else None)
             want = flat[positions].to(torch.float64)
             if got.numel() != want.numel() or not torch.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True):
                 reasons.append(f"{label} differs from the reference")

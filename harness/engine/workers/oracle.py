@@ -158,12 +158,29 @@ def holding_device(conn, spec: OracleSpec) -> Iterator[None]:
         yield
 
 
+def grad_allowance(reference, sample: list, seed: int, device: torch.device, layout: dict,
+                   random_draws: str) -> tuple[list[float], str]:
+    """What each gradient's atol gains from the reference's own rounding (backward.rounding_allowance),
+    and why it gains nothing where it cannot be measured."""
+    if random_draws:  # a float64 copy draws other random numbers: its error would not be rounding
+        return [], "the gradients are held to the outputs' tolerance alone: the reference draws random numbers"
+    try:
+        allowance = backward.rounding_allowance(reference, sample, seed, device, layout["first_gradient"])
+    except Exception as exc:  # noqa: BLE001 - out of memory, a module deepcopy cannot copy
+        return [], (f"the gradients are held to the outputs' tolerance alone: the reference's float64 copy, which "
+                    f"measures its own rounding, failed ({type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:160]})")
+    finally:
+        free_cache(device)
+    return allowance, ""
+
+
 def oracle_role(conn, header: dict) -> None:
     spec = from_dict(OracleSpec, header)
     device = torch.device(spec.device)
     tolerances = spec.tolerances
     settle(device)
-    layout: dict = {}  # --backward: each entry's label and where the gradients start (check.compare's)
+    layout: dict = {}  # --backward: each entry's label, where the gradients start, their atol's allowance
+    allowance_note = ""
     grads = spec.grad_tolerances or tolerances
 
     def training() -> backward.Training:
@@ -214,6 +231,10 @@ def oracle_role(conn, header: dict) -> None:
                     _, trial_peak = peak_above(device, lambda: len(backward.trial(training(), sample, probe, device,
                                                                                   digest, changed)[0]))
                     sizes["workspace_bytes"] = max(sizes["workspace_bytes"], trial_peak - sizes["output_bytes"])
+                    state.restore()
+                    if spec.grad_rounding:
+                        layout["allowance"], allowance_note = grad_allowance(reference, sample, probe, device,
+                                                                             layout, random_draws)
                 state.restore()
             del sample
         except BaseException as exc:  # noqa: BLE001
@@ -223,8 +244,12 @@ def oracle_role(conn, header: dict) -> None:
                            reproducible=reproducible, numerics_differ=numerics_differ,
                            hardware=hardware_facts(device), inputs=arguments, shapes=variants,
                            benchmark_shapes=benchmarks, no_backward=no_backward, **sizes)
+        if layout.get("allowance"):
+            info.grad_allowance = dict(zip(layout["labels"][layout["first_gradient"]:], layout["allowance"]))
         if random_draws:
             info.warnings.append(random_draws)
+        if allowance_note:
+            info.warnings.append(allowance_note)
         if device.type == "cuda":
             props = torch.cuda.get_device_properties(device)
             info.device_name, info.capability = props.name, f"{props.major}.{props.minor}"
