@@ -107,7 +107,7 @@ def footprint(ready: OracleReady) -> int:
     params = ready.parameter_bytes
     twins = 2 * params if 2 * params <= placement_budget(ready) else 0
     return (2 * (ready.input_bytes + ready.output_bytes) + ready.output_bytes + ready.workspace_bytes
-            + 2 * params + (params if params < PARK_BYTES else 0) + FLUSH_BYTES + twins)
+            + 2 * params + (params if params < PARK_BYTES else 0) + ready.flush_bytes + twins)
 
 
 def in_process_need(ready: OracleReady) -> int:
@@ -115,7 +115,7 @@ def in_process_need(ready: OracleReady) -> int:
     models' outputs and parameters, the workspace of the forward that runs beside the other's
     outputs, and the cache-flush buffer. The measure of a frugal engine."""
     return (ready.input_bytes + 2 * ready.output_bytes + ready.workspace_bytes + 2 * ready.parameter_bytes
-            + FLUSH_BYTES)
+            + ready.flush_bytes)
 
 
 def fit_refusal(problem: Problem, ready: OracleReady, device: str, limit: Optional[int],
@@ -134,7 +134,7 @@ def fit_refusal(problem: Problem, ready: OracleReady, device: str, limit: Option
                 f"and the candidate's side by side, and the timing's cache flush{workspace}); {where} has "
                 f"{_gb(free)}{given}. "
                 "Make get_inputs() smaller, or use a device with more memory.")
-    worker = inputs + outputs + FLUSH_BYTES
+    worker = inputs + outputs + ready.flush_bytes
     if device == "cpu" and host_limit and worker > host_limit:
         return (f"Problem file {problem.path} does not fit: the candidate's process needs about {_gb(worker)} "
                 f"(inputs {_gb(inputs)}, outputs {_gb(outputs)}), over the host-memory limit of {_gb(host_limit)} "
@@ -154,9 +154,6 @@ def placement_budget(ready: OracleReady) -> int:
 
 # inputs up to this size get the CUDA graph's replay on new inputs (a second copy of them)
 GRAPH_SECOND_COPY_BYTES = 1 << 30
-
-# the timing's cache-flush buffer, at most (max(2 x L2, 64 MB) on a GPU, 2 x the CPU's caches)
-FLUSH_BYTES = 256 << 20
 
 
 class _Stop(Exception):

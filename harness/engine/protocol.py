@@ -169,6 +169,7 @@ class OracleReady(Reply):
     # a cuDNN workspace): any evaluation, in-process too, holds it at a forward's peak; 0 on a CPU
     workspace_bytes: int = 0
     parameter_bytes: int = 0  # the reference's parameters and buffers
+    flush_bytes: int = 0  # the timing's cache-flush buffer there (timing.flush_bytes)
     available_bytes: int = 0  # memory free for the problem on the device (for both processes together)
     # other shapes to check: the problem's get_shape_variants(), or derived from its module-level ints
     shapes: list[dict[str, Any]] = field(default_factory=list)

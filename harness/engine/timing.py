@@ -107,19 +107,26 @@ def _cpu_cache_bytes() -> int:
         return 32 << 20
 
 
+def flush_bytes(device: torch.device) -> int:
+    """The cache-flush buffer's bytes on `device`: twice its last-level cache (a GPU's L2, at least
+    64 MB; a CPU's L3). The one owner of that size: the fit estimate counts what the reference
+    process reports from here (OracleReady.flush_bytes)."""
+    if device.type == "cuda":
+        return max(2 * torch.cuda.get_device_properties(device).L2_cache_size, 64 << 20)
+    return 2 * _cpu_cache_bytes()
+
+
 class Clock:
     """Times calls: queued between CUDA events (GPU), or by perf_counter (CPU)."""
 
     def __init__(self, device: torch.device):
         self.cuda = device.type == "cuda"
         self.reset_persistence = None
+        self.flush_buffer = torch.empty(flush_bytes(device), dtype=torch.uint8, device=device)
         if self.cuda:
-            l2 = torch.cuda.get_device_properties(device).L2_cache_size
-            self.flush_buffer = torch.empty(max(2 * l2, 64 << 20), dtype=torch.uint8, device=device)
             self.reset_persistence = _l2_persistence_reset()
             self.method = "cuda_events"
         else:
-            self.flush_buffer = torch.empty(2 * _cpu_cache_bytes(), dtype=torch.uint8)
             self.method = "perf_counter"
 
     def _prepare(self, timed: Timed, seed: int) -> list:

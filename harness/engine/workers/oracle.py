@@ -209,7 +209,7 @@ def oracle_role(conn, header: dict) -> None:
             check_outputs(exact)
             # the footprint, for the harness to say before the first trial whether the problem fits
             sizes = {"input_bytes": tensor_bytes(sample), "output_bytes": tensor_bytes(as_list(exact)),
-                     "parameter_bytes": held_bytes(reference)}
+                     "parameter_bytes": held_bytes(reference), "flush_bytes": timing.flush_bytes(device)}
             # what is free, plus what this process already holds of the problem's own
             sizes["available_bytes"] = (memory_available(device) + sizes["input_bytes"] + sizes["output_bytes"]
                                         + sizes["parameter_bytes"])
