@@ -212,16 +212,20 @@ _BUILDS_LOCK = threading.Lock()
 
 
 @contextmanager
-def _builds_paused() -> Iterator[None]:
-    with _BUILDS_LOCK:
-        paused = list(_RUNNING_BUILDS)
-    for child in paused:
+def _paused(children: list[Child]) -> Iterator[None]:
+    """These children stopped (SIGSTOP) while the block runs."""
+    for child in children:
         child.pause()
     try:
         yield
     finally:
-        for child in paused:
+        for child in children:
             child.resume()
+
+
+def _builds_paused():
+    with _BUILDS_LOCK:
+        return _paused(list(_RUNNING_BUILDS))
 
 
 def _child_error(reply: Reply, doing: str) -> _Stop:
@@ -552,13 +556,8 @@ class Evaluator:
                     result.warnings.append(f"{doing} waited for another harness process (pid {lock.waited_for}) "
                                            "to finish timing on this device")
                 notify(doing)
-            for child in paused:
-                child.pause()
-            try:
+            with _paused(paused):
                 yield
-            finally:
-                for child in paused:
-                    child.resume()
 
     def _profile(self, built: Built, result: EvalResult, notify: Phase) -> None:
         """One forward of a correct candidate under the profiler, in a process of its own. A
