@@ -87,10 +87,14 @@ def tolerance_text(problem: "Problem") -> str:
     return "atol=rtol=1e-4 for float32 outputs (1e-2 for float16 and bfloat16)"
 
 
-def grad_tolerance_text(problem: "Problem") -> str:
-    """The gradients' tolerance where the problem sets its own (GRAD_ATOL, GRAD_RTOL), else the outputs'."""
+def grad_tolerance_text(problem: "Problem", allowance: Optional[dict[str, float]] = None) -> str:
+    """The gradients' tolerance where the problem sets its own (GRAD_ATOL, GRAD_RTOL), else the
+    outputs', each atol plus the reference's own rounding where it was measured (`allowance`,
+    OracleReady.grad_allowance)."""
     if problem.grad_atol is None and problem.grad_rtol is None:
-        return tolerance_text(problem)
+        widest = max((allowance or {}).values(), default=0.0)
+        return tolerance_text(problem) + (f", each gradient's atol plus the reference's own float32 rounding "
+                                          f"(measured against float64; at most {widest:.2g})" if widest else "")
     atol, rtol = problem.tolerances("float32", gradients=True)
     return f"atol={atol:g}, rtol={rtol:g}"
 
@@ -114,7 +118,7 @@ def first_prompt(prompts: Prompts, problem: "Problem", device: "DeviceInfo", *, 
                           accept=accept, target=target, trials=trials, hardware=facts.hardware,
                           inputs=facts.inputs, peaks=facts.peaks, environment=environment,
                           reference=reference, backward=backward,
-                          grad_tolerance=grad_tolerance_text(problem) if backward else "").strip() + "\n"
+                          grad_tolerance=grad_tolerance_text(problem, facts.grad_allowance) if backward else "").strip() + "\n"
 
 
 def candidate_template(prompts: Prompts, problem: "Problem", *, accept: float, target: float,
