@@ -191,8 +191,8 @@ def main() -> int:
                "--device", args.device, "--time-cap", args.time_cap, "--cache-dir", str(cache)]
     command += ["--jobs", args.jobs] if args.jobs else []
     command += ["--gpus", args.gpus] if args.gpus else []
-    print(f"{len(written)} candidates in {candidates}; {len(os.sched_getaffinity(0))} cores; running: {' '.join(command)}",
-          flush=True)
+    print(f"{len(written)} candidates in {candidates}; {len(os.sched_getaffinity(0))} cores; "
+          f"running: {' '.join(command)}", flush=True)
     started = time.monotonic()
     done = subprocess.run(command, env={**os.environ, "PYTHONPATH": str(ROOT)})
     wall = time.monotonic() - started

@@ -64,6 +64,17 @@ def test_a_problem_declares_backward_and_its_gradient_tolerance(tmp_path, cpu_op
     assert result.grad_allowance == {}  # a tolerance the problem sets is applied as it is
 
 
+def test_a_reference_that_draws_random_numbers_gets_no_allowance_and_says_why(cpu_options):
+    """Dropout's float64 copy would draw other numbers: its difference would not be rounding."""
+    from harness.engine.evaluate import Evaluator
+
+    with Evaluator(PROBLEMS / "dropout_train.py", dataclasses.replace(cpu_options, backward=True)) as evaluator:
+        evaluator.start_oracle()
+        assert evaluator.oracle_info.grad_allowance == {}
+        assert any("held to the outputs' tolerance alone: the reference draws random numbers" in w
+                   for w in evaluator.problem_warnings), evaluator.problem_warnings
+
+
 def test_the_gradients_allowance_is_the_references_own_rounding():
     """A weight's gradient sums over the whole batch: in float32 it is off from float64 by more than
     an output is, and a candidate that sums in another order may be too. The allowance measures

@@ -118,7 +118,8 @@ def first_prompt(prompts: Prompts, problem: "Problem", device: "DeviceInfo", *, 
                           accept=accept, target=target, trials=trials, hardware=facts.hardware,
                           inputs=facts.inputs, peaks=facts.peaks, environment=environment,
                           reference=reference, backward=backward,
-                          grad_tolerance=grad_tolerance_text(problem, facts.grad_allowance) if backward else "").strip() + "\n"
+                          grad_tolerance=grad_tolerance_text(problem, facts.grad_allowance) if backward else ""
+                          ).strip() + "\n"
 
 
 def candidate_template(prompts: Prompts, problem: "Problem", *, accept: float, target: float,

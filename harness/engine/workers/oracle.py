@@ -167,8 +167,9 @@ def grad_allowance(reference, sample: list, seed: int, device: torch.device, lay
     try:
         allowance = backward.rounding_allowance(reference, sample, seed, device, layout["first_gradient"])
     except Exception as exc:  # noqa: BLE001 - out of memory, a module deepcopy cannot copy
+        first = (str(exc).splitlines() or [""])[0][:160]
         return [], (f"the gradients are held to the outputs' tolerance alone: the reference's float64 copy, which "
-                    f"measures its own rounding, failed ({type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:160]})")
+                    f"measures its own rounding, failed ({type(exc).__name__}: {first})")
     finally:
         free_cache(device)
     return allowance, ""
