@@ -14,7 +14,8 @@ OUT/candidates/level1/<problem id>/sample_<k>.py, the problems are read where th
 
 The bench runs on an empty build cache (OUT/cache) unless --keep-cache, as a fresh batch of
 model output would. Printed: the wall time, verdicts, and per phase (build, start, check,
-time, shapes) the sum, mean and largest seconds, from OUT/bench/results.jsonl.
+time, shapes) the sum, mean and largest seconds, from OUT/bench/results.jsonl; then per problem
+when its first and last records appeared, which shows where the wall time went.
 """
 from __future__ import annotations
 
@@ -194,7 +195,8 @@ def main() -> int:
     print(f"{len(written)} candidates in {candidates}; {len(os.sched_getaffinity(0))} cores; "
           f"running: {' '.join(command)}", flush=True)
     started = time.monotonic()
-    done = subprocess.run(command, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    bench = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    arrivals = watch(results / "results.jsonl", bench, started)
     wall = time.monotonic() - started
     lines = (results / "results.jsonl").read_text().splitlines() if (results / "results.jsonl").is_file() else []
     records = [json.loads(line) for line in lines if line.strip()]
@@ -204,11 +206,39 @@ def main() -> int:
     wrong = [path for path in written if int(path.stem.split("_")[1]) % WRONG_EVERY == WRONG_EVERY - 1]
     missed = [f"{r['problem']} sample {r['sample']}" for r in records
               if int(str(r["sample"]).split("_")[-1]) % WRONG_EVERY == WRONG_EVERY - 1 and r["verdict"] == "correct"]
-    print(f"\nwall {wall:.1f} s for {len(records)}/{len(written)} candidates (exit {done.returncode}); "
+    print(f"\nwall {wall:.1f} s for {len(records)}/{len(written)} candidates (exit {bench.returncode}); "
           f"verdicts {json.dumps(verdicts)}; {len(wrong)} written wrong on purpose"
           + (f", yet correct: {', '.join(missed)}" if missed else ", none of them correct"))
     print("\n".join(phase_table(records)))
-    return done.returncode
+    print("\n".join(timeline(records, arrivals)))
+    return bench.returncode
+
+
+def watch(results: Path, bench: subprocess.Popen, started: float) -> list[float]:
+    """Seconds from the start at which each line of results.jsonl appeared (polled every 0.2 s)
+    until the bench ends: when each evaluation finished, which says where the wall time went."""
+    arrivals: list[float] = []
+    while True:
+        ended = bench.poll() is not None
+        count = len(results.read_text().splitlines()) if results.is_file() else 0
+        arrivals += [time.monotonic() - started] * (count - len(arrivals))
+        if ended:
+            return arrivals
+        time.sleep(0.2)
+
+
+def timeline(records: list[dict], arrivals: list[float]) -> list[str]:
+    """Per problem, in the order evaluated: when its first and last records came, and the gap
+    before its first (the reference's load and the wait for a build, less what overlapped)."""
+    lines = [f"\n{'problem':<20} {'n':>3} {'first s':>8} {'last s':>8} {'gap s':>7}"]
+    groups: dict[str, list[float]] = {}
+    for record, at in zip(records, arrivals):
+        groups.setdefault(record["problem"], []).append(at)
+    previous = 0.0
+    for problem, times in groups.items():
+        lines.append(f"{problem:<20} {len(times):>3} {times[0]:>8.1f} {times[-1]:>8.1f} {times[0] - previous:>7.1f}")
+        previous = times[-1]
+    return lines
 
 
 if __name__ == "__main__":
