@@ -125,3 +125,26 @@ def test_ncu_check_says_what_is_missing_and_how_to_fix_it(tmp_path):
         assert not restricted.ok and "NVreg_RestrictProfilingToAdminUsers=0" in restricted.fix
     params.write_text("RmProfilingAdminOnly: 0\n")
     assert check_ncu(True, ncu=str(fake), params=params).found.endswith("Version 2025.3.0.0; counters readable")
+
+
+def test_prepare_pch_writes_the_header_aside_and_renames_it_whole(tmp_path, monkeypatch):
+    """Builds may run while the header is made: g++ must never find a half-written one."""
+    from torch.utils import cpp_extension
+
+    if build.pch_status() == "unsupported":
+        pytest.skip("torch precompiles headers only with g++ on Linux")
+    include = tmp_path / "torch-install" / "include" / "torch"
+    include.mkdir(parents=True)
+    (include / "extension.h").write_text("#pragma once\ninline int harness_probe() { return 7; }\n")
+    header = include / "extension.h.gch"
+    monkeypatch.setattr(cpp_extension, "_TORCH_PATH", str(tmp_path / "torch-install"))
+    monkeypatch.setattr(build, "pch_path", lambda: header)
+    seen = tmp_path / "seen"
+    # the runner prefix runs the compile, after noting whether the final name existed then
+    runner = ["sh", "-c", f'test -e {header} && echo present > {seen} || echo absent > {seen}; exec "$@"', "runner"]
+    assert build.pch_status() == "missing"
+    assert build.prepare_pch(tmp_path, runner) >= 0
+    assert seen.read_text().strip() == "absent"  # compiled under another name
+    assert header.is_file() and header.stat().st_size > 0
+    assert not list(include.glob("*.partial"))
+    assert build.pch_status() == "ready"

@@ -16,7 +16,7 @@ import re
 import subprocess
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 from ..files import write_atomic
 from ..results import BuildResult
@@ -143,8 +143,7 @@ def pch_status() -> str:
     "unsupported" (torch precompiles only with g++ on Linux).
 
     Runs torch's own check with its compile step intercepted, so the answer follows
-    torch's signature rule without copying it. It swaps cpp_extension.subprocess for
-    the call: not for use while another thread of this process runs load_inline."""
+    torch's signature rule without copying it (see _header_compile)."""
     from torch.utils import cpp_extension as ext
 
     check = getattr(ext, "_check_and_build_extension_h_precompiler_headers", None)
@@ -157,26 +156,43 @@ def pch_status() -> str:
         return "unsupported"
     if not pch_path().exists():
         return "missing"
+
+    def would_build(args, run):
+        raise _WouldBuild
+
+    try:
+        with _header_compile(would_build):
+            check(None, None)
+    except _WouldBuild:
+        return "stale"
+    return "ready"
+
+
+@contextlib.contextmanager
+def _header_compile(handle):
+    """Within it, torch's precompiled-header step calls `handle(args, run)` in place of its
+    compile (`run(command)` is the real subprocess.check_output); its other subprocess calls
+    run as they are. It swaps cpp_extension.subprocess: not for use while another thread of
+    this process runs load_inline."""
+    from torch.utils import cpp_extension as ext
+
     real = ext.subprocess
 
-    class Probe:
+    class Intercepted:
         def __getattr__(self, name):
             return getattr(real, name)
 
         @staticmethod
         def check_output(args, *rest, **kwargs):
             if "c++-header" in args:
-                raise _WouldBuild
+                return handle(list(args), lambda command: real.check_output(command, *rest, **kwargs))
             return real.check_output(args, *rest, **kwargs)
 
-    ext.subprocess = Probe()
+    ext.subprocess = Intercepted()
     try:
-        check(None, None)
-    except _WouldBuild:
-        return "stale"
+        yield
     finally:
         ext.subprocess = real
-    return "ready"
 
 
 def pch_lock_path(cache_dir: Path) -> Path:
@@ -205,10 +221,15 @@ def pch_ready() -> bool:
     return pch_status() == "ready"
 
 
-def prepare_pch(cache_dir: Path) -> float:
+def prepare_pch(cache_dir: Path, runner: Sequence[str] = ()) -> float:
     """Build the precompiled header as a candidate with no extra cflags needs it,
     unless it is ready; returns the seconds spent. Holds the lock that build
-    children take around the same step. Raises PchError."""
+    children take around the same step. Raises PchError.
+
+    The header is compiled into a file of its own and renamed over torch's at the end, so
+    builds may run meanwhile: g++ opens the old header, none, or the whole new one, never a
+    half-written one. `runner` prefixes the compiler's command (`nice`, `taskset`: a bench
+    keeps it on its build cores)."""
     from torch.utils import cpp_extension
 
     directory = pch_path().parent
@@ -216,8 +237,20 @@ def prepare_pch(cache_dir: Path) -> float:
         raise PchError(f"torch's include directory {directory} is not writable, and torch writes the "
                        "precompiled header there. Use a torch installed where you can write (a virtual "
                        "environment); candidates still build without it, about 10 s slower each.")
+
+    def compile_aside(args: list[str], run):
+        final = args[args.index("-o") + 1]
+        aside = f"{final}.{os.getpid()}.partial"
+        args[args.index("-o") + 1] = aside
+        try:
+            output = run([*runner, *args])
+            os.replace(aside, final)
+            return output
+        finally:
+            Path(aside).unlink(missing_ok=True)
+
     started = time.monotonic()
-    with file_lock(pch_lock_path(cache_dir)):
+    with file_lock(pch_lock_path(cache_dir)), _header_compile(compile_aside):
         try:
             cpp_extension._check_and_build_extension_h_precompiler_headers(None, None)
         except RuntimeError as exc:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 from dataclasses import dataclass
 from typing import Optional
 
@@ -44,6 +45,12 @@ class Cores:
 
     def build_env(self) -> dict:
         return {**({CPUS_ENV: _cpus(self.build)} if self.timing else {}), NICE_ENV: str(BUILD_NICE)}
+
+    def build_prefix(self) -> list[str]:
+        """For a compiler the harness runs itself: the prefix that runs it as the build
+        children run theirs, at low priority, on the build cores where some are reserved."""
+        prefix = ["nice", "-n", str(BUILD_NICE)] if shutil.which("nice") else []
+        return prefix + (["taskset", "-c", _cpus(self.build)] if self.timing and shutil.which("taskset") else [])
 
 
 def _cpus(cores: tuple[int, ...]) -> str:
