@@ -60,7 +60,7 @@ from generate import candidate_source, write_idioms, write_quick_variants  # noq
 from harness.engine import build as builds  # noqa: E402
 from harness.engine.doctor import diagnose  # noqa: E402
 from harness import EvalOptions, EvalResult, Evaluator, ProblemError, evaluate_many, to_dict  # noqa: E402
-from harness.engine.evaluate import Built  # noqa: E402
+from harness.engine.builder import Built  # noqa: E402
 from harness.engine.cores import default_build_jobs  # noqa: E402
 
 PROBLEM = ROOT / "problems" / "layernorm_4d.py"

@@ -61,7 +61,7 @@ def measure(problem_path: Path, kernel_path: Path, reps: int, with_compile: bool
     rule = timing.StopRule(time_cap=time_cap, min_samples=20)
     runs = []
     for _ in range(reps):
-        runs.append(timing.time_interleaved({name: timing.Timed(make, m) for name, m in models.items()}, device, rule))
+        runs.append(timing.time_interleaved({name: timing.Entry(make, m) for name, m in models.items()}, device, rule))
     row = {}
     for name, model in models.items():
         medians = [r[name].median for r in runs]

@@ -21,7 +21,7 @@ _API = {
     "Problem": "harness.problem", "ProblemError": "harness.problem", "load_problem": "harness.problem",
     "DeviceInfo": "harness.device", "describe": "harness.device", "default_device": "harness.device",
     "evaluate": "harness.engine.evaluate", "Evaluator": "harness.engine.evaluate",
-    "EvalOptions": "harness.engine.evaluate",
+    "EvalOptions": "harness.engine.options",
     "evaluate_many": "harness.engine.pool", "Pool": "harness.engine.pool",
     "RunStore": "harness.runs.store", "Run": "harness.runs.store", "Round": "harness.runs.store",
     "StoreError": "harness.runs.store", "Settings": "harness.runs.settings",
@@ -50,7 +50,8 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from .cli.main import main
     from .device import DeviceInfo, default_device, describe
-    from .engine.evaluate import EvalOptions, Evaluator, evaluate
+    from .engine.evaluate import Evaluator, evaluate
+    from .engine.options import EvalOptions
     from .engine.pool import Pool, evaluate_many
     from .errors import HarnessError
     from .loop.loop import Loop

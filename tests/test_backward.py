@@ -11,7 +11,7 @@ from conftest import CANDIDATES, PROBLEMS, REPO
 from harness import Verdict, evaluate, evaluate_many
 from harness.results import tolerance_text
 from harness.cli.bench import _backward_as_recorded
-from harness.engine.evaluate import NoBackward
+from harness.engine.children import NoBackward
 from harness.suite.jobs import SuiteError
 from harness.suite.records import PROBLEM_ERROR, SKIPPED, BenchRecord, read_records
 from harness.suite.summary import summarize

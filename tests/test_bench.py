@@ -313,7 +313,7 @@ def test_a_problem_opened_unloaded_has_its_processes_importing_and_loads_when_ev
     waiting = Opened([jobs[0]], cpu_options, None, Builds(1), loaded=False)
     pool = waiting.ready()
     evaluator = pool.evaluators[0]
-    blank = evaluator._blank_oracle
+    blank = evaluator.children._blank_oracle
     assert evaluator.oracle is None and blank.alive() and not evaluator.oracle_info.ready
     (result,) = pool.evaluate([jobs[0].candidate])
     assert result.verdict.value == "correct", result.explanation
@@ -321,7 +321,7 @@ def test_a_problem_opened_unloaded_has_its_processes_importing_and_loads_when_ev
     waiting.close()
 
     never = Opened([jobs[1]], cpu_options, None, Builds(1), loaded=False)
-    blank = never.ready().evaluators[0]._blank_oracle
+    blank = never.ready().evaluators[0].children._blank_oracle
     never.close()
     assert not blank.alive() and never.pool.evaluators[0].oracle is None
 
@@ -335,7 +335,7 @@ def test_a_problem_opened_unloaded_loads_on_request_in_the_process_started_for_i
         opened.load()
         evaluator = opened.ready().evaluators[0]
         oracle = evaluator.oracle
-        assert evaluator.oracle_info.ready and evaluator._blank_oracle is None and oracle.alive()
+        assert evaluator.oracle_info.ready and evaluator.children._blank_oracle is None and oracle.alive()
     finally:
         opened.close()
     assert not oracle.alive()

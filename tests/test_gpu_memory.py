@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from harness.engine.evaluate import EvalOptions, Evaluator, in_process_need
+from harness.engine.evaluate import EvalOptions, Evaluator
+from harness.engine.footprint import in_process_need
 from harness.suite.jobs import write_copy
 
 pytestmark = pytest.mark.gpu

@@ -52,7 +52,7 @@ def test_a_spawned_evaluator_loads_the_problem_only_when_started(cpu_options):
     for GPU memory); start_oracle then tells that very process the problem."""
     with Evaluator(SMALL, cpu_options) as evaluator:
         evaluator.spawn()
-        blank = evaluator._blank_oracle
+        blank = evaluator.children._blank_oracle
         assert evaluator.oracle is None and blank.alive() and not evaluator.oracle_info.ready
         evaluator.start_oracle()
         assert evaluator.oracle is blank and evaluator.oracle_info.ready

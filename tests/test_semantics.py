@@ -5,7 +5,8 @@ import dataclasses
 import pytest
 
 from conftest import CANDIDATES, PROBLEMS
-from harness.engine.evaluate import DoesNotFit, Evaluator, evaluate
+from harness.engine.evaluate import Evaluator, evaluate
+from harness.engine.footprint import DoesNotFit
 from harness.results import Verdict
 
 BATCHNORM = PROBLEMS / "batchnorm_train.py"

@@ -185,10 +185,11 @@ def test_the_reference_twins_are_timed_once_per_problem_and_their_spread_recorde
 
 def test_parameters_too_big_to_copy_twice_leave_the_spread_unmeasured_and_say_so(cpu_options, monkeypatch):
     from harness.engine import evaluate as engine
+    from harness.engine import footprint
     from harness.loop.feedback import warning_lines
 
-    monkeypatch.setattr(engine, "PLACEMENT_SHARE", 0.0)  # no room for twins
-    monkeypatch.setattr(engine, "PLACEMENT_FLOOR", 0)
+    monkeypatch.setattr(footprint, "PLACEMENT_SHARE", 0.0)  # no room for twins
+    monkeypatch.setattr(footprint, "PLACEMENT_FLOOR", 0)
     with engine.Evaluator(PROBLEMS / "small_layernorm.py", cpu_options, keep_spare=False) as evaluator:
         result = evaluator.evaluate(CANDIDATES / "py_correct.py")
     assert result.verdict is Verdict.CORRECT, result.explanation

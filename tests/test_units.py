@@ -6,7 +6,7 @@ import torch
 from harness.engine.build import first_errors
 from harness.engine.channel import Unsupported
 from harness.engine.check import compare
-from harness.engine.timing import StopRule, Timed, time_interleaved
+from harness.engine.timing import Entry, StopRule, time_interleaved
 from harness.stats import rel_se_of_median, summarize
 
 TOL = lambda dtype: (1e-4, 1e-4)  # noqa: E731
@@ -83,8 +83,8 @@ def test_host_submit_time_is_the_call_alone():
         time.sleep(0.004)
         return torch.ones(1)
 
-    timings = time_interleaved({"slow": Timed(lambda seed: [], slow_to_submit),
-                                "quick": Timed(lambda seed: [], lambda: torch.ones(1))},
+    timings = time_interleaved({"slow": Entry(lambda seed: [], slow_to_submit),
+                                "quick": Entry(lambda seed: [], lambda: torch.ones(1))},
                                torch.device("cpu"), StopRule(min_samples=5, max_samples=5, warmup_calls=1))
     slow, quick = timings["slow"], timings["quick"]
     assert 4.0 <= slow.submit_median and 4.0 <= slow.median

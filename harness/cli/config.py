@@ -28,7 +28,7 @@ import tomllib
 
 from ..device import default_device, physical_gpu, require_cuda, visible_gpus
 from ..engine.device_lock import device_key, held_devices, pick_gpu
-from ..engine.evaluate import EvalOptions
+from ..engine.options import EvalOptions
 from ..engine.process import MAX_PROCESSES
 from ..errors import HarnessError
 from ..runs.settings import PRICE_KINDS, Evaluation, Settings

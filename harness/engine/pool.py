@@ -20,7 +20,9 @@ from typing import Callable, Iterable, Optional, Sequence, Union
 from ..problem import Problem, ProblemError, load_problem
 from ..results import Environment, EvalResult, Timing
 from .cores import build_slots, default_build_jobs
-from .evaluate import Built, EvalOptions, Evaluator
+from .builder import Built, Builder
+from .evaluate import Evaluator
+from .options import EvalOptions
 from .protocol import OracleReady
 
 Event = Callable[[int, str], None]  # (candidate index, phase)
@@ -55,10 +57,10 @@ class Builds:
         builds once every pool has taken its candidates, so only after an error or an interrupt)."""
         self._executor.shutdown(wait=False, cancel_futures=True)
 
-    def submit(self, builder: Evaluator, candidate: str | Path, on_phase: Optional[Callable[[str], None]] = None
+    def submit(self, builder: Builder, candidate: str | Path, on_phase: Optional[Callable[[str], None]] = None
                ) -> "Future[Built]":
-        """`builder` is any Evaluator of the candidate's problem and options: building needs
-        its problem, cache and limits, not its device or its processes."""
+        """`builder` is the Builder of the candidate's problem and options: building needs
+        its problem, cache and limits, not a device or a reference process."""
         self._count(total=1)
 
         def build() -> Built:
@@ -105,6 +107,7 @@ class Pool:
         self.problem = problem if isinstance(problem, Problem) else load_problem(problem)
         slots = [dataclasses.replace(options, gpu=g) for g in gpus] if gpus else [options]
         self.evaluators = [Evaluator(self.problem, slot, keep_spare=keep_spare) for slot in slots]
+        self.builder = Builder(self.problem, options)  # builds run on the CPU, for every slot alike
         self.builders = builders or Builds(build_jobs or default_build_jobs(options.device))
         self._own_builders = builders is None
 
@@ -196,7 +199,7 @@ class Pool:
             for count, candidate in enumerate(candidates, 1):
                 index = count - 1
                 future = candidate if isinstance(candidate, Future) else self.builders.submit(
-                    self.evaluators[0], candidate, lambda p, i=index: notify(i, p))
+                    self.builder, candidate, lambda p, i=index: notify(i, p))
                 future.add_done_callback(lambda f, i=index: handed(i, f))
                 submitted.append(future)
             for _ in submitted:

@@ -85,12 +85,15 @@ class OracleSpec:
 # --- requests -----------------------------------------------------------------
 
 @dataclass
-class Rule:
-    """When timing stops (timing.StopRule's fields)."""
+class StopRule:
+    """When timing stops (timing.time_interleaved): the one rule from the options to the worker."""
 
-    target_rel_se: float
-    time_cap: float
-    min_samples: int
+    target_rel_se: float = 0.002
+    min_samples: int = 10
+    max_samples: int = 2000
+    time_cap: float = 10.0  # seconds for the whole sampling stage
+    warmup_calls: int = 3
+    sync_samples: int = 10  # GPU: synchronous samples that look for work off the current stream
 
 
 @dataclass
@@ -98,7 +101,7 @@ class Request:
     cmd: Command
     seed: Optional[int] = None  # TRIAL, GRAPH
     last: bool = False  # GRAPH: no replay follows, so the graph's captured inputs can go before the reply
-    rule: Optional[Rule] = None  # TIME, TIME_REFERENCE
+    rule: Optional[StopRule] = None  # TIME, TIME_REFERENCE
     compile_baseline: bool = False  # TIME_REFERENCE
     # TIME, TIME_REFERENCE: also time the reference under PyTorch's default float32 settings
     default_numerics: bool = False

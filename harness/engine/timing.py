@@ -32,6 +32,7 @@ import torch
 
 from ..results import Timing
 from ..stats import rel_se_of_median, summarize
+from .protocol import StopRule
 
 # Taken at import, before any candidate code runs in this process.
 _perf_counter = time.perf_counter
@@ -83,20 +84,12 @@ def l2_persistence(stream: int) -> tuple[int, int]:
 
 
 @dataclass
-class Timed:
+class Entry:
+    """One callable that time_interleaved times beside the others (protocol.Timed is the reply)."""
+
     make_args: Callable[[int], list]  # fresh inputs for one call, from a seed
     fn: Callable
     observe: Optional[Callable[[int, Any], None]] = None  # sees (seed, output) of each timed call
-
-
-@dataclass
-class StopRule:
-    target_rel_se: float = 0.002
-    min_samples: int = 10
-    max_samples: int = 2000
-    time_cap: float = 10.0  # seconds for the whole sampling stage
-    warmup_calls: int = 3
-    sync_samples: int = 10  # GPU: synchronous samples that look for work off the current stream
 
 
 def _cpu_cache_bytes() -> int:
@@ -129,14 +122,14 @@ class Clock:
         else:
             self.method = "perf_counter"
 
-    def _prepare(self, timed: Timed, seed: int) -> list:
+    def _prepare(self, timed: Entry, seed: int) -> list:
         args = timed.make_args(seed)
         if self.reset_persistence:
             self.reset_persistence()
         self.flush_buffer.zero_()
         return args
 
-    def queue(self, timed: Timed, seed: int) -> tuple[Any, float]:
+    def queue(self, timed: Entry, seed: int) -> tuple[Any, float]:
         """Queue one sample; returns what `elapsed` reads once the device is synchronized,
         and the host's milliseconds until the call returned."""
         args = self._prepare(timed, seed)
@@ -161,7 +154,7 @@ class Clock:
         submit = (returned - t0) * 1e3
         return ((start, end) if self.cuda else submit), submit
 
-    def synchronous(self, timed: Timed, seed: int) -> float:
+    def synchronous(self, timed: Entry, seed: int) -> float:
         """One GPU sample that waits for the whole device before its end: every stream counts."""
         args = self._prepare(timed, seed)
         _synchronize()
@@ -192,14 +185,14 @@ class Clock:
         return token
 
 
-def time_interleaved(entries: dict[str, Timed], device: torch.device, rule: StopRule) -> dict[str, Timing]:
+def time_interleaved(entries: dict[str, Entry], device: torch.device, rule: StopRule) -> dict[str, Timing]:
     rng = random.Random(os.urandom(16))
     clock = Clock(device)
     for timed in entries.values():
-        warm = Timed(timed.make_args, timed.fn)  # warm-up calls are neither timed nor observed
+        warm = Entry(timed.make_args, timed.fn)  # warm-up calls are neither timed nor observed
         for _ in range(rule.warmup_calls):
             clock.queue(warm, rng.getrandbits(63))
-    empty = Timed(lambda seed: [], lambda: None)
+    empty = Entry(lambda seed: [], lambda: None)
     clock.settle()
     tokens = [clock.queue(empty, 0)[0] for _ in range(10)]
     if clock.cuda:

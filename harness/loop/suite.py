@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..engine.evaluate import EvalOptions
+from ..engine.options import EvalOptions
 from ..engine.cores import default_build_jobs
 from ..engine.pool import Builds, Pool
 from ..errors import HarnessError

@@ -21,7 +21,7 @@ from .store import (ANSWER_FILE, BUILD_LOG, CANDIDATE_FILE, EVAL_FILE, PROMPT_FI
                     StoreError)
 
 if TYPE_CHECKING:
-    from ..engine.evaluate import EvalOptions
+    from ..engine.options import EvalOptions
 
 # The round files `show --round N` can print, by flag name.
 ROUND_FILES = {"source": CANDIDATE_FILE, "prompt": PROMPT_FILE, "answer": ANSWER_FILE, "log": BUILD_LOG}

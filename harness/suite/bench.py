@@ -25,9 +25,13 @@ from typing import Callable, Optional, Sequence
 
 from ..engine import build as builds
 from ..engine.cores import default_build_jobs, split_cores
-from ..engine.evaluate import CHECKING, Built, EvalOptions, Evaluator, NoBackward, footprint
+from ..engine.builder import Built, Builder
+from ..engine.children import NoBackward
+from ..engine.footprint import footprint
+from ..engine.options import EvalOptions
+from ..engine.phases import Phase as Step
 from ..engine.pool import Builds, Counts, Pool
-from ..problem import ProblemError
+from ..problem import ProblemError, load_problem
 from ..results import EvalResult
 from .jobs import Job
 from .records import BenchRecord, ResultLog, problem_failure, record_of
@@ -203,7 +207,7 @@ class Bench:
         """The group's builds, handed to the bench's Builds now; None where its problem cannot
         be loaded (its pool says why, in a record per candidate)."""
         try:
-            builder = Evaluator(group[0].problem, replace(self.options, gpu=self.slots[0]), keep_spare=False)
+            builder = Builder(load_problem(group[0].problem), replace(self.options, gpu=self.slots[0]))
         except ProblemError:
             return None
         assert self.builds is not None
@@ -277,7 +281,7 @@ def evaluate_problem(name: str, opened: Opened, on_record: Recorded, on_phase: P
 
     def on_event(index: int, phase: str) -> None:
         nonlocal prefetch
-        if phase == CHECKING and prefetch and pool:
+        if phase == Step.CHECK.doing and prefetch and pool:
             prefetch, told = None, prefetch
             told(pool)
         on_phase(name, f"{group[index].level}/{group[index].problem.stem} {group[index].label}: {phase}")

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
-from ..engine.evaluate import EvalOptions
+from ..engine.options import EvalOptions
 from ..engine.cores import default_build_jobs
 from ..engine.pool import Builds
 from ..engine.process import REGISTRY, end_leftovers

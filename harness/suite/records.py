@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Optional
 
-from ..engine.evaluate import in_process_need
+from ..engine.footprint import in_process_need
 from ..engine.protocol import OracleReady
 from ..results import EvalResult, from_dict, to_dict
 from .jobs import Job, SuiteError

@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from ...results import as_list
-from ..timing import Timed
+from ..timing import Entry
 
 # the upstream gradients' seeds are the trial's, moved off the one its inputs are drawn from
 UPSTREAM_SALT = 0x5DEECE66D
@@ -128,11 +128,11 @@ def trial(training: Training, inputs: list, seed: int, device: torch.device, dig
 
 
 def timed(make_inputs: Callable[[int], list], fn: Callable, params: list, found: list[Meta], device: torch.device,
-          observe: Optional[Callable] = None, wrap: Callable[[Callable], Callable] = lambda f: f) -> Timed:
+          observe: Optional[Callable] = None, wrap: Callable[[Callable], Callable] = lambda f: f) -> Entry:
     """A timing entry for `fn`'s forward and backward; `wrap` goes around the whole call (the
     default float32 settings apply to the backward too)."""
     training = Training(fn, params)
-    return Timed(TrainArgs(make_inputs, found, device, training), wrap(training), observe)
+    return Entry(TrainArgs(make_inputs, found, device, training), wrap(training), observe)
 
 
 # A gradient that sums over the batch (a weight's: over every position of every sample) carries

@@ -161,7 +161,7 @@ def candidate_role(conn, header: dict) -> None:
             # device work then follows every timed call alike, not the candidate's alone
             mirrored = TimedOutputs(device)
             try:
-                rule = timing.StopRule(**to_dict(request.rule))
+                rule = request.rule
                 _unpark(parking)
                 entries = (_training_entries(problem, device, reference, candidate, matched, observed, mirrored,
                                              request.default_numerics) if spec.backward else
@@ -185,18 +185,18 @@ def candidate_role(conn, header: dict) -> None:
 
 
 def _forward_entries(problem, device: torch.device, reference, candidate, observed: TimedOutputs,
-                     mirrored: TimedOutputs, default_numerics: bool) -> dict[str, timing.Timed]:
+                     mirrored: TimedOutputs, default_numerics: bool) -> dict[str, timing.Entry]:
     # each model its own inputs, kept in the same tensors call after call where small
-    entries = {"candidate": timing.Timed(_SameTensors(problem, device), candidate, observed.observe),
-               "reference": timing.Timed(_SameTensors(problem, device), reference, mirrored.observe)}
+    entries = {"candidate": timing.Entry(_SameTensors(problem, device), candidate, observed.observe),
+               "reference": timing.Entry(_SameTensors(problem, device), reference, mirrored.observe)}
     if default_numerics:  # eager as users run it, beside the candidate too
-        entries["reference_defaults"] = timing.Timed(_SameTensors(problem, device),
+        entries["reference_defaults"] = timing.Entry(_SameTensors(problem, device),
                                                      _at_default_numerics(reference), mirrored.observe)
     return entries
 
 
 def _training_entries(problem, device: torch.device, reference, candidate, matched, observed: TimedOutputs,
-                      mirrored: TimedOutputs, default_numerics: bool) -> dict[str, timing.Timed]:
+                      mirrored: TimedOutputs, default_numerics: bool) -> dict[str, timing.Entry]:
     """--backward: forward and backward as one timed call under the usual keys, and each forward
     alone beside them (unchecked, shown only)."""
     found = _output_metas(reference, inputs_from_seed(problem, device, new_seed()))
@@ -208,8 +208,8 @@ def _training_entries(problem, device: torch.device, reference, candidate, match
     if default_numerics:
         entries["reference_defaults"] = _timed_training(_SameTensors(problem, device), reference, own, found, device,
                                                         mirrored.observe, _at_default_numerics)
-    entries["candidate_forward"] = timing.Timed(_SameTensors(problem, device), candidate)
-    entries["reference_forward"] = timing.Timed(_SameTensors(problem, device), reference)
+    entries["candidate_forward"] = timing.Entry(_SameTensors(problem, device), candidate)
+    entries["reference_forward"] = timing.Entry(_SameTensors(problem, device), reference)
     return entries
 
 

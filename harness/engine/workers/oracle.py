@@ -328,9 +328,9 @@ def oracle_role(conn, header: dict) -> None:
                 # --backward: what each timed call's upstream gradients are drawn for
                 found = backward.output_metas(reference, make_inputs(new_seed())) if spec.backward else None
 
-                def entry(fn, model=reference, wrap=lambda f: f) -> timing.Timed:
+                def entry(fn, model=reference, wrap=lambda f: f) -> timing.Entry:
                     if found is None:
-                        return timing.Timed(make_inputs, wrap(fn))
+                        return timing.Entry(make_inputs, wrap(fn))
                     return backward.timed(make_inputs, fn, backward.own_parameters(model), found, device, wrap=wrap)
                 entries = {"reference": entry(reference)}
                 if request.default_numerics:
@@ -343,7 +343,7 @@ def oracle_role(conn, header: dict) -> None:
                     entries["compiled"] = entry(compiled)
                     if request.default_numerics:
                         entries["compiled_defaults"] = entry(compiled, wrap=at_default_numerics)
-                results = timing.time_interleaved(entries, device, timing.StopRule(**to_dict(request.rule)))
+                results = timing.time_interleaved(entries, device, request.rule)
             except BaseException as exc:  # noqa: BLE001
                 channel.send(conn, error_message(_failure(exc), exc))
                 return

@@ -1,0 +1,155 @@
+"""The build step of an evaluation: the static check, then a build child that imports (and so
+compiles) the candidate into its cache entry. It needs CPU cores, the problem and the cache, not a
+device or a reference process, so a pool runs many at once with one Builder per problem."""
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Optional
+
+from ..device import gpu_arch
+from ..integrity import static
+from ..problem import Problem
+from ..results import BuildResult, EvalResult, Verdict, to_dict
+from . import build as builds
+from .cores import split_cores
+from .options import EvalOptions
+from .phases import Notify, Phase, quiet
+from .process import Child
+from .protocol import BuildDone, BuildSpec
+from .verdicts import Deadline, Stop, child_error, compile_errors, read_reply, received
+
+
+@dataclass
+class Built:
+    """A candidate after its build step; `failed` means `result` is already final."""
+
+    path: Path
+    entry: Optional[builds.BuildEntry]
+    result: EvalResult
+    started: float
+    failed: bool = False
+
+
+# The build children running in this process, any builder's (a bench runs many): the retimes
+# before an accusation stop them, so the compiler's load is not on the candidate's side alone.
+_RUNNING_BUILDS: set[Child] = set()
+_BUILDS_LOCK = threading.Lock()
+
+
+@contextmanager
+def paused(children: list[Child]) -> Iterator[None]:
+    """These children stopped (SIGSTOP) while the block runs."""
+    for child in children:
+        child.pause()
+    try:
+        yield
+    finally:
+        for child in children:
+            child.resume()
+
+
+def builds_paused():
+    """Every build child of this process stopped while the block runs."""
+    with _BUILDS_LOCK:
+        return paused(list(_RUNNING_BUILDS))
+
+
+def import_spec(path: Path, entry: builds.BuildEntry) -> BuildSpec:
+    """What a child needs to import (and, the first time, build) a candidate from its cache entry."""
+    return BuildSpec(str(path.resolve()), str(entry.lock_path), str(entry.pch_lock_path))
+
+
+class Builder:
+    """Builds the candidates of one problem under one set of options."""
+
+    def __init__(self, problem: Problem, options: EvalOptions):
+        self.problem, self.options = problem, options
+        self.backward = options.backward or problem.backward  # a problem's BACKWARD = True asks for it too
+        self.cache = options.resolved_cache()
+        self.arch = gpu_arch(options.device, options.gpu)
+        self.cores = split_cores(options.device)  # builds on the cores the timing side does not keep
+        self.limits, self.registry = options.limits(), options.registry()
+
+    def build(self, candidate: str | Path, on_phase: Optional[Notify] = None) -> Built:
+        """The static check, then the build; a candidate refused or failed here is `failed`."""
+        started = time.monotonic()
+        path = Path(candidate)
+        tolerances = self.problem.tolerance_table(self.options.atol, self.options.rtol, False)
+        result = EvalResult(Verdict.CRASHED, "", problem=self.problem.path, candidate=str(path),
+                            model_mode=self.options.model_mode, tolerance=tolerances["float32"],
+                            tolerance_given=self.options.atol is not None or self.options.rtol is not None,
+                            backward=self.backward)
+        try:
+            source = path.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            result.verdict, result.explanation = Verdict.IMPORT_ERROR, f"Candidate file {path} cannot be read: {exc}."
+            return Built(path, None, result, started, failed=True)
+        result.candidate_hash = hashlib.sha256(source.encode()).hexdigest()
+        report = static.analyse(source, self.problem.source)
+        result.details["static"] = to_dict(report)  # for a person; no code reads it back
+        if unparsed := static.syntax_error(report):  # a build could only end in a failed import
+            result.verdict = Verdict.IMPORT_ERROR
+            result.explanation = (f"{Verdict.IMPORT_ERROR.sentence} It is not valid Python, so nothing was "
+                                  f"built: {unparsed}.")
+            return Built(path, None, result, started, failed=True)
+        refusal = static.static_verdict(report, self.options.policy)
+        if refusal:
+            result.verdict, result.explanation = Verdict.REJECTED, f"{Verdict.REJECTED.sentence} {refusal}"
+            return Built(path, None, result, started, failed=True)
+        result.warnings.extend(static.warnings(report))
+        entry = builds.BuildEntry(self.cache, source, self.arch)
+        (on_phase or quiet)(Phase.BUILD.doing)
+        try:
+            # nothing to compile: the worker's own import is the whole build
+            result.build = (BuildResult(ok=True, seconds=0.0, key=entry.key) if "no_kernel" in report.codes()
+                            else self._compile(path, entry))
+            result.phase_seconds[Phase.BUILD.value] = result.build.seconds  # 0 for a cached build
+        except Stop as stop:
+            stop.fill(result)
+            result.seconds = time.monotonic() - started
+            return Built(path, entry, result, started, failed=True)
+        return Built(path, entry, result, started)
+
+    def _compile(self, path: Path, entry: builds.BuildEntry) -> BuildResult:
+        cached = entry.recorded()
+        if cached and cached.ok:
+            return BuildResult(ok=True, seconds=0.0, cached=True, key=entry.key, log_path=cached.log_path)
+        if cached:  # a compile error belongs to the source: the same file fails the same way again
+            failed = BuildResult(False, 0.0, cached=True, key=entry.key, log_path=cached.log_path,
+                                 first_errors=cached.first_errors)
+            stop = Stop(Verdict.COMPILE_ERROR, compile_errors(failed, "(cached: this source failed before) "))
+            stop.build = failed
+            raise stop
+        started = time.monotonic()
+        entry.dir.mkdir(parents=True, exist_ok=True)
+        child = Child("build", entry.log_path, env={**self.options.child_env(entry), **self.cores.build_env()},
+                      limits=self.limits, registry=self.registry)
+        limit = self.options.build_timeout
+        with _BUILDS_LOCK:
+            _RUNNING_BUILDS.add(child)
+        try:
+            child.send(to_dict(import_spec(path, entry)))
+            done = read_reply(BuildDone, received(child, Deadline(started + limit, limit, "the build timeout"),
+                                                  "building"))
+        finally:
+            with _BUILDS_LOCK:
+                _RUNNING_BUILDS.discard(child)
+            child.stop()
+        seconds = time.monotonic() - started
+        if done.error:
+            stop = child_error(done, "importing (building) the candidate")
+            errors = builds.first_errors(builds.log_tail(entry.log_path))
+            stop.build = BuildResult(False, seconds, key=entry.key, log_path=str(entry.log_path),
+                                     first_errors=errors)
+            if stop.verdict is Verdict.COMPILE_ERROR and errors:
+                stop.explanation = compile_errors(stop.build)
+                entry.record(stop.build)
+            raise stop
+        record = BuildResult(True, seconds, key=entry.key, log_path=str(entry.log_path))
+        entry.record(record)
+        return record

@@ -1,0 +1,330 @@
+"""The processes of one problem on one device: the reference process (the oracle), which runs no
+candidate code, and a fresh worker per candidate, with a spare importing torch ahead and the next
+candidate staged. Talking to them (a reply read as the protocol's type, a failure turned into the
+problem's error or the candidate's verdict), moving both to another shape, and the device's lock."""
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from typing import Iterator, Optional
+
+from ..device import require_cuda
+from ..files import new_seed
+from ..problem import Problem, ProblemError
+from ..results import EvalResult, Verdict, from_dict, shape_label, to_dict
+from .builder import Built, import_spec, paused
+from .cores import split_cores
+from .device_lock import DeviceLock, device_key
+from .environment import collect_environment
+from .footprint import DoesNotFit, fit_refusal
+from .options import EvalOptions
+from .phases import Notify, quiet
+from .process import Child, ChildBrokeProtocol, ChildDied, ChildTimeout, prune_logs
+from .protocol import (CandidateReady, CandidateSpec, Command, OracleHolding, OracleReady, OracleSpec, Reply, Request,
+                       ShapeSet)
+from .verdicts import R, Deadline, Stop, after, child_error, read_reply, received, refuse_tampering
+
+MANY_CORES = (os.cpu_count() or 1) >= 8
+ORACLE_START_S = 120.0
+DEVICE_WAIT_S = 24 * 3600.0  # the most a prepared reference waits for another's timing to end
+
+
+class NoBackward(ProblemError):
+    """Under --backward: the problem's outputs have no gradient (argmax), so there is no backward to check."""
+
+
+class Children:
+    """The reference process, kept across candidates, and each candidate's worker."""
+
+    def __init__(self, problem: Problem, options: EvalOptions, backward: bool, keep_spare: bool = True):
+        require_cuda(options.device)
+        self.problem, self.options, self.backward = problem, options, backward
+        self.cache = options.resolved_cache()
+        self.logs = options.logs()
+        prune_logs(self.logs)
+        self.registry, self.limits = options.registry(), options.limits()
+        self.cores = split_cores(options.device)  # timing processes on their own cores, builds on the rest
+        self.seeds = {"init_seed": new_seed(), "param_seed": new_seed()}
+        self.oracle: Optional[Child] = None
+        self.oracle_info = OracleReady()
+        self.problem_warnings: list[str] = []
+        self.environment = None
+        self.memory: dict[str, dict[str, int]] = {}  # peak bytes by process, as their replies said
+        self.keep_spare = keep_spare  # for evaluators that will see more than one candidate
+        self._spare: Optional[Child] = None
+        self._staged: Optional[tuple[Built, Child]] = None  # the next candidate, importing ahead
+        self._blank_oracle: Optional[Child] = None  # a reference process importing, not yet told the problem
+        self._spawned = 0
+        self.current: Optional[Child] = None  # the worker in flight
+        self._closed = False  # after close, a timing thread still running starts no process
+
+    def close(self) -> None:
+        self._closed = True
+        self.end()
+
+    def end(self) -> None:
+        """Every process of this problem ended (a problem's failure, or close)."""
+        if self.current:
+            self.current.kill()
+        if self._spare:
+            self._spare.kill()
+            self._spare = None
+        if self._staged:
+            self._staged[1].kill()
+            self._staged = None
+        if self._blank_oracle:
+            self._blank_oracle.kill()
+            self._blank_oracle = None
+        if self.oracle:
+            self.oracle.stop()
+            self.oracle = None
+
+    # -- the reference process -------------------------------------------------
+
+    def start_oracle(self, hold_device: bool = False) -> None:
+        """Start the reference process; a broken problem raises ProblemError. `hold_device`: it
+        loads the problem holding the device's lock, waiting (its imports done) for any timing there."""
+        if self.oracle and self.oracle.alive():
+            return
+        blank, self._blank_oracle = self._blank_oracle, None
+        self.oracle = blank if blank and blank.alive() else self._spawn_oracle()
+        self.oracle.send(to_dict(OracleSpec(self.problem.path, self.options.device, self.tolerances(),
+                                            str(self.cache), model_mode=self.options.model_mode,
+                                            device_key=self.device_key if hold_device else "",
+                                            backward=self.backward,
+                                            grad_tolerances=self.tolerances(gradients=True),
+                                            grad_rounding=self._grad_rounding(),
+                                            **self.seeds)))
+        if hold_device:
+            self.oracle_says(after(DEVICE_WAIT_S, "the longest wait for another timing"), OracleHolding,
+                             "waiting for the device")
+        # the reference's own start (torch's import, the problem's lint) is no candidate's run: a short
+        # --run-timeout meant for candidates must not fail it on a busy machine
+        start = max(self.options.run_timeout, ORACLE_START_S)
+        ready = self.oracle_says(after(start, "the longer of the run timeout and the reference's start limit"),
+                                 OracleReady, "loading the problem")
+        self.oracle_info = ready
+        self.problem_warnings = list(ready.warnings)
+        if self.backward and ready.no_backward:
+            self.end()
+            raise NoBackward(f"Problem file {self.problem.path}: {ready.no_backward}.")
+        refusal = fit_refusal(self.problem, ready, self.options.device, self.options.memory_limit,
+                              self.limits.host_memory)
+        if refusal:
+            self.end()
+            raise DoesNotFit(refusal)
+        self.environment = collect_environment(self.options.device, ready.device_name, ready.capability)
+
+    def tolerances(self, gradients: bool = False) -> dict[str, list[float]]:
+        return self.problem.tolerance_table(self.options.atol, self.options.rtol, gradients)
+
+    def _grad_rounding(self) -> bool:
+        """The gradients' atol gains the reference's own rounding unless a tolerance was given."""
+        p, o = self.problem, self.options
+        return self.backward and all(t is None for t in (p.grad_atol, p.grad_rtol, o.atol, o.rtol))
+
+    def _spawn_oracle(self, spare: bool = False) -> Child:
+        log = self.logs / f"oracle-{self.problem.name}-{os.getpid()}-{self.options.gpu or 0}.log"
+        return Child("oracle", log, env=self._start_env(spare), registry=self.registry)
+
+    def spawn(self) -> None:
+        """Start the reference process and a spare worker for the first candidate without the
+        problem, at low priority: they import torch (seconds) but hold no GPU memory until
+        start_oracle and the first candidate. A bench starts a problem so while others are timed."""
+        if self._spare is None:
+            self._spare = self._spawn_worker(spare=True)
+        if not (self.oracle and self.oracle.alive()) and self._blank_oracle is None:
+            self._blank_oracle = self._spawn_oracle(spare=True)
+
+    def prepare(self) -> None:
+        """Start the reference process, and a spare worker importing beside it for the first
+        candidate (a bench does this for the next problem while the current one is checked).
+        Both import torch at low priority; the reference then loads its problem holding the
+        device (the oracle takes its lock), so its calls never run beside a timing there."""
+        self.spawn()
+        self.start_oracle(hold_device=True)
+
+    def oracle_says(self, deadline: Deadline, kind: type[R], doing: str) -> R:
+        """The reference process's next reply, to the step it is `doing`. Its failure is the problem's,
+        and ends the process, with a message naming the step, its limit and the time spent; running
+        out of memory is the device's limit."""
+        log = self.oracle.log_path
+        try:
+            reply = from_dict(kind, self.oracle.recv(deadline.at).header)
+        except ChildTimeout:
+            self.end()
+            raise ProblemError(f"Problem file {self.problem.path}: the reference process was still {doing} "
+                               f"after {deadline.limit:.0f} s ({deadline.basis}) and was stopped; see {log}.") from None
+        except ChildDied as exc:
+            self.end()
+            raise ProblemError(f"Problem file {self.problem.path}: the reference process {exc.status} while "
+                               f"{doing}, {deadline.spent:.1f} s into it; see {log}.") from None
+        except ChildBrokeProtocol as exc:
+            self.end()
+            raise ProblemError(f"Problem file {self.problem.path}: while {doing}, the reference process wrote "
+                               f"something that is not a message of the protocol ({exc}); see {log}.") from None
+        if reply.error == "out_of_memory":
+            self.oracle.stop()
+            self.oracle = None
+            first = str(reply.message).strip().splitlines()[:1]
+            if kind in (OracleHolding, OracleReady):
+                raise DoesNotFit(f"Problem file {self.problem.path}: the reference ran out of memory while it was "
+                                 f"being loaded and linted ({''.join(first)}); the problem does not fit the "
+                                 "device's free memory. Make get_inputs() smaller, or free the device.")
+            raise Stop(Verdict.RUNTIME_ERROR, f"The reference process ran out of GPU memory while {doing}, beside "
+                       f"this candidate's process: {''.join(first)}", exception=reply.exception)
+        if reply.error:
+            self.end()
+            raise ProblemError(f"Problem file {self.problem.path} could not be used: "
+                               f"{reply.exception}: {reply.message}".strip())
+        _note_memory(self.memory.setdefault("reference", {}), reply)
+        return reply
+
+    # -- the candidate's worker -------------------------------------------------
+
+    def _spawn_worker(self, spare: bool = False) -> Child:
+        if self._closed:
+            raise ChildDied("was not started: the evaluator is closed")
+        self._spawned += 1
+        log = self.logs / f"worker-{os.getpid()}-{self.options.gpu or 0}-{self._spawned}.log"
+        return Child("candidate", log, env=self._start_env(spare), limits=self.limits, registry=self.registry)
+
+    def _take_worker(self) -> Child:
+        """The spare worker if one is ready, else a fresh one."""
+        spare, self._spare = self._spare, None
+        return spare if spare and spare.alive() else self._spawn_worker()
+
+    def keep_a_spare(self) -> None:
+        """A worker importing torch now, for the candidate after the next."""
+        if self.keep_spare and MANY_CORES:
+            self._spare = self._spare or self._spawn_worker(spare=True)
+
+    def stage(self, built: Built) -> None:
+        """Start importing the candidate `run` will see next, while this one is checked.
+
+        Its worker is paused while another candidate is timed, so it never
+        competes with a measurement."""
+        if built.failed or self._staged is not None:
+            return
+        worker = self._take_worker()
+        try:
+            self._send_spec(worker, built)
+        except ChildDied:
+            worker.kill()
+            return
+        self._staged = (built, worker)
+
+    def worker_for(self, built: Built) -> Child:
+        """The worker importing `built`: the staged one where it was staged, else a fresh one."""
+        staged, self._staged = self._staged, None
+        if staged and staged[0] is built:
+            worker = staged[1]
+        else:
+            if staged:  # staged for a candidate that did not come next
+                staged[1].kill()
+            worker = self._take_worker()
+            try:
+                self._send_spec(worker, built)
+            except ChildDied:
+                pass  # reported when its answer is awaited
+        self.current = worker
+        return worker
+
+    def done_with(self, worker: Child, result: EvalResult) -> None:
+        """The candidate's worker ended and its memory peaks recorded. An evaluator used for several
+        candidates keeps a spare worker importing torch for the next one; on a machine with few
+        cores started only now, so it never competes with a timing."""
+        worker.stop()
+        self.current = None
+        if self.keep_spare and self.oracle and self._spare is None:
+            self._spare = self._spawn_worker(spare=True)
+        result.details["peak_memory"] = {role: dict(use) for role, use in self.memory.items()}
+        self.memory.pop("candidate_worker", None)  # the next candidate has a worker of its own
+
+    def _send_spec(self, worker: Child, built: Built) -> None:
+        built.result.worker_log = str(worker.log_path)
+        spec = import_spec(built.path, built.entry)
+        worker.send(to_dict(CandidateSpec(spec.candidate, spec.lock, spec.pch_lock, problem=self.problem.path,
+                                          env=built.entry.env(), device=self.options.device,
+                                          model_mode=self.options.model_mode, backward=self.backward,
+                                          **self.seeds)))
+
+    def await_ready(self, worker: Child, result: EvalResult) -> None:
+        try:
+            ready = self.talk(worker, after(self.options.build_timeout, "the build timeout"),
+                              "importing (building) the candidate", CandidateReady)[0]
+            result.warnings.extend(ready.warnings)
+            refuse_tampering(ready)
+        except Stop:
+            worker.stop()
+            raise
+
+    def talk(self, child: Child, deadline: Deadline, doing: str, kind: type[R], raw: bool = False):
+        """The candidate worker's next reply, read as `kind`, and the message it came in."""
+        message = received(child, deadline, doing, raw)
+        reply = read_reply(kind, message)
+        if reply.error:
+            raise child_error(reply, reply.phase or doing)
+        _note_memory(self.memory.setdefault("candidate_worker", {}), reply)
+        return reply, message
+
+    # -- both at another shape ----------------------------------------------------
+
+    def oracle_at(self, values: dict, deadline: Deadline) -> ShapeSet:
+        """The reference rebuilt at a shape; where it cannot be, the oracle stays at the main shape."""
+        self.oracle.send(to_dict(Request(Command.SHAPE, shape=values)))
+        return self.oracle_says(deadline, ShapeSet, f"rebuilding the reference at {shape_label(values)}")
+
+    def oracle_back(self, deadline: Deadline) -> None:
+        """The reference back at the main shape, for the next candidate."""
+        if self.oracle and self.oracle.alive():
+            self.oracle_at({}, Deadline(deadline.at + ORACLE_START_S, deadline.limit + ORACLE_START_S,
+                                        f"{deadline.basis}, and the reference's start limit"))
+
+    def worker_at(self, worker: Child, values: dict, deadline: Deadline) -> None:
+        """Both models in the candidate's worker rebuilt at a shape ({}: the main one)."""
+        worker.send(to_dict(Request(Command.SHAPE, shape=values)))
+        self.talk(worker, deadline, f"rebuilding ModelNew at {shape_label(values)}", ShapeSet)
+
+    # -- the device ------------------------------------------------------------------
+
+    def _start_env(self, spare: bool) -> dict:
+        # a spare imports torch at low priority, so a timing running meanwhile keeps its CPU
+        return {**self.options.child_env(), **self.cores.timing_env(), **({"HARNESS_START_NICE": "10"} if spare else {})}
+
+    @property
+    def device_key(self) -> str:
+        return device_key(self.options.device, self.options.gpu)
+
+    def device_lock(self, on_wait: Notify = quiet) -> DeviceLock:
+        """This evaluation's device, held across harness processes (device_lock)."""
+        return DeviceLock(self.cache, self.device_key, on_wait)
+
+    @contextmanager
+    def holding_device(self, doing: str, notify: Notify, result: EvalResult) -> Iterator[None]:
+        """The device to this evaluation alone, across harness processes, while it times or profiles.
+
+        Nothing else of ours runs meanwhile: the staged worker touches the GPU, and on a machine
+        with few cores a spare importing torch takes a core the timing needs (and would slow the
+        reference beside the candidate but not alone, which reads as the candidate's doing)."""
+        held = [c for c in (self._staged[1] if self._staged else None,
+                            None if MANY_CORES else self._spare) if c]
+        with self.device_lock(notify) as lock:
+            if lock.waited_for:
+                # a wait for another problem of this process (a suite) is the plan, not news
+                if lock.waited_for != str(os.getpid()):
+                    result.warnings.append(f"{doing} waited for another harness process (pid {lock.waited_for}) "
+                                           "to finish timing on this device")
+                notify(doing)
+            with paused(held):
+                yield
+
+    def run_deadline(self) -> Deadline:
+        """A step of a few calls (trials, a shape's rebuild, the re-check): the run timeout bounds it."""
+        return after(self.options.run_timeout, "the run timeout")
+
+
+def _note_memory(peaks: dict[str, int], reply: Reply) -> None:
+    for key, value in (reply.memory or {}).items():
+        if isinstance(value, int):
+            peaks[key] = max(peaks.get(key, 0), value)

@@ -1,0 +1,72 @@
+"""How much memory one evaluation of a problem holds, and the refusal of a problem too big for
+its device, said before the first trial."""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..problem import Problem, ProblemError
+from .protocol import PARK_BYTES, OracleReady
+
+
+class DoesNotFit(ProblemError):
+    """The problem needs more memory than its device has free; said before the first trial."""
+
+
+def gb(n: float) -> str:
+    return f"{n / 1e9:.3g} GB"
+
+
+def footprint(ready: OracleReady) -> int:
+    """Bytes one evaluation of the problem holds on its device at the most, over all processes:
+    in the reference process one input draw, the reference's outputs and the candidate's outputs
+    it compares; in the candidate worker one input draw and the candidate's outputs (timing
+    draws one set at a time); a forward's workspace; two copies of the parameters (the reference's
+    in one process or the other, the candidate's), and a third below PARK_BYTES, which is not
+    parked; the timing's cache-flush buffer; and the reference's two twins where they are made."""
+    params = ready.parameter_bytes
+    twins = 2 * params if 2 * params <= placement_budget(ready) else 0
+    return (2 * (ready.input_bytes + ready.output_bytes) + ready.output_bytes + ready.workspace_bytes
+            + 2 * params + (params if params < PARK_BYTES else 0) + ready.flush_bytes + twins)
+
+
+def in_process_need(ready: OracleReady) -> int:
+    """Bytes an in-process evaluation (KernelBench's) holds at the most: one input draw, both
+    models' outputs and parameters, the workspace of the forward that runs beside the other's
+    outputs, and the cache-flush buffer. The measure of a frugal engine."""
+    return (ready.input_bytes + 2 * ready.output_bytes + ready.workspace_bytes + 2 * ready.parameter_bytes
+            + ready.flush_bytes)
+
+
+def fit_refusal(problem: Problem, ready: OracleReady, device: str, limit: Optional[int],
+                host_limit: Optional[int]) -> Optional[str]:
+    """The paragraph that refuses a problem too big for its device (footprint), or None when it fits."""
+    inputs, outputs = ready.input_bytes, ready.output_bytes
+    kept = in_process_need(ready)
+    needed = footprint(ready)
+    where = "the GPU" if device != "cpu" else "the host"
+    workspace = f"; a forward's own workspace {gb(ready.workspace_bytes)}" if ready.workspace_bytes else ""
+    free = limit if limit is not None else ready.available_bytes
+    if free and needed > free:
+        given = " (the limit given)" if limit is not None else " free"
+        return (f"Problem file {problem.path} does not fit: one evaluation needs about {gb(needed)} "
+                f"(inputs {gb(inputs)}, outputs {gb(outputs)}, kept copies {gb(kept)}: the reference's outputs "
+                f"and the candidate's side by side, and the timing's cache flush{workspace}); {where} has "
+                f"{gb(free)}{given}. "
+                "Make get_inputs() smaller, or use a device with more memory.")
+    worker = inputs + outputs + ready.flush_bytes
+    if device == "cpu" and host_limit and worker > host_limit:
+        return (f"Problem file {problem.path} does not fit: the candidate's process needs about {gb(worker)} "
+                f"(inputs {gb(inputs)}, outputs {gb(outputs)}), over the host-memory limit of {gb(host_limit)} "
+                "(--max-host-memory). Raise the limit or make get_inputs() smaller.")
+    return None
+
+
+# the reference's twins (placement_spread) may take at most this share of the in-process need, or
+# PLACEMENT_FLOOR where that is more: a small model's twins must be measured (EfficientNet-B1's 31 MB
+# of parameters: two instances in one process differ by 1-1.6% on an H100, more than a small share allows)
+PLACEMENT_SHARE = 0.1
+PLACEMENT_FLOOR = 1 << 30
+
+
+def placement_budget(ready: OracleReady) -> int:
+    return int(max(PLACEMENT_SHARE * in_process_need(ready), PLACEMENT_FLOOR))

@@ -1,0 +1,244 @@
+"""The timing phase: the candidate and the reference timed beside each other in the candidate's
+worker (queued, flushed, interleaved: timing.py), the timed outputs re-checked, the reference
+timed alone in its own process and with its twins (placement_spread), and the rules that read
+the two: hidden work off the caller's stream, and a reference slowed down beside the candidate."""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..problem import ProblemError
+from ..results import EvalResult, Retimed, ShapeTiming, Timing, Verdict, shape_label, to_dict
+from . import speedups
+from .builder import builds_paused
+from .children import ORACLE_START_S, Children
+from .footprint import gb, placement_budget
+from .phases import Notify, Phase
+from .process import Child
+from .protocol import PARK_BYTES, Checked, Command, ReferenceTimed, Reply, Request, StopRule, Timed
+from .trials import check
+from .verdicts import Deadline, Stop, after, refuse_tampering
+
+# references timed both beside the candidate and alone, each compared with itself
+BESIDE_AND_ALONE = ("reference", "reference_defaults")
+# The reference beside the candidate against the reference alone: a ratio past
+# these is reported, and past the second refused (noise stays well under both).
+REFERENCE_SLOWDOWN_WARN = 1.15
+REFERENCE_SLOWDOWN_REJECT = 1.5
+# ...and a refused slowdown must also cost this much time: sub-millisecond calls differ
+# more than 1.5x between two processes on a small CPU machine (0.10 against 0.18 ms
+# seen on 2 cores), far less on a GPU.
+REFERENCE_SLOWDOWN_MIN_MS = {"cpu": 0.5, "cuda": 0.05}
+# Timings after the first that must all show the slowdown before a refusal: a Python-loop
+# reference on a shared 2-core machine has read 1.6x slower beside a harmless candidate twice
+# in a row, its time alone wandering 2.8-5.0 ms from one second to the next.
+SLOWDOWN_RETIMES = 2
+# The reference alone, timed after each candidate, samples at most this long: it is the same
+# program every time, so a longer cap (given for the candidate) would add seconds, not certainty.
+REFERENCE_ALONE_CAP_S = 3.0
+
+
+class Measure:
+    """Times one problem's candidates; keeps what is measured once per problem and shape."""
+
+    def __init__(self, children: Children):
+        self.children = children
+        # by shape label ("" the main shape): placement_spread, measured once per problem and shape
+        self.placement: dict[str, Optional[float]] = {}  # None: the model is too big to copy twice
+
+    def candidate(self, worker: Child, result: EvalResult, notify: Notify) -> dict[str, Timing]:
+        """The timing phase: at the problem's benchmark shapes where it declares some, else at its shape."""
+        if self.children.oracle_info.benchmark_shapes:
+            return self._at_benchmark_shapes(worker, result, notify)
+        with self.children.holding_device(Phase.TIME.doing, notify, result):
+            return self._time(worker, result, shape="")
+
+    def reference(self) -> Timing:
+        """The reference alone under the faster numerics setting, before any candidate: its time for
+        a run's first prompt and the ceiling a run can reach. Holds the device's timing lock."""
+        children = self.children
+        children.start_oracle()
+        numerics = children.oracle_info.numerics_differ
+        with children.device_lock():
+            rule = self._alone_rule()
+            children.oracle.send(to_dict(Request(Command.TIME_REFERENCE, rule=rule, default_numerics=numerics)))
+            timings = children.oracle_says(self._timing_deadline(rule), ReferenceTimed,
+                                           "timing the reference before the first candidate").timings
+        # the headline's baseline: the faster numerics setting (speedups.ranked)
+        return min((timings[key] for key in BESIDE_AND_ALONE if key in timings), key=lambda t: t.median)
+
+    def _at_benchmark_shapes(self, worker: Child, result: EvalResult, notify: Notify) -> dict[str, Timing]:
+        """Candidate and reference timed at each benchmark shape the problem declares, both models
+        rebuilt there, each shape with its share of the time cap. The candidate is checked at a
+        shape before it is timed there: a time for wrong outputs means nothing, so a failure there
+        is its verdict. Returns the main shape's timings where it is one of them, else the first's."""
+        children = self.children
+        shapes = children.oracle_info.benchmark_shapes
+        shown: dict[str, Timing] = {}
+        current: dict = {}  # the shape both processes are at
+        deadline = children.run_deadline()
+        try:
+            for values in shapes:
+                label = shape_label(values)
+                deadline = children.run_deadline()
+                said = len(result.warnings)
+                try:
+                    if values != current:
+                        ready = children.oracle_at(values, deadline)
+                        current = values if ready.applied else {}
+                        if not ready.applied:
+                            raise ProblemError(f"Problem file {children.problem.path}: get_benchmark_shapes() lists "
+                                               f"{label}, where {ready.reason}. List only shapes the reference "
+                                               "runs at.")
+                        children.worker_at(worker, values, deadline)
+                        if values:  # the main shape was checked first
+                            check(children, worker, min(2, children.options.trials), deadline)
+                    notify(f"timing at {label}")
+                    with children.holding_device(Phase.TIME.doing, notify, result):
+                        timings = self._time(worker, result, shares=len(shapes), shape=label)
+                except Stop as stop:  # wrong outputs here are its failure: their time would mean nothing
+                    stop.explanation = f"{stop.explanation} (at benchmark shape {label})"
+                    raise
+                result.warnings[said:] = [f"at benchmark shape {label}: {w}" for w in result.warnings[said:]]
+                cand, spread = timings["candidate"], self.placement.get(label) or 0.0
+                result.benchmark_shapes.append(ShapeTiming(values, cand.median, cand.n,
+                                                           speedups.baselines(timings, spread)))
+                if not shown or not values:
+                    shown = timings
+        finally:
+            if current:
+                children.oracle_back(deadline)
+        if current:  # the CUDA graph is checked at the main shape
+            children.worker_at(worker, {}, deadline)
+        return shown
+
+    def _time(self, worker: Child, result: EvalResult, shares: int = 1, shape: str = "") -> dict[str, Timing]:
+        """Candidate and reference beside each other in the worker, then the reference alone, each
+        with `shares`' part of the time cap. A reference much slower beside the candidate is timed
+        again, both ways, before the candidate is refused: load from elsewhere comes and goes, a
+        candidate that slows the reference down does so every time. The first time at a `shape`, the
+        reference's twins are timed alone beside it too (placement_spread)."""
+        timings, alone = self._time_once(worker, result, shares, shape)
+        for _ in range(SLOWDOWN_RETIMES):
+            if not any(self._slowed_down(timings[key], alone[key]) for key in BESIDE_AND_ALONE if key in alone):
+                break
+            if result.retimed_for_slowdown is None:
+                result.retimed_for_slowdown = Retimed(timings["reference"].median, alone["reference"].median)
+            # Under the same conditions: this process's builds stopped, and the reference alone timed
+            # just before the candidate's timing as well as just after, the slower of the two counting,
+            # so load that comes and goes cannot fall on the candidate's side alone.
+            with builds_paused():
+                before = self._reference_alone(shares)
+                timings, alone = self._time_once(worker, result, shares, shape)
+            alone.update({key: max(before[key], alone[key], key=lambda t: t.median)
+                          for key in BESIDE_AND_ALONE if key in before and key in alone})
+        for key in BESIDE_AND_ALONE:
+            if key in alone:
+                self._compare_reference(timings[key], alone.pop(key), result)
+        return {**timings, **alone}
+
+    def _time_once(self, worker: Child, result: EvalResult,
+                   shares: int, shape: str) -> tuple[dict[str, Timing], dict[str, Timing]]:
+        children, o = self.children, self.children.options
+        info = children.oracle_info
+        rule = o.stop_rule(o.time_cap / shares)
+        numerics = info.numerics_differ
+        if info.parameter_bytes >= PARK_BYTES:  # the reference's weights leave the device to the worker
+            children.oracle.send(to_dict(Request(Command.PARK)))
+            children.oracle_says(children.run_deadline(), Reply, "moving the reference's parameters to the host")
+        worker.send(to_dict(Request(Command.TIME, rule=rule, default_numerics=numerics)))
+        reply, message = children.talk(worker, self._timing_deadline(rule), "being timed", Timed, raw=True)
+        refuse_tampering(reply)
+        timings = reply.timings
+        cand = timings.get("candidate")
+        if cand is None or "reference" not in timings or len(reply.timed) != cand.n + len(cand.sync_samples) \
+                or cand.median <= 0:
+            raise Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} Its timing reply does not hold the "
+                       "outputs of the calls it claims to have timed: the reply was forged.")
+        if speedups.hides_work(timings):
+            # Queued events see the current stream only; what ran elsewhere counts, so every
+            # figure beside the candidate is read from the synchronous samples instead.
+            result.hidden_work_ms = speedups.hidden_work_ms(timings)
+            seen = (f"its calls took {cand.sync_median:.4g} ms with the whole device synchronized before the clock "
+                    f"stopped, against {cand.median:.4g} ms queued on the caller's stream: {result.hidden_work_ms:.3g} "
+                    "ms more than the protocol adds to the reference")
+            result.warnings.append(f"{seen}, as work the caller's stream does not wait for (another stream or "
+                                   "thread) reads; it was timed synchronously, every stream counted")
+            timings = {name: speedups.synchronous(t) for name, t in timings.items()}
+        children.oracle.forward(message, cmd=Command.VERIFY_TIMED.value)
+        checked = children.oracle_says(children.run_deadline(), Checked, "re-checking the timed outputs").check
+        result.timed_calls_checked = checked.trials
+        if not checked.passed:
+            # Trials synchronize the device before reading outputs; timed calls follow one another
+            # on the caller's stream, where unfinished work elsewhere shows as wrong outputs.
+            # Say what was measured; name a stream only where the synchronous samples saw hidden work.
+            why = (f"Also, {seen}: work left running on another stream or thread, which the caller's stream does "
+                   "not wait for, would leave calls queued after it reading outputs not yet written"
+                   if result.hidden_work_ms
+                   else "No work was seen off the caller's stream: the outputs of its timed calls differ from those "
+                        "of its check trials, as call counting, cached outputs or gradients, or skipped work "
+                        "would make them")
+            raise Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} It passed the check trials, but "
+                       f"while being timed {'; '.join(checked.reasons)}. {why}.", timed_check=to_dict(checked))
+        measure = shape not in self.placement
+        budget = placement_budget(info) if measure else 0
+        rule = self._alone_rule(shares)
+        children.oracle.send(to_dict(Request(Command.TIME_REFERENCE, compile_baseline=o.compile_baseline,
+                                             rule=rule, default_numerics=numerics, placement_budget=budget)))
+        alone = children.oracle_says(self._timing_deadline(rule), ReferenceTimed,
+                                     "timing the reference alone").timings
+        twins = [alone.pop(key) for key in [key for key in alone if key.startswith("placement_")]]
+        if measure:
+            # no twins of a model that holds tensors: too big to copy twice, the spread is not known
+            unmeasured = not twins and info.parameter_bytes
+            self.placement[shape] = None if unmeasured else speedups.placement_spread(alone["reference"], twins)
+            if unmeasured:
+                result.warnings.append(
+                    f"the reference's parameters ({gb(info.parameter_bytes)}) are too big to copy twice "
+                    "beside it, so what their placement alone does to its time was not measured; the interval "
+                    "does not span it")
+        if self.placement[shape] is not None:
+            result.placement_spread = max(result.placement_spread or 0.0, self.placement[shape])
+        return timings, alone
+
+    def _reference_alone(self, shares: int) -> dict[str, Timing]:
+        """The reference alone, at each numerics setting the candidate's timing has, and nothing else."""
+        children = self.children
+        rule = self._alone_rule(shares)
+        children.oracle.send(to_dict(Request(Command.TIME_REFERENCE, rule=rule,
+                                             default_numerics=children.oracle_info.numerics_differ)))
+        return children.oracle_says(self._timing_deadline(rule), ReferenceTimed, "timing the reference alone").timings
+
+    def _alone_rule(self, shares: int = 1) -> StopRule:
+        o = self.children.options
+        return o.stop_rule(min(o.time_cap, REFERENCE_ALONE_CAP_S) / shares)
+
+    def _timing_deadline(self, rule: StopRule) -> Deadline:
+        """A timing step: the sampling its time cap allows, then a run timeout, which bounds a call
+        (the cap is looked at between batches of calls), and torch.compile's compile where asked."""
+        o = self.children.options
+        extra = ORACLE_START_S if o.compile_baseline else 0.0
+        return after(rule.time_cap + o.run_timeout + extra,
+                     f"its time cap's {rule.time_cap:.3g} s of sampling, then the run timeout of {o.run_timeout:.0f} s"
+                     + (" and the reference's start limit for torch.compile" if extra else ""))
+
+    def _slowed_down(self, beside: Timing, alone: Timing) -> bool:
+        """Past the refusal threshold, both as a ratio and in time."""
+        floor = REFERENCE_SLOWDOWN_MIN_MS["cpu" if self.children.options.device == "cpu" else "cuda"]
+        return slowdown(beside, alone) > REFERENCE_SLOWDOWN_REJECT and beside.median - alone.median > floor
+
+    def _compare_reference(self, beside: Timing, alone: Timing, result: EvalResult) -> None:
+        """The reference timed beside the candidate must run about as fast as alone."""
+        result.reference_alone_ms = alone.median
+        ratio = slowdown(beside, alone)
+        if self._slowed_down(beside, alone):
+            raise Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} The reference ran {ratio:.1f}x slower "
+                       f"beside the candidate ({beside.median:.4g} ms) than alone ({alone.median:.4g} ms): "
+                       "the candidate slowed the reference down to inflate its speedup.")
+        if ratio > REFERENCE_SLOWDOWN_WARN:
+            result.warnings.append(f"the reference ran {ratio:.2f}x slower beside the candidate than alone "
+                                   f"({beside.median:.4g} ms vs {alone.median:.4g} ms)")
+
+
+def slowdown(beside: Timing, alone: Timing) -> float:
+    """How many times slower the reference ran beside the candidate than alone."""
+    return beside.median / alone.median if alone.median > 0 else 1.0

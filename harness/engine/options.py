@@ -1,0 +1,77 @@
+"""What one evaluation is asked to do (EvalOptions), and the derived settings every process of
+it shares: the build cache, the logs, the limits on a candidate's processes, its GPU."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from . import build as builds
+from .process import MAX_LOG_BYTES, MAX_PROCESSES, REGISTRY, Limits, default_host_memory
+from .profile import TIME_LIMIT_S
+from .protocol import StopRule
+
+@dataclass
+class EvalOptions:
+    device: str = "cpu"
+    trials: int = 5
+    build_timeout: float = 900.0
+    run_timeout: float = 600.0
+    cache_dir: Optional[Path] = None
+    compile_baseline: bool = False
+    time_cap: float = 10.0
+    target_rel_se: Optional[float] = None  # relative standard error of each median; None: by device
+    min_samples: int = 10
+    gpu: Optional[int] = None  # physical GPU index; children see only that GPU
+    policy: str = "warn"  # "strict": static findings (reference op, torch.compile, ...) reject
+    shapes: str = "warn"  # other shapes: "warn" on a failure, "strict" rejects, "off" skips the check
+    logs_dir: Optional[Path] = None  # where run logs go; default inside the cache
+    max_host_memory: Optional[int] = None  # bytes for a candidate's whole process tree; None: default_host_memory()
+    max_processes: int = MAX_PROCESSES
+    max_log_bytes: int = MAX_LOG_BYTES
+    # "train": both models run in the mode they are constructed in (training, as KernelBench
+    # runs them: BatchNorm on batch statistics, dropout active); "eval": both in eval()
+    model_mode: str = "train"
+    # bytes the problem may use on its device, both processes together; None: what the device
+    # has free when the reference starts (tests set it to see the fit refusal)
+    memory_limit: Optional[int] = None
+    # after a correct verdict, one forward under ncu (else the torch profiler), for the loop's feedback
+    profile: bool = False
+    profile_kernel: Optional[str] = None  # ncu's --kernel-name regex; None: every kernel, up to LAUNCH_COUNT
+    profile_time_limit: float = TIME_LIMIT_S
+    # allclose tolerances for every dtype, over the problem's (KernelBench's leaderboard used 1e-2)
+    atol: Optional[float] = None
+    rtol: Optional[float] = None
+    # forward and backward checked and timed as one call (workers/backward.py); a problem's BACKWARD = True sets it too
+    backward: bool = False
+
+    def rel_se_target(self) -> float:
+        """Queued GPU samples are steady enough to stop at 0.2%; a CPU's wander more."""
+        if self.target_rel_se is not None:
+            return self.target_rel_se
+        return 0.01 if self.device == "cpu" else 0.002
+
+    def stop_rule(self, time_cap: float) -> StopRule:
+        """When one timing stops, with `time_cap` seconds of sampling at the most."""
+        return StopRule(self.rel_se_target(), self.min_samples, time_cap=time_cap)
+
+    def resolved_cache(self) -> Path:
+        return Path(self.cache_dir) if self.cache_dir else builds.default_cache_dir()
+
+    def logs(self) -> Path:
+        return Path(self.logs_dir) if self.logs_dir else self.resolved_cache() / "logs"
+
+    def registry(self) -> Path:
+        """The record of live children, which a later harness reaps if this one dies."""
+        return self.resolved_cache() / REGISTRY
+
+    def limits(self) -> Limits:
+        """What a candidate's process tree may hold."""
+        return Limits(self.max_host_memory or default_host_memory(), self.max_processes, self.max_log_bytes)
+
+    def child_env(self, entry: Optional[builds.BuildEntry] = None) -> dict:
+        """A child's environment: the candidate's build entry, and only this evaluation's GPU."""
+        env = entry.env() if entry else {}
+        if self.gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
+        return env

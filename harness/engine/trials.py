@@ -1,0 +1,149 @@
+"""The correctness phases: trials on fresh inputs, the CUDA graph's capture and replay, and the
+problem's other shapes. Each trial is one round trip: the reference process draws inputs from a
+seed, the candidate's worker runs on the same seed's inputs, and the reference compares."""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..problem import ProblemError
+from ..results import CheckResult, EvalResult, ShapeVariant, Verdict, to_dict
+from .children import Children
+from .footprint import gb, in_process_need
+from .process import Child, ChildDied
+from .protocol import Checked, Command, Reply, Request, TrialMade, TrialOutputs
+from .verdicts import Deadline, Stop, refuse_tampering
+
+# inputs up to this size get the CUDA graph's replay on new inputs (a second copy of them)
+GRAPH_SECOND_COPY_BYTES = 1 << 30
+
+
+def _round_trip(children: Children, worker: Child, deadline: Deadline, command: Command, drawing: str,
+                running: str, **request) -> tuple[TrialMade, TrialOutputs, object]:
+    """The reference draws a trial, the worker runs `command` on its seed: what each said, and the
+    worker's outputs as they came (raw, for the reference to compare)."""
+    children.oracle.send(to_dict(Request(Command.MAKE_TRIAL)))
+    made = children.oracle_says(deadline, TrialMade, drawing)
+    worker.send(to_dict(Request(command, seed=made.seed, **request)))
+    reply, outputs = children.talk(worker, deadline, running, TrialOutputs, raw=True)
+    refuse_tampering(reply)
+    return made, reply, outputs
+
+
+def _compared(children: Children, outputs, deadline: Deadline, doing: str) -> CheckResult:
+    children.oracle.forward(outputs, cmd=Command.COMPARE.value)
+    return children.oracle_says(deadline, Checked, doing).check
+
+
+def check(children: Children, worker: Child, trials: int, deadline: Optional[Deadline] = None) -> CheckResult:
+    """Trials on fresh inputs, each compared by the oracle; the first failure stops with INCORRECT,
+    the failed trial's CheckResult on the Stop."""
+    deadline = deadline or children.run_deadline()
+    total = CheckResult(True)
+    for trial in range(trials):
+        made, reply, outputs = _round_trip(children, worker, deadline, Command.TRIAL, f"drawing trial {trial + 1}",
+                                           f"running trial {trial + 1}")
+        if reply.checksum != made.checksum and children.oracle_info.reproducible:
+            raise Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} Its process drew different inputs "
+                       "from the reference's for the same seed, although the problem's inputs are "
+                       "reproducible: it changed how inputs are drawn.")
+        if reply.checksum != made.checksum:
+            raise ProblemError(
+                f"Problem file {children.problem.path}: get_inputs() gave different inputs in two processes "
+                "for the same seed. Draw inputs from torch's random functions (torch.randn, torch.rand, "
+                "...) so a seed reproduces them.")
+        result = _compared(children, outputs, deadline, f"comparing trial {trial + 1}")
+        result.trials = trial + 1
+        changed = reply.inputs_changed
+        if changed:
+            result.passed = False
+            result.reasons.insert(0, f"the candidate changed its input(s) {changed} in place")
+        if reply.upstream_changed:
+            result.passed = False
+            result.reasons.insert(0, f"its backward changed the upstream gradient of output(s) "
+                                     f"{reply.upstream_changed} in place")
+        total.trials = trial + 1
+        total.max_abs_error = max(total.max_abs_error, result.max_abs_error)
+        total.max_rel_error = max(total.max_rel_error, result.max_rel_error)
+        if not result.passed:
+            result.failed_trial = trial + 1
+            result.max_abs_error, result.max_rel_error = total.max_abs_error, total.max_rel_error
+            stop = Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} Trial {trial + 1}: "
+                        + "; ".join(result.reasons) + ".")
+            stop.check = result
+            raise stop
+    return total
+
+
+def check_graph(children: Children, worker: Child, result: EvalResult) -> None:
+    """CUDA: forward captured in a CUDA graph on one trial's inputs, then replayed on another's
+    (where a second copy of the inputs is small), both compared with the reference. What stops
+    a capture, or a replay that does not match, is a note (serving stacks replay graphs), not
+    a verdict. The worker then lets go of the graph, before the oracle needs the device again."""
+    if children.options.device == "cpu" or children.backward:  # a graph of the forward alone: not what is checked
+        return
+    deadline = children.run_deadline()
+    # A replay on new inputs holds a second copy of them beside the graph's own; where that copy
+    # would be big, the graph is replayed on its captured inputs only, and the note says so.
+    inputs = children.oracle_info.input_bytes
+    replays = 2 if inputs <= max(GRAPH_SECOND_COPY_BYTES, in_process_need(children.oracle_info) // 10) else 1
+    result.not_capturable = _replay_graph(children, worker, replays, deadline) or None
+    worker.send(to_dict(Request(Command.RELEASE)))
+    children.talk(worker, deadline, "letting go of its CUDA graph", Reply)
+    if replays == 1 and not result.not_capturable:
+        result.warnings.append(f"the CUDA graph was replayed on its captured inputs only: a replay on new ones "
+                               f"would hold a second copy of the inputs ({gb(inputs)})")
+
+
+def _replay_graph(children: Children, worker: Child, replays: int, deadline: Deadline) -> str:
+    """Why the candidate's graph cannot be captured or replayed, or "" when every replay matched."""
+    for replay in range(replays):
+        made, reply, outputs = _round_trip(children, worker, deadline, Command.GRAPH,
+                                           "drawing inputs for the CUDA graph", "replaying its CUDA graph",
+                                           last=replay == replays - 1)
+        if reply.not_capturable or reply.checksum != made.checksum:
+            return reply.not_capturable or "its inputs were not the trial's"
+        compared = _compared(children, outputs, deadline, "comparing the CUDA graph's outputs")
+        if not compared.passed:
+            return (f"replayed on {'new' if replay else 'its captured'} inputs, its outputs "
+                    f"do not match the reference: {'; '.join(compared.reasons)}")[:500]
+    return ""
+
+
+def check_shapes(children: Children, worker: Child, result: EvalResult) -> None:
+    """The candidate at the problem's other shapes, both models rebuilt afresh at each; the
+    main shape comes back in the oracle at the end. A failure warns, or rejects under strict."""
+    options = children.options
+    if options.shapes == "off" or not children.oracle_info.shapes:
+        return
+    deadline = children.run_deadline()
+    trials = min(2, options.trials)
+    try:
+        for values in children.oracle_info.shapes:
+            variant = ShapeVariant(values)
+            result.shapes.append(variant)
+            if not worker.alive():
+                variant.reason = "not checked: the candidate's process had stopped"
+                continue
+            ready = children.oracle_at(values, deadline)
+            if not ready.applied:
+                variant.reason = f"not checked: {ready.reason}"
+                continue
+            try:
+                children.worker_at(worker, values, deadline)
+                variant.passed, variant.reason = check(children, worker, trials, deadline).passed, ""
+            except Stop as stop:
+                variant.passed, variant.reason = False, stop.explanation.removeprefix(
+                    Verdict.INCORRECT.sentence).strip().rstrip(".")[:800]
+            except ChildDied:
+                variant.passed, variant.reason = False, "the candidate's process died"
+    finally:
+        children.oracle_back(deadline)
+    failed = result.failed_shapes
+    if not failed:
+        return
+    said = "; ".join(f"at {s.label}: {s.reason}" for s in failed)
+    if options.shapes == "strict":
+        raise Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} It is correct at the main shape but not "
+                   f"at {len(failed)} other shape(s) (--shapes strict): {said}"[:3000])
+    result.warnings.append(f"incorrect at {len(failed)} of {len(result.shapes)} other shape(s), timed at the "
+                           f"main shape only: {said}"[:3000])
