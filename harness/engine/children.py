@@ -8,7 +8,6 @@ import os
 from contextlib import contextmanager
 from typing import Iterator, Optional
 
-from ..device import require_cuda
 from ..files import new_seed
 from ..problem import Problem, ProblemError
 from ..results import EvalResult, Verdict, from_dict, shape_label, to_dict
@@ -37,7 +36,6 @@ class Children:
     """The reference process, kept across candidates, and each candidate's worker."""
 
     def __init__(self, problem: Problem, options: EvalOptions, backward: bool, keep_spare: bool = True):
-        require_cuda(options.device)
         self.problem, self.options, self.backward = problem, options, backward
         self.cache = options.resolved_cache()
         self.logs = options.logs()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional, TypeVar
 
 from ..results import BuildResult, CheckResult, EvalResult, Verdict, from_dict
@@ -26,7 +27,7 @@ class Stop(Exception):
     def fill(self, result: EvalResult) -> None:
         result.verdict, result.explanation = self.verdict, self.explanation
         result.build = self.build or result.build
-        result.check = result.check or self.check  # the main shape's check stands where it passed
+        result.check = result.check or self.check  # a check that passed at the main shape stands
         result.details.update(self.details)
 
 
@@ -95,7 +96,7 @@ def broke_protocol(doing: str, what: str) -> Stop:
                 channel=what)
 
 
-def timeout(doing: str, deadline: Deadline, log) -> Stop:
+def timeout(doing: str, deadline: Deadline, log: Path) -> Stop:
     return Stop(Verdict.TIMEOUT, f"The candidate was still {doing} after {deadline.limit:.0f} s "
                 f"({deadline.basis}) and was stopped; see {log}.", limit_s=deadline.limit, log=str(log))
 
