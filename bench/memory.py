@@ -247,7 +247,7 @@ def main() -> None:
             with device_peak(args.device) as peak, requests_marked(peak), \
                     Evaluator(problem, options, keep_spare=False) as evaluator:
                 result = evaluator.evaluate(candidate, on_phase=peak["mark"])
-                info = evaluator.oracle_info
+                info = evaluator.reference_info
             if args.timeline and peak["samples"]:
                 args.timeline.mkdir(parents=True, exist_ok=True)
                 draw_timeline(args.timeline / f"{problem.stem}.png", problem.stem, peak,

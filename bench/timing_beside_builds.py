@@ -74,7 +74,7 @@ def main() -> int:
     print(f"timing on cores {list(cores.timing) or 'all (no reservation)'}, builds on {list(cores.build)}, "
           f"{n} builds", flush=True)
     with Evaluator(problem, options) as evaluator, Builds(n) as builds:
-        evaluator.start_oracle()
+        evaluator.start_reference()
         alone = evaluator.time_reference()
         print(f"alone:          {interval(alone)}", flush=True)
         futures = [builds.submit(evaluator, path) for path in sources]

@@ -69,8 +69,8 @@ def test_a_reference_that_draws_random_numbers_gets_no_allowance_and_says_why(cp
     from harness.engine.evaluate import Evaluator
 
     with Evaluator(PROBLEMS / "dropout_train.py", dataclasses.replace(cpu_options, backward=True)) as evaluator:
-        evaluator.start_oracle()
-        assert evaluator.oracle_info.grad_allowance == {}
+        evaluator.start_reference()
+        assert evaluator.reference_info.grad_allowance == {}
         assert any("held to the outputs' tolerance alone: the reference draws random numbers" in w
                    for w in evaluator.problem_warnings), evaluator.problem_warnings
 

@@ -313,17 +313,17 @@ def test_a_problem_opened_unloaded_has_its_processes_importing_and_loads_when_ev
     waiting = Opened([jobs[0]], cpu_options, None, Builds(1), loaded=False)
     pool = waiting.ready()
     evaluator = pool.evaluators[0]
-    blank = evaluator.children._blank_oracle
-    assert evaluator.oracle is None and blank.alive() and not evaluator.oracle_info.ready
+    blank = evaluator.children._blank_reference
+    assert evaluator.reference is None and blank.alive() and not evaluator.reference_info.ready
     (result,) = pool.evaluate([jobs[0].candidate])
     assert result.verdict.value == "correct", result.explanation
-    assert evaluator.oracle is blank and evaluator.oracle_info.ready
+    assert evaluator.reference is blank and evaluator.reference_info.ready
     waiting.close()
 
     never = Opened([jobs[1]], cpu_options, None, Builds(1), loaded=False)
-    blank = never.ready().evaluators[0].children._blank_oracle
+    blank = never.ready().evaluators[0].children._blank_reference
     never.close()
-    assert not blank.alive() and never.pool.evaluators[0].oracle is None
+    assert not blank.alive() and never.pool.evaluators[0].reference is None
 
 
 def test_a_problem_opened_unloaded_loads_on_request_in_the_process_started_for_it(tmp_path, cpu_options):
@@ -334,11 +334,11 @@ def test_a_problem_opened_unloaded_loads_on_request_in_the_process_started_for_i
     try:
         opened.load()
         evaluator = opened.ready().evaluators[0]
-        oracle = evaluator.oracle
-        assert evaluator.oracle_info.ready and evaluator.children._blank_oracle is None and oracle.alive()
+        reference = evaluator.reference
+        assert evaluator.reference_info.ready and evaluator.children._blank_reference is None and reference.alive()
     finally:
         opened.close()
-    assert not oracle.alive()
+    assert not reference.alive()
 
 
 def test_a_gpu_slot_opens_two_problems_ahead_and_evaluates_each_once(tmp_path, cpu_options):
@@ -383,7 +383,7 @@ def test_the_next_problem_is_told_once_when_the_first_candidate_is_checked(tmp_p
     opened = Opened(twice, cpu_options, None, Builds(1))
     try:
         evaluate_problem("cpu", opened, records.append, lambda slot, text: None,
-                         lambda pool: told.append(pool.evaluators[0].oracle_info.ready))
+                         lambda pool: told.append(pool.evaluators[0].reference_info.ready))
     finally:
         opened.close()
     assert told == [True]

@@ -40,7 +40,7 @@ def test_speedup_is_the_geometric_mean_over_the_benchmark_shapes(cpu_options, tm
     options = dataclasses.replace(cpu_options, time_cap=0.4)
     with Evaluator(TANH_ROWS, options) as evaluator:
         result = evaluator.evaluate(candidate)
-        failed = evaluator.evaluate(wrong)  # the oracle went back to the main shape after the first
+        failed = evaluator.evaluate(wrong)  # the reference process went back to the main shape after the first
     assert result.verdict is Verdict.CORRECT, result.explanation
     shapes = result.benchmark_shapes
     assert [s.values for s in shapes] == [{"batch_size": 16}, {"batch_size": 256, "dim": 128}]
@@ -81,7 +81,7 @@ def test_bad_declaration_is_refused_naming_the_file(cpu_options, tmp_path, decla
     problem.write_text(source[:source.index("def get_benchmark_shapes")]
                        + f"def get_benchmark_shapes():\n    return {declaration}\n")
     with pytest.raises(ProblemError) as refused, Evaluator(problem, cpu_options) as evaluator:
-        evaluator.start_oracle()
+        evaluator.start_reference()
     message = str(refused.value)
     assert str(problem) in message and "get_benchmark_shapes()" in message and said in message
     assert "\n" not in message

@@ -40,7 +40,7 @@ def evaluate_copy(source: str, name: str, tmp_path, cache_dir):
     options = EvalOptions(device="cuda", cache_dir=cache_dir, time_cap=1.0, trials=2)
     with Evaluator(problem, options, keep_spare=False) as evaluator:
         result = evaluator.evaluate(write_copy(problem, tmp_path))
-        ready = evaluator.oracle_info
+        ready = evaluator.reference_info
     assert result.verdict.value == "correct", result.explanation
     return result, ready
 

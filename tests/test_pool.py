@@ -49,11 +49,11 @@ def test_the_next_candidate_imports_in_the_worker_staged_for_it(cpu_options):
 
 def test_a_spawned_evaluator_loads_the_problem_only_when_started(cpu_options):
     """spawn() starts a reference process without the problem (a bench's next problem, waiting
-    for GPU memory); start_oracle then tells that very process the problem."""
+    for GPU memory); start_reference then tells that very process the problem."""
     with Evaluator(SMALL, cpu_options) as evaluator:
         evaluator.spawn()
-        blank = evaluator.children._blank_oracle
-        assert evaluator.oracle is None and blank.alive() and not evaluator.oracle_info.ready
-        evaluator.start_oracle()
-        assert evaluator.oracle is blank and evaluator.oracle_info.ready
+        blank = evaluator.children._blank_reference
+        assert evaluator.reference is None and blank.alive() and not evaluator.reference_info.ready
+        evaluator.start_reference()
+        assert evaluator.reference is blank and evaluator.reference_info.ready
         assert evaluator.evaluate(CANDIDATES / "py_correct.py").verdict is Verdict.CORRECT

@@ -50,7 +50,7 @@ def wait_gone(pids, seconds: float) -> list[int]:
 def test_a_signal_mid_candidate_leaves_no_process(tmp_path, cache_dir, signum):
     harness, candidate = start_eval(tmp_path, cache_dir)
     processes = owned(harness.pid)
-    assert set(candidate) <= processes and len(processes) >= 3  # the oracle, the worker, its sleeper
+    assert set(candidate) <= processes and len(processes) >= 3  # the reference process, the worker, its sleeper
     sent = time.monotonic()
     harness.send_signal(signum)
     left = wait_gone(processes, 5)
@@ -195,12 +195,12 @@ def test_a_prepared_reference_loads_only_while_no_one_times_on_the_device(cpu_op
             assert holder.stdout.readline().strip() == "held"
             preparing.start()
             time.sleep(8)  # long enough for the reference to load, were it not waiting
-            assert preparing.is_alive() and not ev.oracle_info.ready
+            assert preparing.is_alive() and not ev.reference_info.ready
         finally:
             holder.stdin.close()
             holder.wait(60)
         preparing.join(120)
-        assert ev.oracle_info.ready
+        assert ev.reference_info.ready
         # the reference process waited itself, its imports done, and took the device when it was let go
         lock = cpu_options.cache_dir / "locks" / "device-cpu.lock"
-        assert lock.read_text().strip() == str(ev.oracle.proc.pid)
+        assert lock.read_text().strip() == str(ev.reference.proc.pid)

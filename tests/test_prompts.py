@@ -6,7 +6,7 @@ import pytest
 
 from harness import DeviceInfo, Environment, load_problem
 from harness.device import peak_bandwidth
-from harness.engine.protocol import OracleReady
+from harness.engine.protocol import ReferenceReady
 from harness.integrity.roofline import Peaks
 from harness.loop.prompts import (Prompts, PromptError, candidate_template, first_prompt,
                              system_prompt)
@@ -15,7 +15,7 @@ from conftest import REPO
 
 H100 = DeviceInfo("cuda", "NVIDIA H100 80GB HBM3", "9.0", 3.35)
 # as the reference process reports them on an H100
-FACTS = dict(facts=OracleReady(hardware=["132 SMs, compute capability 9.0; builds target sm_90",
+FACTS = dict(facts=ReferenceReady(hardware=["132 SMs, compute capability 9.0; builds target sm_90",
                                          "per SM: 228 KiB shared memory, 65536 registers", "L2 cache: 50 MiB"],
                                inputs=["`x`: cuda float32 (16, 64, 256, 256), contiguous"],
                                peaks=Peaks("NVIDIA H100 80GB HBM3", 2950.0, 51.2)),
@@ -59,7 +59,7 @@ def test_cpu_device_is_described_without_gpu_figures(problem):
 
 
 CPU = DeviceInfo("cpu", "x86_64", "cpu")
-CPU_FACTS = dict(facts=OracleReady(hardware=["2 cores"], inputs=["`x`: cpu float32 (16, 64, 256, 256), contiguous"]),
+CPU_FACTS = dict(facts=ReferenceReady(hardware=["2 cores"], inputs=["`x`: cpu float32 (16, 64, 256, 256), contiguous"]),
                  environment=Environment("cpu", torch="2.13.0+cpu"))
 
 
@@ -154,7 +154,7 @@ def test_backward_first_prompt_gives_the_autograd_contract(problem):
     assert "## Forward and backward" in text and "torch.autograd.Function" in text
     assert "within atol=rtol=1e-4 for float32 outputs" in text.split("## Forward and backward")[1]
     assert "rounding" not in text  # none measured
-    widened = OracleReady(**{**FACTS["facts"].__dict__, "grad_allowance": {"gradient of parameter weight": 0.012}})
+    widened = ReferenceReady(**{**FACTS["facts"].__dict__, "grad_allowance": {"gradient of parameter weight": 0.012}})
     text_widened = first_prompt(Prompts(), problem, H100, accept=1.5, target=2.0, trials=5, backward=True,
                                 **{**FACTS, "facts": widened})
     assert "each gradient's atol plus the reference's own float32 rounding (measured against float64; at most " \

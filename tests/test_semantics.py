@@ -48,11 +48,11 @@ def test_a_copy_of_a_stateful_reference_passes_every_check_trial(cpu_options, tm
 
 def test_a_reference_that_draws_random_numbers_is_named_at_load(cpu_options):
     with Evaluator(PROBLEMS / "dropout_train.py", cpu_options) as evaluator:
-        evaluator.start_oracle()
+        evaluator.start_reference()
         trained = evaluator.problem_warnings
     assert any("draws random numbers" in w and "--model-mode eval" in w for w in trained), trained
     with Evaluator(PROBLEMS / "dropout_train.py", dataclasses.replace(cpu_options, model_mode="eval")) as evaluator:
-        evaluator.start_oracle()
+        evaluator.start_reference()
         assert not any("random" in w for w in evaluator.problem_warnings), evaluator.problem_warnings
 
 
@@ -60,7 +60,7 @@ def test_a_problem_larger_than_the_memory_limit_is_refused_before_any_trial(cpu_
     options = dataclasses.replace(cpu_options, memory_limit=1 << 20)
     with Evaluator(PROBLEMS / "small_layernorm.py", options) as evaluator:
         with pytest.raises(DoesNotFit) as refused:
-            evaluator.start_oracle()
+            evaluator.start_reference()
     text = str(refused.value)
     assert "small_layernorm.py does not fit" in text and "needs about" in text and "inputs " in text
     assert "kept copies" in text and "has 0.00105 GB (the limit given)" in text, text

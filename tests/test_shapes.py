@@ -45,7 +45,7 @@ def test_hard_coded_row_length_fails_at_other_shapes(cpu_options, tmp_path):
     general.write_text(GENERAL)
     with Evaluator(ROWS, cpu_options) as evaluator:
         fixed = evaluator.evaluate(FIXED)
-        right = evaluator.evaluate(general)  # the oracle went back to the main shape
+        right = evaluator.evaluate(general)  # the reference process went back to the main shape
     assert fixed.verdict is Verdict.CORRECT, fixed.explanation  # the main shape is still the task
     assert [s.label for s in fixed.failed_shapes] == ["batch_size=3, dim=16", "batch_size=5, dim=31",
                                                      "batch_size=1, dim=1", "batch_size=3, dim=3"]

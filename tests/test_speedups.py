@@ -201,7 +201,7 @@ def test_parameters_too_big_to_copy_twice_leave_the_spread_unmeasured_and_say_so
 def test_twins_hold_the_same_parameters_at_other_addresses():
     import torch
 
-    from harness.engine.workers.oracle import TWIN_PADS_MIB, twins
+    from harness.engine.workers.reference import TWIN_PADS_MIB, twins
 
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.BatchNorm1d(64))
     held = sum(t.nbytes for t in model.state_dict().values())

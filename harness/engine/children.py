@@ -1,4 +1,4 @@
-"""The processes of one problem on one device: the reference process (the oracle), which runs no
+"""The processes of one problem on one device: the reference process, which runs no
 candidate code, and a fresh worker per candidate, with a spare importing torch ahead and the next
 candidate staged. Talking to them (a reply read as the protocol's type, a failure turned into the
 problem's error or the candidate's verdict), moving both to another shape, and the device's lock."""
@@ -19,12 +19,12 @@ from .footprint import DoesNotFit, fit_refusal
 from .options import EvalOptions
 from .phases import Notify, quiet
 from .process import Child, ChildBrokeProtocol, ChildDied, ChildTimeout, prune_logs
-from .protocol import (CandidateReady, CandidateSpec, Command, OracleHolding, OracleReady, OracleSpec, Reply, Request,
+from .protocol import (CandidateReady, CandidateSpec, Command, ReferenceHolding, ReferenceReady, ReferenceSpec, Reply, Request,
                        ShapeSet)
 from .verdicts import R, Deadline, Stop, after, child_error, read_reply, received, refuse_tampering
 
 MANY_CORES = (os.cpu_count() or 1) >= 8
-ORACLE_START_S = 120.0
+REFERENCE_START_S = 120.0
 DEVICE_WAIT_S = 24 * 3600.0  # the most a prepared reference waits for another's timing to end
 
 
@@ -43,15 +43,15 @@ class Children:
         self.registry, self.limits = options.registry(), options.limits()
         self.cores = split_cores(options.device)  # timing processes on their own cores, builds on the rest
         self.seeds = {"init_seed": new_seed(), "param_seed": new_seed()}
-        self.oracle: Optional[Child] = None
-        self.oracle_info = OracleReady()
+        self.reference: Optional[Child] = None
+        self.reference_info = ReferenceReady()
         self.problem_warnings: list[str] = []
         self.environment = None
         self.memory: dict[str, dict[str, int]] = {}  # peak bytes by process, as their replies said
         self.keep_spare = keep_spare  # for evaluators that will see more than one candidate
         self._spare: Optional[Child] = None
         self._staged: Optional[tuple[Built, Child]] = None  # the next candidate, importing ahead
-        self._blank_oracle: Optional[Child] = None  # a reference process importing, not yet told the problem
+        self._blank_reference: Optional[Child] = None  # a reference process importing, not yet told the problem
         self._spawned = 0
         self.current: Optional[Child] = None  # the worker in flight
         self._closed = False  # after close, a timing thread still running starts no process
@@ -70,23 +70,23 @@ class Children:
         if self._staged:
             self._staged[1].kill()
             self._staged = None
-        if self._blank_oracle:
-            self._blank_oracle.kill()
-            self._blank_oracle = None
-        if self.oracle:
-            self.oracle.stop()
-            self.oracle = None
+        if self._blank_reference:
+            self._blank_reference.kill()
+            self._blank_reference = None
+        if self.reference:
+            self.reference.stop()
+            self.reference = None
 
     # -- the reference process -------------------------------------------------
 
-    def start_oracle(self, hold_device: bool = False) -> None:
+    def start_reference(self, hold_device: bool = False) -> None:
         """Start the reference process; a broken problem raises ProblemError. `hold_device`: it
         loads the problem holding the device's lock, waiting (its imports done) for any timing there."""
-        if self.oracle and self.oracle.alive():
+        if self.reference and self.reference.alive():
             return
-        blank, self._blank_oracle = self._blank_oracle, None
-        self.oracle = blank if blank and blank.alive() else self._spawn_oracle()
-        self.oracle.send(to_dict(OracleSpec(self.problem.path, self.options.device, self.tolerances(),
+        blank, self._blank_reference = self._blank_reference, None
+        self.reference = blank if blank and blank.alive() else self._spawn_reference()
+        self.reference.send(to_dict(ReferenceSpec(self.problem.path, self.options.device, self.tolerances(),
                                             str(self.cache), model_mode=self.options.model_mode,
                                             device_key=self.device_key if hold_device else "",
                                             backward=self.backward,
@@ -94,14 +94,14 @@ class Children:
                                             grad_rounding=self._grad_rounding(),
                                             **self.seeds)))
         if hold_device:
-            self.oracle_says(after(DEVICE_WAIT_S, "the longest wait for another timing"), OracleHolding,
+            self.reference_says(after(DEVICE_WAIT_S, "the longest wait for another timing"), ReferenceHolding,
                              "waiting for the device")
         # the reference's own start (torch's import, the problem's lint) is no candidate's run: a short
         # --run-timeout meant for candidates must not fail it on a busy machine
-        start = max(self.options.run_timeout, ORACLE_START_S)
-        ready = self.oracle_says(after(start, "the longer of the run timeout and the reference's start limit"),
-                                 OracleReady, "loading the problem")
-        self.oracle_info = ready
+        start = max(self.options.run_timeout, REFERENCE_START_S)
+        ready = self.reference_says(after(start, "the longer of the run timeout and the reference's start limit"),
+                                 ReferenceReady, "loading the problem")
+        self.reference_info = ready
         self.problem_warnings = list(ready.warnings)
         if self.backward and ready.no_backward:
             self.end()
@@ -121,34 +121,34 @@ class Children:
         p, o = self.problem, self.options
         return self.backward and all(t is None for t in (p.grad_atol, p.grad_rtol, o.atol, o.rtol))
 
-    def _spawn_oracle(self, spare: bool = False) -> Child:
-        log = self.logs / f"oracle-{self.problem.name}-{os.getpid()}-{self.options.gpu or 0}.log"
-        return Child("oracle", log, env=self._start_env(spare), registry=self.registry)
+    def _spawn_reference(self, spare: bool = False) -> Child:
+        log = self.logs / f"reference-{self.problem.name}-{os.getpid()}-{self.options.gpu or 0}.log"
+        return Child("reference", log, env=self._start_env(spare), registry=self.registry)
 
     def spawn(self) -> None:
         """Start the reference process and a spare worker for the first candidate without the
         problem, at low priority: they import torch (seconds) but hold no GPU memory until
-        start_oracle and the first candidate. A bench starts a problem so while others are timed."""
+        start_reference and the first candidate. A bench starts a problem so while others are timed."""
         if self._spare is None:
             self._spare = self._spawn_worker(spare=True)
-        if not (self.oracle and self.oracle.alive()) and self._blank_oracle is None:
-            self._blank_oracle = self._spawn_oracle(spare=True)
+        if not (self.reference and self.reference.alive()) and self._blank_reference is None:
+            self._blank_reference = self._spawn_reference(spare=True)
 
     def prepare(self) -> None:
         """Start the reference process, and a spare worker importing beside it for the first
         candidate (a bench does this for the next problem while the current one is checked).
         Both import torch at low priority; the reference then loads its problem holding the
-        device (the oracle takes its lock), so its calls never run beside a timing there."""
+        device (the reference process takes its lock), so its calls never run beside a timing there."""
         self.spawn()
-        self.start_oracle(hold_device=True)
+        self.start_reference(hold_device=True)
 
-    def oracle_says(self, deadline: Deadline, kind: type[R], doing: str) -> R:
+    def reference_says(self, deadline: Deadline, kind: type[R], doing: str) -> R:
         """The reference process's next reply, to the step it is `doing`. Its failure is the problem's,
         and ends the process, with a message naming the step, its limit and the time spent; running
         out of memory is the device's limit."""
-        log = self.oracle.log_path
+        log = self.reference.log_path
         try:
-            reply = from_dict(kind, self.oracle.recv(deadline.at).header)
+            reply = from_dict(kind, self.reference.recv(deadline.at).header)
         except ChildTimeout:
             self.end()
             raise ProblemError(f"Problem file {self.problem.path}: the reference process was still {doing} "
@@ -162,10 +162,10 @@ class Children:
             raise ProblemError(f"Problem file {self.problem.path}: while {doing}, the reference process wrote "
                                f"something that is not a message of the protocol ({exc}); see {log}.") from None
         if reply.error == "out_of_memory":
-            self.oracle.stop()
-            self.oracle = None
+            self.reference.stop()
+            self.reference = None
             first = str(reply.message).strip().splitlines()[:1]
-            if kind in (OracleHolding, OracleReady):
+            if kind in (ReferenceHolding, ReferenceReady):
                 raise DoesNotFit(f"Problem file {self.problem.path}: the reference ran out of memory while it was "
                                  f"being loaded and linted ({''.join(first)}); the problem does not fit the "
                                  "device's free memory. Make get_inputs() smaller, or free the device.")
@@ -234,7 +234,7 @@ class Children:
         cores started only now, so it never competes with a timing."""
         worker.stop()
         self.current = None
-        if self.keep_spare and self.oracle and self._spare is None:
+        if self.keep_spare and self.reference and self._spare is None:
             self._spare = self._spawn_worker(spare=True)
         result.details["peak_memory"] = {role: dict(use) for role, use in self.memory.items()}
         self.memory.pop("candidate_worker", None)  # the next candidate has a worker of its own
@@ -268,15 +268,15 @@ class Children:
 
     # -- both at another shape ----------------------------------------------------
 
-    def oracle_at(self, values: dict, deadline: Deadline) -> ShapeSet:
-        """The reference rebuilt at a shape; where it cannot be, the oracle stays at the main shape."""
-        self.oracle.send(to_dict(Request(Command.SHAPE, shape=values)))
-        return self.oracle_says(deadline, ShapeSet, f"rebuilding the reference at {shape_label(values)}")
+    def reference_at(self, values: dict, deadline: Deadline) -> ShapeSet:
+        """The reference rebuilt at a shape; where it cannot be, the reference process stays at the main shape."""
+        self.reference.send(to_dict(Request(Command.SHAPE, shape=values)))
+        return self.reference_says(deadline, ShapeSet, f"rebuilding the reference at {shape_label(values)}")
 
-    def oracle_back(self, deadline: Deadline) -> None:
+    def reference_back(self, deadline: Deadline) -> None:
         """The reference back at the main shape, for the next candidate."""
-        if self.oracle and self.oracle.alive():
-            self.oracle_at({}, Deadline(deadline.at + ORACLE_START_S, deadline.limit + ORACLE_START_S,
+        if self.reference and self.reference.alive():
+            self.reference_at({}, Deadline(deadline.at + REFERENCE_START_S, deadline.limit + REFERENCE_START_S,
                                         f"{deadline.basis}, and the reference's start limit"))
 
     def worker_at(self, worker: Child, values: dict, deadline: Deadline) -> None:

@@ -1,6 +1,6 @@
 """One evaluation: build, check, time, and a verdict.
 
-The harness process only orchestrates. It starts the reference process (the oracle) once per
+The harness process only orchestrates. It starts the reference process once per
 problem and device, a build child per uncached candidate, and a fresh candidate worker per
 evaluation; it relays trial inputs and candidate outputs between them as raw bytes and turns
 every way a child can end into a verdict. The phases, in order (phases.Phase), each in a room
@@ -64,12 +64,12 @@ class Evaluator:
 
     # the reference process and what it found, for the pool, the bench and the loop
     @property
-    def oracle(self):
-        return self.children.oracle
+    def reference(self):
+        return self.children.reference
 
     @property
-    def oracle_info(self):
-        return self.children.oracle_info
+    def reference_info(self):
+        return self.children.reference_info
 
     @property
     def environment(self):
@@ -83,8 +83,8 @@ class Evaluator:
     def placement(self) -> dict[str, Optional[float]]:
         return self.measure.placement
 
-    def start_oracle(self, hold_device: bool = False) -> None:
-        self.children.start_oracle(hold_device)
+    def start_reference(self, hold_device: bool = False) -> None:
+        self.children.start_reference(hold_device)
 
     def spawn(self) -> None:
         self.children.spawn()
@@ -117,10 +117,10 @@ class Evaluator:
         children.keep_a_spare()  # imports torch during this evaluation, for the one after upcoming
 
         def start() -> None:
-            children.start_oracle()
+            children.start_reference()
             result.environment = children.environment
             result.warnings.extend(children.problem_warnings)
-            result.grad_allowance = dict(children.oracle_info.grad_allowance)
+            result.grad_allowance = dict(children.reference_info.grad_allowance)
             children.await_ready(worker, result)
 
         def check() -> None:
@@ -139,7 +139,7 @@ class Evaluator:
         try:
             for phase, step in plan:
                 self._phase(phase, step, result, notify)
-            judge(result, children.oracle_info, self.placement.get(""), self.backward)
+            judge(result, children.reference_info, self.placement.get(""), self.backward)
             if self.profiler:
                 worker.stop()  # its GPU memory and context are not the profiled forward's
                 self._phase(Phase.PROFILE, lambda: self._profile(built, result, notify), result, notify)

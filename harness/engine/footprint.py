@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..problem import Problem, ProblemError
-from .protocol import PARK_BYTES, OracleReady
+from .protocol import PARK_BYTES, ReferenceReady
 
 
 class DoesNotFit(ProblemError):
@@ -16,7 +16,7 @@ def gb(n: float) -> str:
     return f"{n / 1e9:.3g} GB"
 
 
-def footprint(ready: OracleReady) -> int:
+def footprint(ready: ReferenceReady) -> int:
     """Bytes one evaluation of the problem holds on its device at the most, over all processes:
     in the reference process one input draw, the reference's outputs and the candidate's outputs
     it compares; in the candidate worker one input draw and the candidate's outputs (timing
@@ -29,7 +29,7 @@ def footprint(ready: OracleReady) -> int:
             + 2 * params + (params if params < PARK_BYTES else 0) + ready.flush_bytes + twins)
 
 
-def in_process_need(ready: OracleReady) -> int:
+def in_process_need(ready: ReferenceReady) -> int:
     """Bytes an in-process evaluation (KernelBench's) holds at the most: one input draw, both
     models' outputs and parameters, the workspace of the forward that runs beside the other's
     outputs, and the cache-flush buffer. The measure of a frugal engine."""
@@ -37,7 +37,7 @@ def in_process_need(ready: OracleReady) -> int:
             + ready.flush_bytes)
 
 
-def fit_refusal(problem: Problem, ready: OracleReady, device: str, limit: Optional[int],
+def fit_refusal(problem: Problem, ready: ReferenceReady, device: str, limit: Optional[int],
                 host_limit: Optional[int]) -> Optional[str]:
     """The paragraph that refuses a problem too big for its device (footprint), or None when it fits."""
     inputs, outputs = ready.input_bytes, ready.output_bytes
@@ -68,5 +68,5 @@ PLACEMENT_SHARE = 0.1
 PLACEMENT_FLOOR = 1 << 30
 
 
-def placement_budget(ready: OracleReady) -> int:
+def placement_budget(ready: ReferenceReady) -> int:
     return int(max(PLACEMENT_SHARE * in_process_need(ready), PLACEMENT_FLOOR))

@@ -8,11 +8,11 @@ from ..integrity import roofline
 from ..results import EvalResult, Verdict, speedup_text
 from ..stats import geomean
 from . import speedups
-from .protocol import OracleReady
+from .protocol import ReferenceReady
 from .verdicts import Stop
 
 
-def judge(result: EvalResult, info: OracleReady, main_spread: Optional[float], backward: bool) -> None:
+def judge(result: EvalResult, info: ReferenceReady, main_spread: Optional[float], backward: bool) -> None:
     """Speedups and verdict for a checked, timed candidate; `main_spread` is the reference's
     placement spread at the main shape (None or 0: none measured)."""
     shapes = result.benchmark_shapes
@@ -31,7 +31,7 @@ def judge(result: EvalResult, info: OracleReady, main_spread: Optional[float], b
                           f"{' (forward and backward)' if backward else ''}.")
 
 
-def _place_on_roofline(result: EvalResult, info: OracleReady) -> None:
+def _place_on_roofline(result: EvalResult, info: ReferenceReady) -> None:
     """Place the time against the hardware's limits; refuse the impossible."""
     cand = result.timings["candidate"]
     declared, peaks = info.roofline, info.peaks

@@ -10,7 +10,7 @@ from ..problem import ProblemError
 from ..results import EvalResult, Retimed, ShapeTiming, Timing, Verdict, shape_label, to_dict
 from . import speedups
 from .builder import builds_paused
-from .children import ORACLE_START_S, Children
+from .children import REFERENCE_START_S, Children
 from .footprint import gb, placement_budget
 from .phases import Notify, Phase
 from .process import Child
@@ -47,7 +47,7 @@ class Measure:
 
     def candidate(self, worker: Child, result: EvalResult, notify: Notify) -> dict[str, Timing]:
         """The timing phase: at the problem's benchmark shapes where it declares some, else at its shape."""
-        if self.children.oracle_info.benchmark_shapes:
+        if self.children.reference_info.benchmark_shapes:
             return self._at_benchmark_shapes(worker, result, notify)
         with self.children.holding_device(Phase.TIME.doing, notify, result):
             return self._time(worker, result, shape="")
@@ -56,12 +56,12 @@ class Measure:
         """The reference alone under the faster numerics setting, before any candidate: its time for
         a run's first prompt and the ceiling a run can reach. Holds the device's timing lock."""
         children = self.children
-        children.start_oracle()
-        numerics = children.oracle_info.numerics_differ
+        children.start_reference()
+        numerics = children.reference_info.numerics_differ
         with children.device_lock():
             rule = self._alone_rule()
-            children.oracle.send(to_dict(Request(Command.TIME_REFERENCE, rule=rule, default_numerics=numerics)))
-            timings = children.oracle_says(self._timing_deadline(rule), ReferenceTimed,
+            children.reference.send(to_dict(Request(Command.TIME_REFERENCE, rule=rule, default_numerics=numerics)))
+            timings = children.reference_says(self._timing_deadline(rule), ReferenceTimed,
                                            "timing the reference before the first candidate").timings
         # the headline's baseline: the faster numerics setting (speedups.ranked)
         return min((timings[key] for key in BESIDE_AND_ALONE if key in timings), key=lambda t: t.median)
@@ -72,7 +72,7 @@ class Measure:
         shape before it is timed there: a time for wrong outputs means nothing, so a failure there
         is its verdict. Returns the main shape's timings where it is one of them, else the first's."""
         children = self.children
-        shapes = children.oracle_info.benchmark_shapes
+        shapes = children.reference_info.benchmark_shapes
         shown: dict[str, Timing] = {}
         current: dict = {}  # the shape both processes are at
         deadline = children.run_deadline()
@@ -83,7 +83,7 @@ class Measure:
                 said = len(result.warnings)
                 try:
                     if values != current:
-                        ready = children.oracle_at(values, deadline)
+                        ready = children.reference_at(values, deadline)
                         current = values if ready.applied else {}
                         if not ready.applied:
                             raise ProblemError(f"Problem file {children.problem.path}: get_benchmark_shapes() lists "
@@ -106,7 +106,7 @@ class Measure:
                     shown = timings
         finally:
             if current:
-                children.oracle_back(deadline)
+                children.reference_back(deadline)
         if current:  # the CUDA graph is checked at the main shape
             children.worker_at(worker, {}, deadline)
         return shown
@@ -139,12 +139,12 @@ class Measure:
     def _time_once(self, worker: Child, result: EvalResult,
                    shares: int, shape: str) -> tuple[dict[str, Timing], dict[str, Timing]]:
         children, o = self.children, self.children.options
-        info = children.oracle_info
+        info = children.reference_info
         rule = o.stop_rule(o.time_cap / shares)
         numerics = info.numerics_differ
         if info.parameter_bytes >= PARK_BYTES:  # the reference's weights leave the device to the worker
-            children.oracle.send(to_dict(Request(Command.PARK)))
-            children.oracle_says(children.run_deadline(), Reply, "moving the reference's parameters to the host")
+            children.reference.send(to_dict(Request(Command.PARK)))
+            children.reference_says(children.run_deadline(), Reply, "moving the reference's parameters to the host")
         worker.send(to_dict(Request(Command.TIME, rule=rule, default_numerics=numerics)))
         reply, message = children.talk(worker, self._timing_deadline(rule), "being timed", Timed, raw=True)
         refuse_tampering(reply)
@@ -164,8 +164,8 @@ class Measure:
             result.warnings.append(f"{seen}, as work the caller's stream does not wait for (another stream or "
                                    "thread) reads; it was timed synchronously, every stream counted")
             timings = {name: speedups.synchronous(t) for name, t in timings.items()}
-        children.oracle.forward(message, cmd=Command.VERIFY_TIMED.value)
-        checked = children.oracle_says(children.run_deadline(), Checked, "re-checking the timed outputs").check
+        children.reference.forward(message, cmd=Command.VERIFY_TIMED.value)
+        checked = children.reference_says(children.run_deadline(), Checked, "re-checking the timed outputs").check
         result.timed_calls_checked = checked.trials
         if not checked.passed:
             # Trials synchronize the device before reading outputs; timed calls follow one another
@@ -182,9 +182,9 @@ class Measure:
         measure = shape not in self.placement
         budget = placement_budget(info) if measure else 0
         rule = self._alone_rule(shares)
-        children.oracle.send(to_dict(Request(Command.TIME_REFERENCE, compile_baseline=o.compile_baseline,
+        children.reference.send(to_dict(Request(Command.TIME_REFERENCE, compile_baseline=o.compile_baseline,
                                              rule=rule, default_numerics=numerics, placement_budget=budget)))
-        alone = children.oracle_says(self._timing_deadline(rule), ReferenceTimed,
+        alone = children.reference_says(self._timing_deadline(rule), ReferenceTimed,
                                      "timing the reference alone").timings
         twins = [alone.pop(key) for key in [key for key in alone if key.startswith("placement_")]]
         if measure:
@@ -204,9 +204,9 @@ class Measure:
         """The reference alone, at each numerics setting the candidate's timing has, and nothing else."""
         children = self.children
         rule = self._alone_rule(shares)
-        children.oracle.send(to_dict(Request(Command.TIME_REFERENCE, rule=rule,
-                                             default_numerics=children.oracle_info.numerics_differ)))
-        return children.oracle_says(self._timing_deadline(rule), ReferenceTimed, "timing the reference alone").timings
+        children.reference.send(to_dict(Request(Command.TIME_REFERENCE, rule=rule,
+                                             default_numerics=children.reference_info.numerics_differ)))
+        return children.reference_says(self._timing_deadline(rule), ReferenceTimed, "timing the reference alone").timings
 
     def _alone_rule(self, shares: int = 1) -> StopRule:
         o = self.children.options
@@ -216,7 +216,7 @@ class Measure:
         """A timing step: the sampling its time cap allows, then a run timeout, which bounds a call
         (the cap is looked at between batches of calls), and torch.compile's compile where asked."""
         o = self.children.options
-        extra = ORACLE_START_S if o.compile_baseline else 0.0
+        extra = REFERENCE_START_S if o.compile_baseline else 0.0
         return after(rule.time_cap + o.run_timeout + extra,
                      f"its time cap's {rule.time_cap:.3g} s of sampling, then the run timeout of {o.run_timeout:.0f} s"
                      + (" and the reference's start limit for torch.compile" if extra else ""))

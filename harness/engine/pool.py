@@ -23,7 +23,7 @@ from .cores import build_slots, default_build_jobs
 from .builder import Built, Builder
 from .evaluate import Evaluator
 from .options import EvalOptions
-from .protocol import OracleReady
+from .protocol import ReferenceReady
 
 Event = Callable[[int, str], None]  # (candidate index, phase)
 Finished = Callable[[int, EvalResult], None]  # (candidate index, its result), as each one finishes
@@ -123,12 +123,12 @@ class Pool:
         if self._own_builders:
             self.builders.close()
 
-    def facts(self) -> tuple[OracleReady, Environment]:
+    def facts(self) -> tuple[ReferenceReady, Environment]:
         """What the reference process found (hardware, inputs, peaks) and the environment:
         starts the first slot's reference process; raises ProblemError for a bad problem."""
         first = self.evaluators[0]
-        first.start_oracle()
-        return first.oracle_info, first.environment
+        first.start_reference()
+        return first.reference_info, first.environment
 
     def spawn(self) -> None:
         """Start the processes importing torch, the problem not yet loaded (Evaluator.spawn)."""

@@ -463,9 +463,9 @@ class Child:
             _live.discard(self)
 
     def stop(self) -> None:
-        """Done with the child. The oracle, which runs no candidate code, is asked to exit
+        """Done with the child. The reference process, which runs no candidate code, is asked to exit
         first; a child that ran candidate code is killed at once, with its tree still whole."""
-        if self.alive() and self.role == "oracle":
+        if self.alive() and self.role == "reference":
             try:
                 channel.send(self.conn, {"cmd": "exit"})
                 self.proc.wait(timeout=5)

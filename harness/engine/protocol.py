@@ -19,7 +19,7 @@ from ..results import CheckResult, Timing
 
 
 class Command(str, enum.Enum):
-    # to the oracle (the reference process)
+    # to the reference process
     MAKE_TRIAL = "make_trial"  # draw a trial's inputs from a fresh seed; keep the reference's outputs
     COMPARE = "compare"  # the candidate's outputs for that trial, relayed: compare them
     TIME_REFERENCE = "time_reference"  # time the reference alone
@@ -28,10 +28,10 @@ class Command(str, enum.Enum):
     TRIAL = "trial"  # run on the inputs of a seed and return the outputs
     TIME = "time"  # time candidate and reference interleaved
     GRAPH = "graph"  # CUDA: forward captured in a CUDA graph once, replayed on a seed's inputs; return the outputs
-    RELEASE = "release"  # let go of the graph and the outputs the oracle mapped, give the memory back
+    RELEASE = "release"  # let go of the graph and the outputs the reference process mapped, give the memory back
     # to both: set the problem's module-level values to a shape and rebuild the models; {} is the main shape
     SHAPE = "shape"
-    # to the oracle, before the worker's TIME: its reference's parameters to the host until it next runs it
+    # to the reference process, before the worker's TIME: its reference's parameters to the host until it next runs it
     PARK = "park"
     # to any worker
     EXIT = "exit"
@@ -66,7 +66,7 @@ class CandidateSpec(BuildSpec):
 
 
 @dataclass
-class OracleSpec:
+class ReferenceSpec:
     problem: str
     device: str
     tolerances: dict[str, list[float]]  # (atol, rtol) by dtype name, and "default"
@@ -148,12 +148,12 @@ class BuildDone(Reply):
 
 
 @dataclass
-class OracleHolding(Reply):
-    """The reference process holds the device (OracleSpec.device_key) and loads the problem now."""
+class ReferenceHolding(Reply):
+    """The reference process holds the device (ReferenceSpec.device_key) and loads the problem now."""
 
 
 @dataclass
-class OracleReady(Reply):
+class ReferenceReady(Reply):
     ready: bool = False
     device_name: str = ""
     capability: str = ""
@@ -180,7 +180,7 @@ class OracleReady(Reply):
     benchmark_shapes: list[dict[str, Any]] = field(default_factory=list)
     # under --backward: why the problem has no backward to check (no output has a gradient); "" when it has
     no_backward: str = ""
-    # under --backward with OracleSpec.grad_rounding: what each gradient's atol gains, by label
+    # under --backward with ReferenceSpec.grad_rounding: what each gradient's atol gains, by label
     grad_allowance: dict[str, float] = field(default_factory=dict)
 
 

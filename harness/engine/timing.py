@@ -103,7 +103,7 @@ def _cpu_cache_bytes() -> int:
 def flush_bytes(device: torch.device) -> int:
     """The cache-flush buffer's bytes on `device`: twice its last-level cache (a GPU's L2, at least
     64 MB; a CPU's L3). The one owner of that size: the fit estimate counts what the reference
-    process reports from here (OracleReady.flush_bytes)."""
+    process reports from here (ReferenceReady.flush_bytes)."""
     if device.type == "cuda":
         return max(2 * torch.cuda.get_device_properties(device).L2_cache_size, 64 << 20)
     return 2 * _cpu_cache_bytes()

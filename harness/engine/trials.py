@@ -21,8 +21,8 @@ def _round_trip(children: Children, worker: Child, deadline: Deadline, command: 
                 running: str, **request) -> tuple[TrialMade, TrialOutputs, object]:
     """The reference draws a trial, the worker runs `command` on its seed: what each said, and the
     worker's outputs as they came (raw, for the reference to compare)."""
-    children.oracle.send(to_dict(Request(Command.MAKE_TRIAL)))
-    made = children.oracle_says(deadline, TrialMade, drawing)
+    children.reference.send(to_dict(Request(Command.MAKE_TRIAL)))
+    made = children.reference_says(deadline, TrialMade, drawing)
     worker.send(to_dict(Request(command, seed=made.seed, **request)))
     reply, outputs = children.talk(worker, deadline, running, TrialOutputs, raw=True)
     refuse_tampering(reply)
@@ -30,19 +30,19 @@ def _round_trip(children: Children, worker: Child, deadline: Deadline, command: 
 
 
 def _compared(children: Children, outputs, deadline: Deadline, doing: str) -> CheckResult:
-    children.oracle.forward(outputs, cmd=Command.COMPARE.value)
-    return children.oracle_says(deadline, Checked, doing).check
+    children.reference.forward(outputs, cmd=Command.COMPARE.value)
+    return children.reference_says(deadline, Checked, doing).check
 
 
 def check(children: Children, worker: Child, trials: int, deadline: Optional[Deadline] = None) -> CheckResult:
-    """Trials on fresh inputs, each compared by the oracle; the first failure stops with INCORRECT,
+    """Trials on fresh inputs, each compared by the reference process; the first failure stops with INCORRECT,
     the failed trial's CheckResult on the Stop."""
     deadline = deadline or children.run_deadline()
     total = CheckResult(True)
     for trial in range(trials):
         made, reply, outputs = _round_trip(children, worker, deadline, Command.TRIAL, f"drawing trial {trial + 1}",
                                            f"running trial {trial + 1}")
-        if reply.checksum != made.checksum and children.oracle_info.reproducible:
+        if reply.checksum != made.checksum and children.reference_info.reproducible:
             raise Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} Its process drew different inputs "
                        "from the reference's for the same seed, although the problem's inputs are "
                        "reproducible: it changed how inputs are drawn.")
@@ -78,14 +78,14 @@ def check_graph(children: Children, worker: Child, result: EvalResult) -> None:
     """CUDA: forward captured in a CUDA graph on one trial's inputs, then replayed on another's
     (where a second copy of the inputs is small), both compared with the reference. What stops
     a capture, or a replay that does not match, is a note (serving stacks replay graphs), not
-    a verdict. The worker then lets go of the graph, before the oracle needs the device again."""
+    a verdict. The worker then lets go of the graph, before the reference process needs the device again."""
     if children.options.device == "cpu" or children.backward:  # a graph of the forward alone: not what is checked
         return
     deadline = children.run_deadline()
     # A replay on new inputs holds a second copy of them beside the graph's own; where that copy
     # would be big, the graph is replayed on its captured inputs only, and the note says so.
-    inputs = children.oracle_info.input_bytes
-    replays = 2 if inputs <= max(GRAPH_SECOND_COPY_BYTES, in_process_need(children.oracle_info) // 10) else 1
+    inputs = children.reference_info.input_bytes
+    replays = 2 if inputs <= max(GRAPH_SECOND_COPY_BYTES, in_process_need(children.reference_info) // 10) else 1
     result.not_capturable = _replay_graph(children, worker, replays, deadline) or None
     worker.send(to_dict(Request(Command.RELEASE)))
     children.talk(worker, deadline, "letting go of its CUDA graph", Reply)
@@ -111,20 +111,20 @@ def _replay_graph(children: Children, worker: Child, replays: int, deadline: Dea
 
 def check_shapes(children: Children, worker: Child, result: EvalResult) -> None:
     """The candidate at the problem's other shapes, both models rebuilt afresh at each; the
-    main shape comes back in the oracle at the end. A failure warns, or rejects under strict."""
+    main shape comes back in the reference process at the end. A failure warns, or rejects under strict."""
     options = children.options
-    if options.shapes == "off" or not children.oracle_info.shapes:
+    if options.shapes == "off" or not children.reference_info.shapes:
         return
     deadline = children.run_deadline()
     trials = min(2, options.trials)
     try:
-        for values in children.oracle_info.shapes:
+        for values in children.reference_info.shapes:
             variant = ShapeVariant(values)
             result.shapes.append(variant)
             if not worker.alive():
                 variant.reason = "not checked: the candidate's process had stopped"
                 continue
-            ready = children.oracle_at(values, deadline)
+            ready = children.reference_at(values, deadline)
             if not ready.applied:
                 variant.reason = f"not checked: {ready.reason}"
                 continue
@@ -137,7 +137,7 @@ def check_shapes(children: Children, worker: Child, result: EvalResult) -> None:
             except ChildDied:
                 variant.passed, variant.reason = False, "the candidate's process died"
     finally:
-        children.oracle_back(deadline)
+        children.reference_back(deadline)
     failed = result.failed_shapes
     if not failed:
         return

@@ -16,7 +16,7 @@ from ..integrity.roofline import roofline_text
 
 if TYPE_CHECKING:
     from ..device import DeviceInfo
-    from ..engine.protocol import OracleReady
+    from ..engine.protocol import ReferenceReady
     from ..integrity.roofline import Headroom
     from ..problem import Problem
     from ..results import Environment
@@ -90,7 +90,7 @@ def tolerance_text(problem: "Problem") -> str:
 def grad_tolerance_text(problem: "Problem", allowance: Optional[dict[str, float]] = None) -> str:
     """The gradients' tolerance where the problem sets its own (GRAD_ATOL, GRAD_RTOL), else the
     outputs', each atol plus the reference's own rounding where it was measured (`allowance`,
-    OracleReady.grad_allowance)."""
+    ReferenceReady.grad_allowance)."""
     if problem.grad_atol is None and problem.grad_rtol is None:
         widest = max((allowance or {}).values(), default=0.0)
         return tolerance_text(problem) + (f", each gradient's atol plus the reference's own float32 rounding "
@@ -105,7 +105,7 @@ def system_prompt(prompts: Prompts, *, cpu: bool = False) -> str:
 
 
 def first_prompt(prompts: Prompts, problem: "Problem", device: "DeviceInfo", *, accept: float, target: float,
-                 trials: int, facts: "OracleReady", environment: "Environment",
+                 trials: int, facts: "ReferenceReady", environment: "Environment",
                  headroom: Optional["Headroom"] = None, backward: bool = False) -> str:
     """The problem, the rules, and the facts the reference process found: hardware, measured
     peaks, how the inputs arrive, versions; and the reference's own time against its floor.

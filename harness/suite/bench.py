@@ -65,7 +65,7 @@ PREFETCH_SHARE = 0.25
 
 
 def _leaves_room(pool: Pool) -> bool:
-    ready = pool.evaluators[0].oracle_info
+    ready = pool.evaluators[0].reference_info
     return not ready.available_bytes or footprint(ready) <= PREFETCH_SHARE * ready.available_bytes
 
 
@@ -277,7 +277,7 @@ def evaluate_problem(name: str, opened: Opened, on_record: Recorded, on_phase: P
 
     def on_result(index: int, result: EvalResult) -> None:
         finished.add(index)
-        on_record(record_of(group[index], result, pool.evaluators[0].oracle_info if pool else None))
+        on_record(record_of(group[index], result, pool.evaluators[0].reference_info if pool else None))
 
     def on_event(index: int, phase: str) -> None:
         nonlocal prefetch

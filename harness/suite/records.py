@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..engine.footprint import in_process_need
-from ..engine.protocol import OracleReady
+from ..engine.protocol import ReferenceReady
 from ..results import EvalResult, from_dict, to_dict
 from .jobs import Job, SuiteError
 
@@ -62,7 +62,7 @@ class BenchRecord:
         return self.verdict == "correct"
 
 
-def sizes_of(ready: Optional[OracleReady]) -> dict[str, int]:
+def sizes_of(ready: Optional[ReferenceReady]) -> dict[str, int]:
     """A problem's sizes in bytes, as its reference process found them, beside what an in-process
     evaluation holds; {} where the reference never got ready."""
     if not (ready and ready.ready):
@@ -71,7 +71,7 @@ def sizes_of(ready: Optional[OracleReady]) -> dict[str, int]:
             "parameters": ready.parameter_bytes, "in_process_need": in_process_need(ready)}
 
 
-def record_of(job: Job, result: EvalResult, ready: Optional[OracleReady] = None) -> BenchRecord:
+def record_of(job: Job, result: EvalResult, ready: Optional[ReferenceReady] = None) -> BenchRecord:
     """`ready`: what the problem's reference process said, for the sizes beside the peaks."""
     compiled = next((b for b in result.baselines if b.name == "torch.compile"), None)  # its faster setting
     ieee = next((b for b in result.baselines if (b.name, b.numerics) == ("eager", "ieee")), None)

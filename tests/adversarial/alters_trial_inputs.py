@@ -1,5 +1,5 @@
-# Altered trial inputs: overrides aten::normal_ for the CPU, so the inputs the worker draws from the oracle's seed differ
-# from the oracle's; the harness must blame the candidate, not the problem.
+# Altered trial inputs: overrides aten::normal_ for the CPU, so the inputs the worker draws from the reference process's seed differ
+# from the reference process's; the harness must blame the candidate, not the problem.
 import torch
 import torch.nn as nn
 

@@ -1,2 +1,2 @@
-"""The child processes, one module per role: build, oracle (the reference) and
+"""The child processes, one module per role: build, reference and
 candidate. Started as `python -m harness.engine.workers ROLE FD`."""

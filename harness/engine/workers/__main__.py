@@ -1,6 +1,6 @@
 """The child processes: `python -m harness.engine.workers ROLE FD`.
 
-Roles: build (build.py), oracle (oracle.py), candidate (candidate.py). The
+Roles: build (build.py), reference (reference.py), candidate (candidate.py). The
 first message on FD is the spec (from the harness); every later message from a
 child is JSON plus raw tensor bytes (see ../channel.py). The profile role
 (profile.py) runs under ncu, which need not pass FDs on: it reads its spec from a
@@ -24,10 +24,10 @@ from .. import channel  # noqa: E402
 from ..process import become_subreaper  # noqa: E402
 from .build import build_role  # noqa: E402
 from .candidate import candidate_role  # noqa: E402
-from .oracle import oracle_role  # noqa: E402
+from .reference import reference_role  # noqa: E402
 from .profile import profile_role  # noqa: E402
 
-ROLES = {"build": build_role, "candidate": candidate_role, "oracle": oracle_role}
+ROLES = {"build": build_role, "candidate": candidate_role, "reference": reference_role}
 
 
 FILE_SIZE_LIMIT = 16 << 30
@@ -40,7 +40,7 @@ def confine(role: str) -> None:
     # Orphans of anything started here are re-parented to this process, not to
     # init, so the harness can find and kill the whole tree.
     become_subreaper()
-    if role == "oracle":
+    if role == "reference":
         return
     try:  # under memory pressure the kernel kills this process first, not the harness
         with open("/proc/self/oom_score_adj", "w") as f:

@@ -1,8 +1,8 @@
 """The candidate role: the one process that runs candidate code.
 
-It imports the built candidate, runs it on the inputs it is handed (the oracle
+It imports the built candidate, runs it on the inputs it is handed (the reference process
 compares the outputs), and times it interleaved with the reference on inputs of
-its own, sampling every timed output for the oracle to re-check. Every reply
+its own, sampling every timed output for the reference process to re-check. Every reply
 carries what the runtime guards saw.
 """
 from __future__ import annotations
@@ -75,14 +75,14 @@ def candidate_role(conn, header: dict) -> None:
         return
     channel.send(conn, to_dict(CandidateReady(ready=True, warnings=warnings, **findings(GUARD, watch, l2))))
     shapes, graph = Shapes(problem), None
-    shared: list = []  # outputs the oracle maps (CUDA IPC): alive until it has answered
+    shared: list = []  # outputs the reference process maps (CUDA IPC): alive until it has answered
     while True:
         request = from_dict(Request, channel.recv(conn).header)
         shared.clear()
         if request.cmd is not Command.GRAPH and graph is not None:
             graph = None  # its static inputs and outputs are a copy of each: gone once the checks move on
             _free_cache(device)
-        if request.cmd is Command.RELEASE:  # the oracle has compared what it mapped: the device is the oracle's
+        if request.cmd is Command.RELEASE:  # the reference process has compared what it mapped: the device is the reference process's
             _send(conn, to_dict(Reply(memory=_memory_use(device))))
         elif request.cmd is Command.SHAPE:
             # the old shape's models go first: the device never holds them beside the new ones
@@ -96,7 +96,7 @@ def candidate_role(conn, header: dict) -> None:
                 # at another shape a failure is that shape's verdict: the process goes on to the next
                 channel.send(conn, error_message("runtime_error", exc, phase="constructing ModelNew at the shape"))
                 continue
-            _free_cache(device)  # what building left cached goes back, for the oracle's next trial
+            _free_cache(device)  # what building left cached goes back, for the reference process's next trial
             _send(conn, to_dict(ShapeSet(applied=True)))
         elif request.cmd is Command.GRAPH:
             inputs = inputs_from_seed(problem, device, request.seed)
@@ -107,7 +107,7 @@ def candidate_role(conn, header: dict) -> None:
                 digest = _totals(_digest(inputs))
                 tensors: list = []
                 tree = channel.flatten(outputs, tensors)
-                if request.last:  # the oracle copies the outputs in next: the inputs need not sit beside them
+                if request.last:  # the reference process copies the outputs in next: the inputs need not sit beside them
                     del inputs
                     graph.drop_inputs()
                     _free_cache(device)
@@ -147,7 +147,7 @@ def candidate_role(conn, header: dict) -> None:
                     continue
                 return
             memory = _memory_use(device)
-            # the inputs' memory goes back before the reply, not after it, while the oracle starts its
+            # the inputs' memory goes back before the reply, not after it, while the reference process starts its
             # part; the outputs stay, shared, until the next request
             _free_cache(device)
             shared = _send(
@@ -220,7 +220,7 @@ def build_pair(problem, model_new, spec: CandidateSpec, device: torch.device):
     init_args = list(problem.get_init_inputs())
     reference = in_mode(reference_from(problem, init_args, spec, device).to(device), spec.model_mode)
     parking = Parking(reference, device)
-    parking.park()  # before ModelNew is built: the two models' weights never sit here beside the oracle's
+    parking.park()  # before ModelNew is built: the two models' weights never sit here beside the reference process's
     candidate = build_model(model_new, init_args, spec.init_seed, device)
     warnings, matched = copy_parameters(reference, candidate)
     trained = [(mine, p.shape) for mine, p in zip(matched, reference.parameters()) if p.requires_grad]

@@ -1,4 +1,4 @@
-"""The oracle role: the reference process of one problem on one device.
+"""The reference role: the reference process of one problem on one device.
 
 It builds the reference, draws trial inputs from fresh seeds, keeps the
 reference outputs, and compares what the candidate returned. It never runs
@@ -25,7 +25,7 @@ from ...results import CheckResult, as_list, from_dict, to_dict
 from .. import channel, check, timing
 from ..device_lock import DeviceLock
 from . import backward
-from ..protocol import (Checked, Command, OracleHolding, OracleReady, OracleSpec, ReferenceTimed, Reply, Request,
+from ..protocol import (Checked, Command, ReferenceHolding, ReferenceReady, ReferenceSpec, ReferenceTimed, Reply, Request,
                         ShapeSet, TrialMade)
 from ...integrity.digest import changed, checksum, digest
 from .common import (Parking, Shapes, State, benchmark_shapes, check_inputs, error_message, free_cache, held_bytes,
@@ -141,20 +141,20 @@ def _failure(exc: BaseException) -> str:
     return "out_of_memory" if isinstance(exc, torch.OutOfMemoryError) else "problem_error"
 
 
-def build_reference(problem, spec: OracleSpec, device: torch.device) -> torch.nn.Module:
+def build_reference(problem, spec: ReferenceSpec, device: torch.device) -> torch.nn.Module:
     init_args = list(problem.get_init_inputs())
     check_inputs(init_args, "get_init_inputs()")
     return in_mode(reference_from(problem, init_args, spec, device).to(device), spec.model_mode)
 
 
 @contextlib.contextmanager
-def holding_device(conn, spec: OracleSpec) -> Iterator[None]:
+def holding_device(conn, spec: ReferenceSpec) -> Iterator[None]:
     """The device's lock while the problem loads, where the harness asks for it, and says when held."""
     if not spec.device_key:
         yield
         return
     with DeviceLock(Path(spec.cache_dir), spec.device_key, lambda holder: None):
-        channel.send(conn, to_dict(OracleHolding()))
+        channel.send(conn, to_dict(ReferenceHolding()))
         yield
 
 
@@ -175,8 +175,8 @@ def grad_allowance(reference, sample: list, seed: int, device: torch.device, lay
     return allowance, ""
 
 
-def oracle_role(conn, header: dict) -> None:
-    spec = from_dict(OracleSpec, header)
+def reference_role(conn, header: dict) -> None:
+    spec = from_dict(ReferenceSpec, header)
     device = torch.device(spec.device)
     tolerances = spec.tolerances
     settle(device)
@@ -241,7 +241,7 @@ def oracle_role(conn, header: dict) -> None:
         except BaseException as exc:  # noqa: BLE001
             channel.send(conn, error_message(_failure(exc), exc))
             return
-        info = OracleReady(ready=True, device_name=platform.processor() or platform.machine(),
+        info = ReferenceReady(ready=True, device_name=platform.processor() or platform.machine(),
                            reproducible=reproducible, numerics_differ=numerics_differ,
                            hardware=hardware_facts(device), inputs=arguments, shapes=variants,
                            benchmark_shapes=benchmarks, no_backward=no_backward, **sizes)
@@ -338,7 +338,7 @@ def oracle_role(conn, header: dict) -> None:
                 for n, twin in enumerate(twins(reference, device, request.placement_budget), 1):
                     entries[f"placement_{n}"] = entry(twin, twin)
                 if request.compile_baseline:
-                    if compiled is None:  # compiled once per oracle
+                    if compiled is None:  # compiled once per reference process
                         compiled = torch.compile(reference)
                     entries["compiled"] = entry(compiled)
                     if request.default_numerics:
