@@ -25,7 +25,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from harness import EvalOptions, HarnessError, evaluate_many, speedup_text  # noqa: E402
-from harness.runs.export import export, fresh_venv  # noqa: E402
+from harness.export.package import export, fresh_venv  # noqa: E402
 
 # Runs in the venv, where only the installed package (and torch) is importable.
 MEASURE = '''

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from conftest import CANDIDATES, REPO
-from harness.runs.export import ExportError, export, fresh_venv
+from harness.export.package import ExportError, export, fresh_venv
 
 CHECK = '''
 import torch

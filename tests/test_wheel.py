@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from conftest import PROBLEMS, REPO
-from harness.runs.export import fresh_venv
+from harness.export.package import fresh_venv
 
 FAST = ("import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
         "    def __init__(self, scale):\n        super().__init__()\n        self.scale = scale\n\n"

@@ -106,7 +106,7 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_export(args: argparse.Namespace, console: Console) -> int:
-    from ..runs.export import export
+    from ..export.package import export
 
     done = export(args.run, args.name, args.output, args.runs_dir)
     console.print(f"Wrote {done.path}: `pip install {done.path}`, then `import {done.module}` registers "

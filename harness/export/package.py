@@ -23,8 +23,8 @@ from typing import Optional
 
 from ..errors import HarnessError
 from ..results import EvalResult, speedup_text
-from .history import load
-from .store import StoreError
+from ..runs.history import load
+from ..runs.store import StoreError
 
 _OP_NAME = re.compile(r"^([A-Za-z_]\w*)::([A-Za-z_]\w*)$")
 

@@ -1,0 +1,1 @@
+"""Packaging: a candidate's kernel as an installable package (`harness export`)."""
