@@ -1,4 +1,4 @@
-"""N KernelBench-style candidates through `harness bench`: wall time, verdicts and seconds by phase.
+"""N KernelBench-style candidates through `harness sweep`: wall time, verdicts and seconds by phase.
 
     PYTHONPATH=$PWD python bench/build_ahead.py KERNELBENCH_DIR [-n 50] [--out DIR] [--jobs N]
                                                 [--gpus 0,1] [--time-cap 2] [--keep-cache]
@@ -12,7 +12,7 @@ inputs lie, torch.rand's [0, 1) for the activations (`v > 0 ? v : -v` is a ReLU 
 file differs (block size, sample number), so no two share a build. They go under
 OUT/candidates/level1/<problem id>/sample_<k>.py, the problems are read where they are.
 
-The bench runs on an empty build cache (OUT/cache) unless --keep-cache, as a fresh batch of
+The sweep runs on an empty build cache (OUT/cache) unless --keep-cache, as a fresh batch of
 model output would. Printed: the wall time, verdicts, and per phase (build, start, check,
 time, shapes) the sum, mean and largest seconds, from OUT/bench/results.jsonl; then per problem
 when its first and last records appeared, which shows where the wall time went.
@@ -176,27 +176,27 @@ def main() -> int:
     parser.add_argument("kernelbench", type=Path, help="KernelBench's problems: the directory holding level1/")
     parser.add_argument("-n", type=int, default=50, help="candidates (default 50)")
     parser.add_argument("--out", type=Path, default=Path("build-ahead"), help="where everything goes")
-    parser.add_argument("--jobs", default=None, help="harness bench --jobs (default: its own)")
-    parser.add_argument("--gpus", default=None, metavar="0,1", help="harness bench --gpus (default: every GPU)")
+    parser.add_argument("--jobs", default=None, help="harness sweep --jobs (default: its own)")
+    parser.add_argument("--gpus", default=None, metavar="0,1", help="harness sweep --gpus (default: every GPU)")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--time-cap", default="2")
     parser.add_argument("--keep-cache", action="store_true", help="reuse OUT/cache instead of emptying it")
     args = parser.parse_args()
-    candidates, cache, results = args.out / "candidates", args.out / "cache", args.out / "bench"
+    candidates, cache, results = args.out / "candidates", args.out / "cache", args.out / "sweep"
     shutil.rmtree(candidates, ignore_errors=True)
     shutil.rmtree(results, ignore_errors=True)
     if not args.keep_cache:
         shutil.rmtree(cache, ignore_errors=True)
     written = write_candidates(args.kernelbench, candidates, args.n)
-    command = [sys.executable, "-m", "harness", "bench", str(args.kernelbench), str(candidates), "-o", str(results),
+    command = [sys.executable, "-m", "harness", "sweep", str(args.kernelbench), str(candidates), "-o", str(results),
                "--device", args.device, "--time-cap", args.time_cap, "--cache-dir", str(cache)]
     command += ["--jobs", args.jobs] if args.jobs else []
     command += ["--gpus", args.gpus] if args.gpus else []
     print(f"{len(written)} candidates in {candidates}; {len(os.sched_getaffinity(0))} cores; "
           f"running: {' '.join(command)}", flush=True)
     started = time.monotonic()
-    bench = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    arrivals = watch(results / "results.jsonl", bench, started)
+    sweep = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    arrivals = watch(results / "results.jsonl", sweep, started)
     wall = time.monotonic() - started
     lines = (results / "results.jsonl").read_text().splitlines() if (results / "results.jsonl").is_file() else []
     records = [json.loads(line) for line in lines if line.strip()]
@@ -206,20 +206,20 @@ def main() -> int:
     wrong = [path for path in written if int(path.stem.split("_")[1]) % WRONG_EVERY == WRONG_EVERY - 1]
     missed = [f"{r['problem']} sample {r['sample']}" for r in records
               if int(str(r["sample"]).split("_")[-1]) % WRONG_EVERY == WRONG_EVERY - 1 and r["verdict"] == "correct"]
-    print(f"\nwall {wall:.1f} s for {len(records)}/{len(written)} candidates (exit {bench.returncode}); "
+    print(f"\nwall {wall:.1f} s for {len(records)}/{len(written)} candidates (exit {sweep.returncode}); "
           f"verdicts {json.dumps(verdicts)}; {len(wrong)} written wrong on purpose"
           + (f", yet correct: {', '.join(missed)}" if missed else ", none of them correct"))
     print("\n".join(phase_table(records)))
     print("\n".join(timeline(records, arrivals)))
-    return bench.returncode
+    return sweep.returncode
 
 
-def watch(results: Path, bench: subprocess.Popen, started: float) -> list[float]:
+def watch(results: Path, sweep: subprocess.Popen, started: float) -> list[float]:
     """Seconds from the start at which each line of results.jsonl appeared (polled every 0.2 s)
-    until the bench ends: when each evaluation finished, which says where the wall time went."""
+    until the sweep ends: when each evaluation finished, which says where the wall time went."""
     arrivals: list[float] = []
     while True:
-        ended = bench.poll() is not None
+        ended = sweep.poll() is not None
         count = len(results.read_text().splitlines()) if results.is_file() else 0
         arrivals += [time.monotonic() - started] * (count - len(arrivals))
         if ended:

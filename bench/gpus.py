@@ -9,7 +9,7 @@ place, an exception in forward), plus the recorded answers in --seeds (default t
 Each setting starts from an empty build cache, so both wall times include the same builds.
 Verdicts must be equal, and the speedups of correct candidates must have overlapping intervals.
 
-With --suite, `harness bench --copies` over that directory runs on one GPU, then on all of
+With --suite, `harness sweep --copies` over that directory runs on one GPU, then on all of
 --gpus, each into a fresh output directory, and the verdicts per problem are compared the same way.
 """
 import argparse
@@ -28,7 +28,7 @@ from rich.table import Table  # noqa: E402
 
 from harness import EvalOptions, evaluate_many  # noqa: E402
 from harness.loop.extract import Extraction, extract  # noqa: E402
-from harness.suite.jobs import write_copy  # noqa: E402
+from harness.sweep.jobs import write_copy  # noqa: E402
 
 PROBLEM = ROOT / "problems" / "layernorm_4d.py"
 # each with a constructor that takes normalized_shape, as layernorm_4d's Model does
@@ -106,19 +106,19 @@ def eval_batch(console: Console, gpus: list[int], seeds: Path, out: Path) -> int
                    (walls[0], walls[1]), ",".join(map(str, gpus)))
 
 
-def bench_suite(console: Console, gpus: list[int], suite: Path, out: Path) -> int:
+def sweep_suite(console: Console, gpus: list[int], suite: Path, out: Path) -> int:
     records, walls = {}, []
     for setting in ([gpus[0]], gpus):
         directory = out / f"bench_{len(setting)}"
-        command = [sys.executable, "-m", "harness", "bench", str(suite), "--copies", "--out", str(directory),
+        command = [sys.executable, "-m", "harness", "sweep", str(suite), "--copies", "--out", str(directory),
                    "--gpus", ",".join(map(str, setting))]
         _, wall = timed(" ".join(command[1:]), lambda: subprocess.run(command, cwd=ROOT, check=False))
         walls.append(wall)
         if not (directory / "results.jsonl").exists():
-            sys.exit(f"harness bench wrote no results for {suite} on GPUs {setting} (its message is above).")
+            sys.exit(f"harness sweep wrote no results for {suite} on GPUs {setting} (its message is above).")
         records[len(setting)] = {f"{r['level']}/{r['problem']}": r for r in
                                  map(json.loads, (directory / "results.jsonl").read_text().splitlines())}
-    return compare(console, f"harness bench {suite} --copies", records[1], records[len(gpus)],
+    return compare(console, f"harness sweep {suite} --copies", records[1], records[len(gpus)],
                    (walls[0], walls[1]), ",".join(map(str, gpus)))
 
 
@@ -126,7 +126,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", default="0,1")
     parser.add_argument("--seeds", type=Path, default=ROOT / "tests" / "seeds")
-    parser.add_argument("--suite", type=Path, help="a directory of problems for harness bench --copies")
+    parser.add_argument("--suite", type=Path, help="a directory of problems for harness sweep --copies")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     gpus = [int(g) for g in args.gpus.split(",")]
@@ -141,7 +141,7 @@ def main() -> None:
     console = Console()
     differ = eval_batch(console, gpus, args.seeds, out)
     if args.suite:
-        differ += bench_suite(console, gpus, args.suite, out)
+        differ += sweep_suite(console, gpus, args.suite, out)
     sys.exit(1 if differ else 0)
 
 

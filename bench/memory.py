@@ -5,7 +5,7 @@ runs (a copy of its input, a cuDNN workspace: measured on the reference at load,
 models' parameters and the timing's flush buffer.
 
     python bench/memory.py PROBLEM [PROBLEM ...] [--candidate FILE] [--device cuda] [--trials N]
-    python bench/memory.py --results BENCH_DIR/results.jsonl [PROBLEM ...]   (a bench's records)
+    python bench/memory.py --results SWEEP_DIR/results.jsonl [PROBLEM ...]   (a sweep's records)
 
 Per process: host peak (VmHWM), and on a GPU torch.cuda.max_memory_allocated and the device's
 used memory as that process last saw it (every process's, the CUDA contexts included). On a GPU
@@ -32,8 +32,8 @@ from rich.table import Table  # noqa: E402
 
 from harness import EvalOptions  # noqa: E402
 from harness.engine.evaluate import Evaluator  # noqa: E402
-from harness.suite.jobs import SuiteError, write_copy  # noqa: E402
-from harness.suite.records import read_records, sizes_of  # noqa: E402
+from harness.sweep.jobs import SuiteError, write_copy  # noqa: E402
+from harness.sweep.records import read_records, sizes_of  # noqa: E402
 
 
 def gb(n) -> str:
@@ -204,7 +204,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("problems", nargs="*", type=Path)
     parser.add_argument("--results", type=Path, default=None,
-                        help="a bench's results.jsonl: the table from its records (only those of PROBLEMS' "
+                        help="a sweep's results.jsonl: the table from its records (only those of PROBLEMS' "
                              "names where some are given), nothing run")
     parser.add_argument("--candidate", type=Path, default=None)
     parser.add_argument("--device", default="cuda")

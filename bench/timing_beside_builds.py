@@ -54,7 +54,7 @@ def interval(timing) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("-n", type=int, default=None, help="builds at once (default: harness bench's default)")
+    parser.add_argument("-n", type=int, default=None, help="builds at once (default: harness sweep's default)")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--time-cap", type=float, default=3.0)
     args = parser.parse_args()
@@ -67,7 +67,7 @@ def main() -> int:
     for k in range(n):
         path = work / "candidates" / f"c{k}.py"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(candidate(ids[k % len(ids)], 100 + k))  # samples no bench writes: no cache to share
+        path.write_text(candidate(ids[k % len(ids)], 100 + k))  # samples no sweep writes: no cache to share
         sources.append(path)
     options = EvalOptions(device=args.device, cache_dir=work / "cache", time_cap=args.time_cap)
     cores = split_cores(args.device)

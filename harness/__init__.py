@@ -26,7 +26,7 @@ _API = {
     "RunStore": "harness.runs.store", "Run": "harness.runs.store", "Round": "harness.runs.store",
     "StoreError": "harness.runs.store", "Settings": "harness.runs.settings",
     "replay": "harness.runs.history", "promote": "harness.runs.history", "HistoryError": "harness.runs.history",
-    "plot": "harness.runs.plot", "run_page": "harness.runs.html", "bench_page": "harness.suite.html",
+    "plot": "harness.runs.plot", "run_page": "harness.runs.html", "sweep_page": "harness.sweep.html",
     "Loop": "harness.loop.loop", "Prompts": "harness.loop.prompts",
     "main": "harness.cli.main",
 }
@@ -64,4 +64,4 @@ if TYPE_CHECKING:
     from .runs.plot import plot
     from .runs.settings import Settings
     from .runs.store import Round, Run, RunStore, StoreError
-    from .suite.html import bench_page
+    from .sweep.html import sweep_page

@@ -1,5 +1,5 @@
 """--backward on the CPU: forward and backward checked and timed as one call, each gradient named
-where it fails; recorded in bench records and kept on --resume."""
+where it fails; recorded in sweep records and kept on --resume."""
 import dataclasses
 import os
 import subprocess
@@ -10,11 +10,11 @@ import pytest
 from conftest import CANDIDATES, PROBLEMS, REPO
 from harness import Verdict, evaluate, evaluate_many
 from harness.results import tolerance_text
-from harness.cli.bench import _backward_as_recorded
+from harness.cli.sweep import _backward_as_recorded
 from harness.engine.children import NoBackward
-from harness.suite.jobs import SuiteError
-from harness.suite.records import PROBLEM_ERROR, SKIPPED, BenchRecord, read_records
-from harness.suite.summary import summarize
+from harness.sweep.jobs import SuiteError
+from harness.sweep.records import PROBLEM_ERROR, SKIPPED, SweepRecord, read_records
+from harness.sweep.summary import summarize
 
 RMSNORM = PROBLEMS / "rmsnorm_train_small.py"
 CHECKED = ["backward_cpp_rmsnorm", "backward_wrong_weight_grad", "backward_missing_input_grad"]
@@ -109,12 +109,12 @@ def test_outputs_without_a_gradient_skip_the_problem(cpu_options):
 
 
 def test_a_forward_bench_is_not_resumed_under_backward():
-    forward = [BenchRecord("a", "level1", "c", 0, "correct")]
+    forward = [SweepRecord("a", "level1", "c", 0, "correct")]
     options = dataclasses.replace(__import__("harness").EvalOptions(), backward=True)
     with pytest.raises(SuiteError, match="checked forward passes only"):
         _backward_as_recorded(options, forward)
     assert not _backward_as_recorded(dataclasses.replace(options, backward=False), forward).backward
-    assert _backward_as_recorded(options, [BenchRecord("a", "level1", "c", 0, PROBLEM_ERROR)]).backward
+    assert _backward_as_recorded(options, [SweepRecord("a", "level1", "c", 0, PROBLEM_ERROR)]).backward
 
 
 def test_bench_records_backward_skips_gradient_free_problems_and_resume_keeps_it(tmp_path, cache_dir):
@@ -125,18 +125,18 @@ def test_bench_records_backward_skips_gradient_free_problems_and_resume_keeps_it
     for n in (1, 2):
         (cands / str(n)).mkdir(parents=True)
         (cands / str(n) / "sample_0.py").write_text((CANDIDATES / "backward_rmsnorm.py").read_text())
-    out = tmp_path / "bench"
+    out = tmp_path / "sweep"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
 
-    def bench(*extra):
-        done = subprocess.run([sys.executable, "-m", "harness", "bench", str(problems.parent), str(cands.parent),
+    def sweep(*extra):
+        done = subprocess.run([sys.executable, "-m", "harness", "sweep", str(problems.parent), str(cands.parent),
                                "--device", "cpu", "--time-cap", "0.3", "--shapes", "off", "--cache-dir",
                                str(cache_dir), *extra], env=env, capture_output=True, text=True,
                               timeout=600)
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
 
-    said = bench("--backward", "-o", str(out))
+    said = sweep("--backward", "-o", str(out))
     assert "1 problem(s) skipped under --backward" in said and "2_argmax" in said, said
     records = {r.problem: r for r in read_records(out / "results.jsonl")}
     assert records["1_rmsnorm"].verdict == "correct" and records["1_rmsnorm"].backward
@@ -146,7 +146,7 @@ def test_bench_records_backward_skips_gradient_free_problems_and_resume_keeps_it
 
     wrong = (CANDIDATES / "backward_rmsnorm.py").read_text().replace("grad_weight = (", "grad_weight = 1.02 * (")
     (cands / "1" / "sample_1.py").write_text(wrong)
-    bench("--resume", str(out))  # no --backward: the records say it
+    sweep("--resume", str(out))  # no --backward: the records say it
     added = [r for r in read_records(out / "results.jsonl") if r.candidate.endswith("sample_1.py")]
     assert len(added) == 1 and added[0].backward and added[0].verdict == "incorrect", added
     assert "gradient of parameter weight" in added[0].explanation

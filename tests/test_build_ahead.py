@@ -1,4 +1,4 @@
-"""A bench builds every candidate ahead, in one shared build pool bounded by --jobs and by host
+"""A sweep builds every candidate ahead, in one shared build pool bounded by --jobs and by host
 memory, and on the CPU no build runs while a candidate is checked or timed; builds and timing
 processes run on the cores cores.py gives them."""
 import dataclasses
@@ -11,9 +11,9 @@ import time
 
 from conftest import CANDIDATES, PROBLEMS
 from harness.engine.cores import (BUILD_MEMORY_BYTES, CPUS_ENV, NICE_ENV, Cores, build_slots, split_cores)
-from harness.suite.bench import Bench
-from harness.suite.jobs import find_jobs
-from harness.suite.records import ResultLog
+from harness.sweep.sweep import Sweep
+from harness.sweep.jobs import find_jobs
+from harness.sweep.records import ResultLog
 
 SMALL = PROBLEMS / "small_layernorm.py"
 
@@ -37,17 +37,17 @@ def suite(tmp_path, problems: int):
     return find_jobs(problem_dir, candidates)
 
 
-def run_bench(tmp_path, cpu_options, problems: int, **bench_args):
-    """A bench on a fresh build cache; returns it with every phase event's time and the records."""
+def run_sweep(tmp_path, cpu_options, problems: int, **sweep_args):
+    """A sweep on a fresh build cache; returns it with every phase event's time and the records."""
     options = dataclasses.replace(cpu_options, cache_dir=tmp_path / "cache")
     events, log = [], ResultLog(tmp_path / "out", resume=False)
-    bench = Bench(options, None, log, on_phase=lambda slot, text: events.append((time.monotonic(), text)),
-                  **bench_args)
+    sweep = Sweep(options, None, log, on_phase=lambda slot, text: events.append((time.monotonic(), text)),
+                  **sweep_args)
     try:
-        records = bench.run(suite(tmp_path, problems))
+        records = sweep.run(suite(tmp_path, problems))
     finally:
         log.close()
-    return bench, events, records
+    return sweep, events, records
 
 
 def most_at_once(spans) -> int:
@@ -60,11 +60,11 @@ def most_at_once(spans) -> int:
 
 
 def test_every_candidate_builds_before_the_first_check_and_no_more_than_jobs_at_once(tmp_path, cpu_options):
-    bench, events, records = run_bench(tmp_path, cpu_options, problems=2, build_jobs=2)
+    sweep, events, records = run_sweep(tmp_path, cpu_options, problems=2, build_jobs=2)
     assert sorted((r.problem, r.candidate.split("/")[-1], r.verdict) for r in records) == [
         (p, c, "correct") for p in ("1_layernorm", "2_layernorm") for c in ("a_cpp.py", "b_py.py")]
-    spans = bench.builds.spans
-    assert len(spans) == 4 and bench.builds.done == bench.builds.total == 4
+    spans = sweep.builds.spans
+    assert len(spans) == 4 and sweep.builds.done == sweep.builds.total == 4
     # the second problem's C++ build started with the first one's: both problems' builds were handed in at once
     cpp = sorted(start for path, start, _ in spans if path.endswith("a_cpp.py"))
     first_check = min(t for t, text in events if text.endswith(": checking"))
@@ -75,11 +75,11 @@ def test_every_candidate_builds_before_the_first_check_and_no_more_than_jobs_at_
 
 
 def test_a_memory_bound_of_one_build_keeps_builds_apart(tmp_path, cpu_options):
-    bench, _, records = run_bench(tmp_path, cpu_options, problems=2, build_jobs=2,
+    sweep, _, records = run_sweep(tmp_path, cpu_options, problems=2, build_jobs=2,
                                   build_memory=BUILD_MEMORY_BYTES + BUILD_MEMORY_BYTES // 2)
-    assert bench.builds.slots == 1
+    assert sweep.builds.slots == 1
     assert [r.verdict for r in records] == ["correct"] * 4
-    assert most_at_once(bench.builds.spans) == 1
+    assert most_at_once(sweep.builds.spans) == 1
 
 
 def test_build_slots_are_jobs_bounded_by_memory():
@@ -126,7 +126,7 @@ def test_a_child_takes_its_cores_and_priority_and_its_compilers_inherit_them():
 def test_the_live_view_counts_builds_apart_from_evaluations():
     from rich.console import Console
 
-    from harness.cli.bench import _View
+    from harness.cli.sweep import _View
 
     view = _View(total=50, done=0)
     view.count_builds(50, 14, 12)

@@ -32,7 +32,7 @@ def test_every_command_has_a_description_and_every_flag_a_help_text():
             if not (action.help or "").strip() or action.help == argparse.SUPPRESS:
                 empty.append(f"{name} {'/'.join(action.option_strings) or action.dest}: no help")
     assert not empty, "\n".join(empty)
-    assert {"eval", "run", "bench", "runs", "show", "replay", "plot", "compare", "promote", "export", "doctor",
+    assert {"eval", "run", "sweep", "runs", "show", "replay", "plot", "compare", "promote", "export", "doctor",
             "profile"} <= set(commands(parser))
 
 
@@ -85,6 +85,12 @@ def test_device_cuda_n_pins_gpu_n_counted_as_torch_counts(monkeypatch):
         pin_gpu(args)
 
 
+def test_a_renamed_command_names_its_new_name(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["bench", "problems", "--copies"])
+    assert exited.value.code == 2 and "`harness bench` is now `harness sweep`" in capsys.readouterr().err
+
+
 def test_device_must_be_cpu_cuda_or_cuda_n(capsys):
     with pytest.raises(SystemExit):
         main(["eval", str(SMALL), "c.py", "--device", "gpu0"])
@@ -97,7 +103,7 @@ def test_device_must_be_cpu_cuda_or_cuda_n(capsys):
     (["profile", str(SMALL), "--device", "cpu"], "Name a candidate file to profile"),
     (["run", "--dry-run", "--resume", "nowhere"], "--dry-run takes a problem file"),
     (["run", "nope.py", "--proposer", "files", "--files", "x.py", "--device", "cpu"], "nope.py"),
-    (["bench", "nowhere", "--copies", "--device", "cpu"], "nowhere"),
+    (["sweep", "nowhere", "--copies", "--device", "cpu"], "nowhere"),
     (["show", "nowhere"], "nowhere"),
     (["replay", "nowhere", "--device", "cpu"], "nowhere"),
     (["plot", "nowhere"], "nowhere"),

@@ -10,7 +10,7 @@ import pytest
 
 from harness.engine.evaluate import EvalOptions, Evaluator
 from harness.engine.footprint import in_process_need
-from harness.suite.jobs import write_copy
+from harness.sweep.jobs import write_copy
 
 pytestmark = pytest.mark.gpu
 

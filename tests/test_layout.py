@@ -1,6 +1,6 @@
 """The layers import only downward, and no modules import each other in a circle.
 
-    cli -> loop -> suite -> export -> runs -> engine -> integrity -> leaves (results, stats, problem, device, errors, files, version)
+    cli -> loop -> sweep -> export -> runs -> engine -> integrity -> leaves (results, stats, problem, device, errors, files, version)
 
 Every import counts: module-level, inside functions, and under TYPE_CHECKING.
 """
@@ -13,7 +13,7 @@ import harness
 
 PACKAGE = Path(harness.__file__).parent
 LEAVES = ("results", "stats", "problem", "device", "errors", "files", "version")
-LAYERS = ("integrity", "engine", "runs", "export", "suite", "loop", "cli")  # lowest first
+LAYERS = ("integrity", "engine", "runs", "export", "sweep", "loop", "cli")  # lowest first
 
 
 def rank(module: str) -> int:

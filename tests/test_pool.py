@@ -48,7 +48,7 @@ def test_the_next_candidate_imports_in_the_worker_staged_for_it(cpu_options):
 
 
 def test_a_spawned_evaluator_loads_the_problem_only_when_started(cpu_options):
-    """spawn() starts a reference process without the problem (a bench's next problem, waiting
+    """spawn() starts a reference process without the problem (a sweep's next problem, waiting
     for GPU memory); start_reference then tells that very process the problem."""
     with Evaluator(SMALL, cpu_options) as evaluator:
         evaluator.spawn()

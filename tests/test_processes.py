@@ -185,7 +185,7 @@ def test_a_second_harness_waits_for_the_device_and_says_so(cpu_options):
 
 
 def test_a_prepared_reference_loads_only_while_no_one_times_on_the_device(cpu_options):
-    """A bench loads the next problem's reference beside the current one: never beside its timing."""
+    """A sweep loads the next problem's reference beside the current one: never beside its timing."""
     import threading
 
     holder = hold_the_cpu(cpu_options)

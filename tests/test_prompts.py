@@ -90,7 +90,7 @@ def test_the_cpu_idiom_builds_and_is_correct(tmp_path, cpu_options):
     idiom = Prompts().render("idiom_cpu.py.j2").replace("use_pch=True", "use_pch=False")
     candidate.write_text(idiom + "\n\nclass ModelNew(nn.Module):\n"
                          "    def forward(self, x):\n        return scale_ext.scale(x, 2.0)\n")
-    result = evaluate(REPO / "tests" / "problems" / "bench" / "level1" / "1_scale.py", candidate, cpu_options)
+    result = evaluate(REPO / "tests" / "problems" / "sweep" / "level1" / "1_scale.py", candidate, cpu_options)
     assert result.verdict is Verdict.CORRECT, result.explanation
     print(f"the CPU idiom built in {result.build.seconds:.1f} s")
 

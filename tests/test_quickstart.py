@@ -37,7 +37,7 @@ def quickstart_commands(text: str) -> list[list[str]]:
 def test_marked_blocks_are_found():
     commands = quickstart_commands(README.read_text())
     assert len(commands) >= 4 and all(c[0] == "harness" for c in commands), commands
-    assert {c[1] for c in commands} >= {"eval", "run", "bench"}
+    assert {c[1] for c in commands} >= {"eval", "run", "sweep"}
 
 
 def test_quickstarts_run_as_written(tmp_path, cache_dir):

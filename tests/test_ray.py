@@ -1,5 +1,5 @@
-"""`harness bench --ray`: the CPU bench suite on a local Ray cluster of two nodes gives the local
-bench's verdicts and figures; a node removed mid-suite loses nothing and duplicates nothing; a
+"""`harness sweep --ray`: the CPU sweep suite on a local Ray cluster of two nodes gives the local
+sweep's verdicts and figures; a node removed mid-suite loses nothing and duplicates nothing; a
 candidate that kills its actor every time ends as a crashed record, not a hang."""
 import json
 import shutil
@@ -11,8 +11,8 @@ ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from harness.cli.main import main  # noqa: E402
-from harness.suite.jobs import find_jobs  # noqa: E402
-from harness.suite.records import RESULTS_FILE, ResultLog, read_records  # noqa: E402
+from harness.sweep.jobs import find_jobs  # noqa: E402
+from harness.sweep.records import RESULTS_FILE, ResultLog, read_records  # noqa: E402
 from test_bench import CANDIDATES, EXPECTED, PROBLEMS  # noqa: E402
 
 KILLS_ITS_PARENT = ("import os\nimport signal\n\nimport torch.nn as nn\n\n"
@@ -32,8 +32,8 @@ def cluster():
     cluster.shutdown()
 
 
-def bench(out, cache_dir, *extra):
-    return main(["bench", str(PROBLEMS), str(CANDIDATES), "--device", "cpu", "--time-cap", "1",
+def sweep(out, cache_dir, *extra):
+    return main(["sweep", str(PROBLEMS), str(CANDIDATES), "--device", "cpu", "--time-cap", "1",
                  "--cache-dir", str(cache_dir), "-o", str(out), *extra])
 
 
@@ -42,8 +42,8 @@ FIGURES = ("level", "evaluations", "correct", "correctness", "fast_p", "fast_p_c
 
 
 def test_ray_bench_gives_the_local_bench_verdicts_and_figures(cluster, tmp_path, cache_dir):
-    assert bench(tmp_path / "local", cache_dir) == 0
-    assert bench(tmp_path / "ray", cache_dir, "--ray", cluster.address) == 0
+    assert sweep(tmp_path / "local", cache_dir) == 0
+    assert sweep(tmp_path / "ray", cache_dir, "--ray", cluster.address) == 0
     local, remote = (read_records(tmp_path / d / RESULTS_FILE) for d in ("local", "ray"))
     assert {r.key: r.verdict for r in remote} == {r.key: r.verdict for r in local} == EXPECTED
     assert len(remote) == len(EXPECTED)
@@ -53,7 +53,7 @@ def test_ray_bench_gives_the_local_bench_verdicts_and_figures(cluster, tmp_path,
 
 
 def test_a_node_removed_mid_suite_loses_and_duplicates_nothing(cluster, tmp_path, cpu_options):
-    from harness.suite.ray_backend import RayBench
+    from harness.sweep.ray_backend import RaySweep
 
     doomed = cluster.add_node(num_cpus=1)  # a third node, so the others stay for the next tests
     cluster.wait_for_nodes()
@@ -64,7 +64,7 @@ def test_a_node_removed_mid_suite_loses_and_duplicates_nothing(cluster, tmp_path
             busy.set()  # a candidate in flight on the doomed node
 
     log = ResultLog(tmp_path, resume=False)
-    runner = RayBench(cluster.address, cpu_options, log, on_phase=on_phase)
+    runner = RaySweep(cluster.address, cpu_options, log, on_phase=on_phase)
     records = []
     thread = threading.Thread(target=lambda: records.extend(runner.run(find_jobs(PROBLEMS, CANDIDATES))))
     thread.start()
@@ -72,7 +72,7 @@ def test_a_node_removed_mid_suite_loses_and_duplicates_nothing(cluster, tmp_path
     cluster.remove_node(doomed)
     thread.join(300)
     log.close()
-    assert not thread.is_alive(), "the bench did not finish without the node"
+    assert not thread.is_alive(), "the sweep did not finish without the node"
     keys = [r.key for r in read_records(tmp_path / RESULTS_FILE)]
     assert len(keys) == len(set(keys)), "an evaluation was recorded twice"
     assert {r.key: r.verdict for r in records} == EXPECTED
@@ -86,7 +86,7 @@ def test_a_candidate_that_keeps_killing_its_actor_is_recorded_as_crashed(cluster
     shutil.copy(PROBLEMS / "level1" / "1_scale.py", problems / "1_scale.py")
     shutil.copy(CANDIDATES / "level1" / "1" / "sample_0.py", candidates / "sample_0.py")
     (candidates / "sample_1.py").write_text(KILLS_ITS_PARENT)
-    assert main(["bench", str(problems), str(tmp_path / "candidates"), "--device", "cpu", "--time-cap", "1",
+    assert main(["sweep", str(problems), str(tmp_path / "candidates"), "--device", "cpu", "--time-cap", "1",
                  "--cache-dir", str(cache_dir), "-o", str(tmp_path / "out"), "--ray", cluster.address]) == 0
     records = {r.candidate: r for r in read_records(tmp_path / "out" / RESULTS_FILE)}
     assert records["1/sample_0.py"].verdict == "correct"  # retried alone, away from the other

@@ -1,11 +1,11 @@
 """`harness report`: a real run (the files proposer on CPU, Python candidates, no build) and a real
-bench as HTML pages, checked as text and in headless Chromium where it is installed.
+sweep as HTML pages, checked as text and in headless Chromium where it is installed.
 
 One candidate carries markup in a comment, as a model's answer could: the page must show it as
 text, and the browser must find no script in the DOM and log nothing to its console.
 
 HARNESS_REPORT_SCREENSHOTS=docs/img python -m pytest tests/test_report.py
-writes the screenshots docs/ shows (report-run.png, report-bench.png).
+writes the screenshots docs/ shows (report-run.png, report-sweep.png).
 """
 import contextlib
 import os
@@ -62,13 +62,13 @@ def report_run(tmp_path_factory, cache_dir) -> Path:
 
 
 @pytest.fixture(scope="module")
-def report_bench(tmp_path_factory, cache_dir) -> Path:
-    """tests/candidates/bench on tests/problems/bench: correct, incorrect, import errors and a broken problem."""
-    base = tmp_path_factory.mktemp("bench")
-    shutil.copytree(PROBLEMS / "bench", base / "problems")
-    shutil.copytree(CANDIDATES / "bench", base / "candidates")
+def report_sweep(tmp_path_factory, cache_dir) -> Path:
+    """tests/candidates/sweep on tests/problems/sweep: correct, incorrect, import errors and a broken problem."""
+    base = tmp_path_factory.mktemp("sweep")
+    shutil.copytree(PROBLEMS / "sweep", base / "problems")
+    shutil.copytree(CANDIDATES / "sweep", base / "candidates")
     with inside(base):
-        rc, text = cli("bench", "problems", "candidates", "--device", "cpu", "--time-cap", "0.5",
+        rc, text = cli("sweep", "problems", "candidates", "--device", "cpu", "--time-cap", "0.5",
                        "--cache-dir", str(cache_dir), "-o", "results")
     assert rc == 0, text
     return base / "results"
@@ -150,9 +150,9 @@ def test_a_run_that_failed_before_any_round_says_why(tmp_path):
     assert "No round finished." in text and "The endpoint said &lt;401&gt;." in text
 
 
-def test_bench_report_has_the_curve_the_table_and_failures_by_verdict(report_bench):
-    rc, out = cli("report", "--bench", str(report_bench))
-    page = report_bench / "report.html"
+def test_bench_report_has_the_curve_the_table_and_failures_by_verdict(report_sweep):
+    rc, out = cli("report", "--sweep", str(report_sweep))
+    page = report_sweep / "report.html"
     assert rc == 0 and out.strip() == str(page)
     text = page.read_text()
     assert "incorrect: 1 evaluation(s)" in text and "import error: 1 evaluation(s)" in text
@@ -164,9 +164,9 @@ def test_bench_report_has_the_curve_the_table_and_failures_by_verdict(report_ben
 
 
 def test_report_usage_errors_are_one_paragraph(report_run, tmp_path):
-    rc, out = cli("report", "--bench", str(tmp_path))
+    rc, out = cli("report", "--sweep", str(tmp_path))
     assert rc == 2 and "holds no results.jsonl" in out and "Traceback" not in out
-    rc, out = cli("report", str(report_run), "--bench", str(tmp_path))
+    rc, out = cli("report", str(report_run), "--sweep", str(tmp_path))
     assert rc == 2 and "one of the two" in out
     rc, out = cli("report", "nothing-like-it", "--runs-dir", str(tmp_path))
     assert rc == 2 and "No run matches" in out
@@ -227,11 +227,11 @@ def test_run_report_in_chromium(report_run, tmp_path):
     keep(shot, "report-run.png")
 
 
-def test_bench_report_in_chromium(report_bench, tmp_path):
-    with inside(report_bench.parent):
-        assert cli("report", "--bench", "results") == (0, "results/report.html\n")
-    shot = tmp_path / "bench.png"
-    dom, messages = open_in_browser(report_bench / "report.html", shot, 1700)
+def test_bench_report_in_chromium(report_sweep, tmp_path):
+    with inside(report_sweep.parent):
+        assert cli("report", "--sweep", "results") == (0, "results/report.html\n")
+    shot = tmp_path / "sweep.png"
+    dom, messages = open_in_browser(report_sweep / "report.html", shot, 1700)
     assert messages == []
     assert "fast_p against p" in dom and "import error" in dom
-    keep(shot, "report-bench.png")
+    keep(shot, "report-sweep.png")

@@ -1,6 +1,6 @@
 """`harness run --suite DIR`: one run per problem, several at once, a suite record that `runs`
 lists and `show` prints, requests of different problems in flight together, and a stopped
-suite resumed. Real runs on the CPU over tests/problems/bench, whose references sleep, so a
+suite resumed. Real runs on the CPU over tests/problems/sweep, whose references sleep, so a
 plain-Python candidate clears the target without a build."""
 import io
 import signal
@@ -20,11 +20,11 @@ from harness.loop.suite import plan, resume_suite, run_suite, start_suite
 from harness.runs.settings import Evaluation, Settings
 from harness.runs.store import RunStore
 from harness.runs.suites import SUITE_FILE, Standing, SuiteProblem, SuiteRecord, SuiteStore
-from harness.suite.jobs import SuiteError
+from harness.sweep.jobs import SuiteError
 
 from conftest import CANDIDATES, PROBLEMS, REPO
 
-SUITE, FILES = PROBLEMS / "bench", CANDIDATES / "bench"
+SUITE, FILES = PROBLEMS / "sweep", CANDIDATES / "sweep"
 
 
 def eval_flags(cache_dir) -> list[str]:
@@ -96,7 +96,7 @@ def test_files_suite_makes_a_run_per_problem_and_a_summary(tmp_path, cache_dir, 
 
     listed, shown = io.StringIO(), io.StringIO()
     assert print_runs(Console(file=listed, width=250), runs) == 0
-    assert record.id in listed.getvalue() and "4 problems in bench" in listed.getvalue()
+    assert record.id in listed.getvalue() and "4 problems in sweep" in listed.getvalue()
     assert "suite finished: 3/4 problems done" in listed.getvalue()
     assert print_show(Console(file=shown, width=250), record.id[:24], runs) == 0
     shown = shown.getvalue()

@@ -6,6 +6,7 @@ import difflib
 import json
 import os
 import signal
+import sys
 from functools import partial
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from rich.console import Console
 from ..device import default_device, refuse_cuda_only
 from ..errors import HarnessError
 from ..version import __version__
-from .bench import DESCRIPTION as BENCH_DESCRIPTION, add_bench_arguments, bench_main
+from .sweep import DESCRIPTION as SWEEP_DESCRIPTION, add_sweep_arguments, sweep_main
 from .config import COUNT, add_eval_options, device_choice, eval_options, parse_gpus, pin_gpu, take_free_gpu
 from .display import print_error
 from .report_command import DESCRIPTION as REPORT_DESCRIPTION, add_report_arguments, report_main
@@ -144,11 +145,19 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     return print_compare(console, args.run_a, args.run_b, args.runs_dir)
 
 
+# Commands that were renamed: a script still calling the old name is told the new one.
+RENAMED = {"bench": "sweep"}
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, but a mistyped flag gets the closest of its command's own flags and that command's usage
     (argparse before 3.14 names neither: it gives the top-level usage)."""
 
     def parse_args(self, args=None, namespace=None):
+        words = sys.argv[1:] if args is None else list(args)
+        if words and words[0] in RENAMED:
+            self.error(f"`harness {words[0]}` is now `harness {RENAMED[words[0]]}`, with the same arguments "
+                       f"(and `harness report --{words[0]} DIR` is `harness report --{RENAMED[words[0]]} DIR`).")
         known, extras = self.parse_known_args(args, namespace)
         if extras:
             command = self._subparsers._group_actions[0].choices.get(getattr(known, "command", None), self) \
@@ -270,12 +279,12 @@ def build_parser() -> argparse.ArgumentParser:
                     formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(p)
     p.set_defaults(handler=run_main)
-    p = add_command(commands, "bench", help="a suite: many problems and their candidates, with fast_p per level",
-                    description=BENCH_DESCRIPTION)
-    add_bench_arguments(p)
-    p.set_defaults(handler=bench_main)
+    p = add_command(commands, "sweep", help="a suite: many problems and their candidates, with fast_p per level",
+                    description=SWEEP_DESCRIPTION)
+    add_sweep_arguments(p)
+    p.set_defaults(handler=sweep_main)
     add_history_commands(commands)
-    p = add_command(commands, "report", help="a run, or a bench (--bench DIR), as one HTML page to open in a browser",
+    p = add_command(commands, "report", help="a run, or a sweep (--sweep DIR), as one HTML page to open in a browser",
                     description=REPORT_DESCRIPTION)
     add_report_arguments(p)
     p.set_defaults(handler=report_main)
@@ -303,7 +312,7 @@ class _Signalled:
 
 
 # The commands that start processes of their own; the others (listings, show, promote, ...) end nothing.
-STARTS_PROCESSES = frozenset({"eval", "doctor", "profile", "run", "bench", "replay"})
+STARTS_PROCESSES = frozenset({"eval", "doctor", "profile", "run", "sweep", "replay"})
 
 
 def _end_leftovers(args: argparse.Namespace, console: Console) -> None:

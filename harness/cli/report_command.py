@@ -1,4 +1,4 @@
-"""`harness report`: a run, or a bench's results, as one self-contained HTML page to open in a browser."""
+"""`harness report`: a run, or a sweep's results, as one self-contained HTML page to open in a browser."""
 from __future__ import annotations
 
 import argparse
@@ -13,7 +13,7 @@ DESCRIPTION = ("Write one HTML file that opens in any browser, offline: for a ru
                "the speedup per round with its 95% interval against the accept, target and ceiling lines, "
                "each round's verdict, timings, build time, tokens and cost, its code with a diff against the "
                "candidate it came from, the prompt and the model's answer folded, and profile findings; for a "
-               "bench (--bench DIR), fast_p against p, the summary per level, every evaluation, and the "
+               "sweep (--sweep DIR), fast_p against p, the summary per level, every evaluation, and the "
                "failures grouped by verdict. The path written is printed.")
 REPORT_FILE = "report.html"
 
@@ -25,18 +25,18 @@ class ReportError(HarnessError):
 def add_report_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run", nargs="?", default=None,
                    help="a run directory, or a unique prefix of a run id under --runs-dir")
-    p.add_argument("--bench", type=Path, default=None, metavar="DIR",
-                   help="instead of a run, a bench's results folder (the one holding results.jsonl)")
+    p.add_argument("--sweep", type=Path, default=None, metavar="DIR",
+                   help="instead of a run, a sweep's results folder (the one holding results.jsonl)")
     p.add_argument("-o", "--output", type=Path, default=None, metavar="FILE.html",
-                   help=f"where to write the page (default {REPORT_FILE} in the run's or the bench's folder)")
+                   help=f"where to write the page (default {REPORT_FILE} in the run's or the sweep's folder)")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept (default runs)")
 
 
 def report_main(args: argparse.Namespace, console: Console) -> int:
-    if (args.run is None) == (args.bench is None):
-        raise ReportError("Give a run (its directory or id prefix) or --bench DIR, one of the two.")
-    if args.bench is not None:
-        text, folder = _bench(args.bench)
+    if (args.run is None) == (args.sweep is None):
+        raise ReportError("Give a run (its directory or id prefix) or --sweep DIR, one of the two.")
+    if args.sweep is not None:
+        text, folder = _sweep(args.sweep)
     else:
         text, folder = _run(args.run, args.runs_dir)
     out = args.output or folder / REPORT_FILE
@@ -61,12 +61,12 @@ def _run(run: str, runs_dir: Path) -> tuple[str, Path]:
     return run_page(record, rounds, damage), store.path
 
 
-def _bench(directory: Path) -> tuple[str, Path]:
-    from ..suite.html import bench_page
-    from ..suite.records import RESULTS_FILE, read_records
+def _sweep(directory: Path) -> tuple[str, Path]:
+    from ..sweep.html import sweep_page
+    from ..sweep.records import RESULTS_FILE, read_records
 
     results = directory / RESULTS_FILE
     if not results.is_file():
-        raise ReportError(f"{directory} holds no {RESULTS_FILE}: give the folder `harness bench` wrote its "
+        raise ReportError(f"{directory} holds no {RESULTS_FILE}: give the folder `harness sweep` wrote its "
                           "results into (its --out).")
-    return bench_page(str(directory), read_records(results)), directory
+    return sweep_page(str(directory), read_records(results)), directory

@@ -228,7 +228,7 @@ def prepare_pch(cache_dir: Path, runner: Sequence[str] = ()) -> float:
 
     The header is compiled into a file of its own and renamed over torch's at the end, so
     builds may run meanwhile: g++ opens the old header, none, or the whole new one, never a
-    half-written one. `runner` prefixes the compiler's command (`nice`, `taskset`: a bench
+    half-written one. `runner` prefixes the compiler's command (`nice`, `taskset`: a sweep
     keeps it on its build cores)."""
     from torch.utils import cpp_extension
 

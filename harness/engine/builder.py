@@ -35,7 +35,7 @@ class Built:
     failed: bool = False
 
 
-# The build children running in this process, any builder's (a bench runs many): the retimes
+# The build children running in this process, any builder's (a sweep runs many): the retimes
 # before an accusation stop them, so the compiler's load is not on the candidate's side alone.
 _RUNNING_BUILDS: set[Child] = set()
 _BUILDS_LOCK = threading.Lock()

@@ -128,7 +128,7 @@ class Children:
     def spawn(self) -> None:
         """Start the reference process and a spare worker for the first candidate without the
         problem, at low priority: they import torch (seconds) but hold no GPU memory until
-        start_reference and the first candidate. A bench starts a problem so while others are timed."""
+        start_reference and the first candidate. A sweep starts a problem so while others are timed."""
         if self._spare is None:
             self._spare = self._spawn_worker(spare=True)
         if not (self.reference and self.reference.alive()) and self._blank_reference is None:
@@ -136,7 +136,7 @@ class Children:
 
     def prepare(self) -> None:
         """Start the reference process, and a spare worker importing beside it for the first
-        candidate (a bench does this for the next problem while the current one is checked).
+        candidate (a sweep does this for the next problem while the current one is checked).
         Both import torch at low priority; the reference then loads its problem holding the
         device (the reference process takes its lock), so its calls never run beside a timing there."""
         self.spawn()

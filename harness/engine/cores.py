@@ -81,7 +81,7 @@ def split_cores(device: str, cores: Optional[tuple[int, ...]] = None, gpus: Opti
 
 @functools.lru_cache(maxsize=1)
 def _gpu_count() -> int:
-    """Asked of nvidia-smi once: every Evaluator splits the cores, a bench makes two per problem."""
+    """Asked of nvidia-smi once: every Evaluator splits the cores, a sweep makes two per problem."""
     return len(visible_gpus())
 
 

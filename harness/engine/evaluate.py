@@ -62,7 +62,7 @@ class Evaluator:
             self.profiler.stop()
         self.children.close()
 
-    # the reference process and what it found, for the pool, the bench and the loop
+    # the reference process and what it found, for the pool, the sweep and the loop
     @property
     def reference(self):
         return self.children.reference

@@ -4,7 +4,7 @@ timing one candidate at a time per GPU (on --device cpu, after the builds).
 A build never waits for a GPU, and a GPU never times two candidates at once:
 each GPU has its own Evaluator (its own reference process) fed from one queue
 of built candidates, so timing starts as soon as the first build is done.
-Builds go through a Builds, which several pools (a bench's problems, a suite's
+Builds go through a Builds, which several pools (a sweep's problems, a suite's
 runs) may share, so that every candidate known is building while GPUs time.
 """
 from __future__ import annotations
@@ -53,7 +53,7 @@ class Builds:
         self.close()
 
     def close(self) -> None:
-        """Drops the builds not started. Those running end on their own (a bench closes its
+        """Drops the builds not started. Those running end on their own (a sweep closes its
         builds once every pool has taken its candidates, so only after an error or an interrupt)."""
         self._executor.shutdown(wait=False, cancel_futures=True)
 
@@ -149,7 +149,7 @@ class Pool:
         """Results in the order given; raises ProblemError for a bad problem. `candidates` may be
         a generator: each one is built as soon as it is drawn, while the next is still coming. A
         candidate may also be its build already handed to this pool's Builds (Builds.submit):
-        a bench builds every problem's candidates ahead, and a pool takes them as they finish."""
+        a sweep builds every problem's candidates ahead, and a pool takes them as they finish."""
         notify = on_event or (lambda index, phase: None)
         finished = on_result or (lambda index, result: None)
         built: "queue.Queue" = queue.Queue()

@@ -25,7 +25,7 @@ from ..problem import load_problem
 from ..runs.settings import Evaluation, Settings
 from ..runs.store import RUN_FILE, Round, Run, Status, utc_now
 from ..runs.suites import Standing, SuiteProblem, SuiteRecord, SuiteStore
-from ..suite.jobs import SuiteError, candidates_of, problem_levels
+from ..sweep.jobs import SuiteError, candidates_of, problem_levels
 from .observer import SuiteObserver
 from .prompts import Prompts
 from .start import drive, make_proposer, new_run, reopen, same_problem
@@ -39,7 +39,7 @@ _STANDINGS = {Status.FINISHED: Standing.FINISHED, Status.FAILED: Standing.FAILED
 def plan(directory: str | Path, settings: Settings) -> list[SuiteProblem]:
     """The suite's problems: the .py files in `directory`, or in its level*/ directories
     (KernelBench's layout). With the files proposer, each needs candidate files in the
-    one directory --files names, laid out as `harness bench` finds candidates."""
+    one directory --files names, laid out as `harness sweep` finds candidates."""
     directory = Path(directory)
     if settings.proposer == "human":
         raise SuiteError("A suite runs without a person at an editor: use the openai or the files proposer.")

@@ -1,4 +1,4 @@
-"""`harness report`: a run as one self-contained HTML page, and the pieces a bench's page shares.
+"""`harness report`: a run as one self-contained HTML page, and the pieces a sweep's page shares.
 
 Pure: records in, text out. The page loads nothing (no network, no script): the styles are
 inline, the charts are SVG drawn here, folding is <details>. Candidate code, answers and

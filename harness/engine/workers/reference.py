@@ -189,7 +189,7 @@ def reference_role(conn, header: dict) -> None:
 
     if device.type == "cuda":  # the context: seconds of driver work, no kernel, so before the lock
         torch.empty(1, device=device)
-    # Loading runs the reference (its lint too): a bench's next problem must not do that beside the
+    # Loading runs the reference (its lint too): a sweep's next problem must not do that beside the
     # current one's timing on this device, so it waits for the device here, its imports done.
     with holding_device(conn, spec):
         try:

@@ -1,4 +1,4 @@
-"""What a bench evaluates: (problem, candidate) pairs, found in KernelBench's generation
+"""What a sweep evaluates: (problem, candidate) pairs, found in KernelBench's generation
 layout, by matching file names, from the best rounds of earlier runs, or made as copies of
 each problem's own Model."""
 from __future__ import annotations
@@ -23,7 +23,7 @@ class Job:
     problem: Path
     level: str
     candidate: Path
-    label: str  # the candidate as records name it: stable across runs of the bench (a copy's temp dir is not)
+    label: str  # the candidate as records name it: stable across runs of the sweep (a copy's temp dir is not)
     sample: int = 0
 
     @property
@@ -99,7 +99,7 @@ def find_jobs(problems: Path, candidates: Path) -> list[Job]:
     return jobs
 
 
-COPY_SUFFIX = "\n\nclass ModelNew(Model):  # harness bench --copies: the reference itself\n    pass\n"
+COPY_SUFFIX = "\n\nclass ModelNew(Model):  # harness sweep --copies: the reference itself\n    pass\n"
 
 
 def write_copy(problem: Path, directory: Path) -> Path:

@@ -1,4 +1,4 @@
-# A bench problem: a tiny elementwise op behind a 0.004 s sleep, so a candidate without the
+# A sweep problem: a tiny elementwise op behind a 0.004 s sleep, so a candidate without the
 # sleep is many times faster on any machine, and one with a longer sleep slower.
 import time
 
@@ -12,7 +12,7 @@ class Model(nn.Module):
 
     def forward(self, x):
         time.sleep(0.004)
-        return -x
+        return x * 2
 
 
 def get_inputs():

@@ -1,5 +1,5 @@
-"""A bench's results on disk: one JSON line per evaluation, appended and synced as each
-finishes, so a killed bench loses at most what was in flight."""
+"""A sweep's results on disk: one JSON line per evaluation, appended and synced as each
+finishes, so a killed sweep loses at most what was in flight."""
 from __future__ import annotations
 
 import csv
@@ -24,7 +24,7 @@ EXPLANATION_HEAD = 300
 
 
 @dataclass
-class BenchRecord:
+class SweepRecord:
     problem: str  # the problem file's stem
     level: str
     candidate: str  # the job's label
@@ -71,12 +71,12 @@ def sizes_of(ready: Optional[ReferenceReady]) -> dict[str, int]:
             "parameters": ready.parameter_bytes, "in_process_need": in_process_need(ready)}
 
 
-def record_of(job: Job, result: EvalResult, ready: Optional[ReferenceReady] = None) -> BenchRecord:
+def record_of(job: Job, result: EvalResult, ready: Optional[ReferenceReady] = None) -> SweepRecord:
     """`ready`: what the problem's reference process said, for the sizes beside the peaks."""
     compiled = next((b for b in result.baselines if b.name == "torch.compile"), None)  # its faster setting
     ieee = next((b for b in result.baselines if (b.name, b.numerics) == ("eager", "ieee")), None)
     defaults = next((b for b in result.baselines if (b.name, b.numerics) == ("eager", "default")), None)
-    return BenchRecord(job.problem.stem, job.level, job.label, job.sample, result.verdict.value,
+    return SweepRecord(job.problem.stem, job.level, job.label, job.sample, result.verdict.value,
                        result.speedup, compiled.speedup if compiled else None, result.speedup_interval,
                        round(result.seconds, 3), result.explanation[:EXPLANATION_HEAD],
                        ieee.speedup if ieee else None, ieee.interval if ieee else None,
@@ -87,9 +87,9 @@ def record_of(job: Job, result: EvalResult, ready: Optional[ReferenceReady] = No
                        result.tolerance, result.backward)
 
 
-def problem_failure(job: Job, explanation: str, seconds: float = 0.0, skipped: bool = False) -> BenchRecord:
+def problem_failure(job: Job, explanation: str, seconds: float = 0.0, skipped: bool = False) -> SweepRecord:
     """The record of a candidate whose problem failed itself, or (`skipped`) has no backward to check."""
-    return BenchRecord(job.problem.stem, job.level, job.label, job.sample, SKIPPED if skipped else PROBLEM_ERROR,
+    return SweepRecord(job.problem.stem, job.level, job.label, job.sample, SKIPPED if skipped else PROBLEM_ERROR,
                        seconds=round(seconds, 3), explanation=explanation[:EXPLANATION_HEAD], backward=skipped)
 
 
@@ -100,7 +100,7 @@ class ResultLog:
     def __init__(self, directory: Path, resume: bool):
         self.path = directory / RESULTS_FILE
         if self.path.exists() and not resume:
-            raise SuiteError(f"Bench directory {directory} already holds {RESULTS_FILE}: give --resume {directory} "
+            raise SuiteError(f"Sweep directory {directory} already holds {RESULTS_FILE}: give --resume {directory} "
                              "to carry it on, or another --out.")
         directory.mkdir(parents=True, exist_ok=True)
         self.records = read_records(self.path) if self.path.exists() else []
@@ -108,7 +108,7 @@ class ResultLog:
             _cut_partial_line(self.path)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
-    def append(self, record: BenchRecord) -> None:
+    def append(self, record: SweepRecord) -> None:
         os.write(self._fd, (json.dumps(to_dict(record)) + "\n").encode())
         os.fsync(self._fd)
         self.records.append(record)
@@ -124,24 +124,24 @@ def _cut_partial_line(path: Path) -> None:
             f.truncate(data.rfind(b"\n") + 1)
 
 
-def read_records(path: Path) -> list[BenchRecord]:
+def read_records(path: Path) -> list[SweepRecord]:
     """Every whole line of a results file; a last line without its newline was cut by a kill."""
     try:
         lines = path.read_text().split("\n")
     except (OSError, UnicodeDecodeError) as exc:
-        raise SuiteError(f"Bench results {path} cannot be read: {exc}.") from None
+        raise SuiteError(f"Sweep results {path} cannot be read: {exc}.") from None
     records = []
     for n, line in enumerate(lines[:-1], 1):  # the piece after the last newline is empty or partial
         try:
-            records.append(from_dict(BenchRecord, json.loads(line)))
+            records.append(from_dict(SweepRecord, json.loads(line)))
         except (ValueError, TypeError) as exc:
-            raise SuiteError(f"Bench results {path}, line {n}, is not a bench record ({exc}); the file was "
-                             "edited or damaged: move it aside to start the bench afresh.") from None
+            raise SuiteError(f"Sweep results {path}, line {n}, is not a sweep record ({exc}); the file was "
+                             "edited or damaged: move it aside to start the sweep afresh.") from None
     return records
 
 
-def write_csv(records: list[BenchRecord], path: Path) -> None:
-    names = [f.name for f in fields(BenchRecord)]
+def write_csv(records: list[SweepRecord], path: Path) -> None:
+    names = [f.name for f in fields(SweepRecord)]
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(names)

@@ -1,4 +1,4 @@
-"""`harness bench`: a suite of problems and candidates, with a live view and a summary per level."""
+"""`harness sweep`: a suite of problems and candidates, with a live view and a summary per level."""
 from __future__ import annotations
 
 import argparse
@@ -21,37 +21,37 @@ from .config import add_eval_options, eval_options, parse_gpus
 
 DESCRIPTION = ("Evaluate every (problem, candidate) pair of a suite on every GPU (--gpus narrows it), one "
                "JSON line per evaluation in results.jsonl of its own folder as it finishes (--resume DIR "
-               "carries a killed bench on), then a summary per level: correctness, fast_p for p = 0, 1, 1.5, 2 "
+               "carries a killed sweep on), then a summary per level: correctness, fast_p for p = 0, 1, 1.5, 2 "
                "(against torch.compile too with --compile-baseline) and the geometric mean speedup, and a plot "
                "of fast_p against p.")
-BENCH_TIME_CAP = 2.0  # seconds of timing per candidate: a sweep wants many problems, not the last 0.1%
+SWEEP_TIME_CAP = 2.0  # seconds of timing per candidate: a sweep wants many problems, not the last 0.1%
 SUMMARY_FILE, PLOT_FILE = "summary.json", "fast_p.png"
-RESULTS_DIR = Path("bench-results")  # each bench a folder of its own in it, by default
+RESULTS_DIR = Path("sweep-results")  # each sweep a folder of its own in it, by default
 
 
 def _out(args: argparse.Namespace) -> Path:
-    """Where the bench's results go: --resume's folder, --out, or a new folder under RESULTS_DIR
-    named by the time and what is benched, so that no bench lands on another."""
-    from ..suite.jobs import SuiteError
-    from ..suite.records import RESULTS_FILE
+    """Where the sweep's results go: --resume's folder, --out, or a new folder under RESULTS_DIR
+    named by the time and what is swept, so that no sweep lands on another."""
+    from ..sweep.jobs import SuiteError
+    from ..sweep.records import RESULTS_FILE
 
     if args.resume:
         if not (args.resume / RESULTS_FILE).is_file():
-            raise SuiteError(f"--resume {args.resume}: that folder holds no {RESULTS_FILE}, so there is no bench to "
-                             "carry on; give the folder an earlier bench wrote its results to.")
+            raise SuiteError(f"--resume {args.resume}: that folder holds no {RESULTS_FILE}, so there is no sweep to "
+                             "carry on; give the folder an earlier sweep wrote its results to.")
         return args.resume
     if args.out:
         return args.out
     name = "runs" if args.runs else args.problems.name + ("-copies" if args.copies else "")
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out, n = RESULTS_DIR / f"{stamp}-{name}", 1
-    while out.exists():  # another bench of the same problems started in the same second
+    while out.exists():  # another sweep of the same problems started in the same second
         n += 1
         out = RESULTS_DIR / f"{stamp}-{name}-{n}"
     return out
 
 
-def add_bench_arguments(p: argparse.ArgumentParser) -> None:
+def add_sweep_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("problems", type=Path, nargs="?", default=None,
                    help="directory of problem files, or of level*/ directories of them")
     p.add_argument("candidates", type=Path, nargs="?", default=None,
@@ -65,10 +65,10 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where --runs are kept (default runs)")
     out = p.add_mutually_exclusive_group()
     out.add_argument("-o", "--out", type=Path, default=None, metavar="DIR",
-                     help=f"where a new bench's results go: results.jsonl, {SUMMARY_FILE}, {PLOT_FILE} (default "
+                     help=f"where a new sweep's results go: results.jsonl, {SUMMARY_FILE}, {PLOT_FILE} (default "
                           f"{RESULTS_DIR}/<UTC time>-<problems>/)")
     out.add_argument("--resume", type=Path, default=None, metavar="DIR",
-                     help="carry on the bench whose results are in DIR, evaluating only what it lacks")
+                     help="carry on the sweep whose results are in DIR, evaluating only what it lacks")
     p.add_argument("--csv", type=Path, default=None, metavar="FILE", help="also write every result as CSV")
     p.add_argument("--ray", default=None, metavar="auto|ADDRESS",
                    help="run on the Ray cluster there (auto: the one this machine belongs to): a timing actor per "
@@ -77,7 +77,7 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _jobs(args: argparse.Namespace, scratch: Path):
-    from ..suite.jobs import SuiteError, copy_jobs, find_jobs, problem_levels, run_jobs
+    from ..sweep.jobs import SuiteError, copy_jobs, find_jobs, problem_levels, run_jobs
 
     if args.runs:
         if args.problems or args.copies:
@@ -158,38 +158,38 @@ def summary_table(summaries) -> Table:
 
 
 def _backward_as_recorded(options, records: list):
-    """A resumed bench goes on as it began: under --backward where its records are; a forward bench is
+    """A resumed sweep goes on as it began: under --backward where its records are; a forward sweep is
     not resumed under --backward, since its records would mix the two."""
-    from ..suite.jobs import SuiteError
-    from ..suite.records import PROBLEM_ERROR
+    from ..sweep.jobs import SuiteError
+    from ..sweep.records import PROBLEM_ERROR
 
     evaluated = [r for r in records if r.verdict != PROBLEM_ERROR]
     if evaluated and all(r.backward for r in evaluated):
         return replace(options, backward=True)
     if options.backward and evaluated:
-        raise SuiteError("The bench being resumed checked forward passes only; --backward would mix its records "
+        raise SuiteError("The sweep being resumed checked forward passes only; --backward would mix its records "
                          "with forward and backward ones. Resume it without --backward, or give another --out.")
     return options
 
 
-def bench_main(args: argparse.Namespace, console: Console) -> int:
+def sweep_main(args: argparse.Namespace, console: Console) -> int:
     from ..device import refuse_cuda_only, visible_gpus
-    from ..suite.bench import Bench, pending
-    from ..suite.jobs import SuiteError
-    from ..suite.plot import plot_fast_p
-    from ..suite.records import ResultLog, write_csv
-    from ..suite.summary import summarize
+    from ..sweep.sweep import Sweep, pending
+    from ..sweep.jobs import SuiteError
+    from ..sweep.plot import plot_fast_p
+    from ..sweep.records import ResultLog, write_csv
+    from ..sweep.summary import summarize
 
-    args.time_cap = args.time_cap or BENCH_TIME_CAP
+    args.time_cap = args.time_cap or SWEEP_TIME_CAP
     if args.ray:
         if args.gpus:
             raise SuiteError("--gpus picks this machine's GPUs; with --ray every GPU of the cluster is used.")
-        from ..suite.ray_backend import cluster_device
+        from ..sweep.ray_backend import cluster_device
 
         args.device = args.device or cluster_device(args.ray)  # the cluster's GPUs, not this machine's
     options = eval_options(args)
     gpus = parse_gpus(args.gpus) or (visible_gpus() if options.device != "cpu" and not args.ray else None)
-    scratch = Path(tempfile.mkdtemp(prefix="harness-bench-"))
+    scratch = Path(tempfile.mkdtemp(prefix="harness-sweep-"))
     try:
         jobs = _jobs(args, scratch)
         if args.device is None:  # the device defaulted to cpu: say so before a doomed CUDA build
@@ -216,16 +216,16 @@ def bench_main(args: argparse.Namespace, console: Console) -> int:
                 live.update(view.render())
 
             if args.ray:
-                from ..suite.ray_backend import RayBench
+                from ..sweep.ray_backend import RaySweep
 
-                bench = RayBench(args.ray, options, log, args.jobs, on_record, on_phase)
+                sweep = RaySweep(args.ray, options, log, args.jobs, on_record, on_phase)
             else:
-                bench = Bench(options, gpus, log, args.jobs, on_record, on_phase, on_builds)
+                sweep = Sweep(options, gpus, log, args.jobs, on_record, on_phase, on_builds)
             console.print(f"{len(jobs)} evaluations of {len({(j.level, j.problem) for j in jobs})} problems; "
-                          f"{len(log.records)} already in {log.path}, {len(left)} to go, on {bench.where}.",
+                          f"{len(log.records)} already in {log.path}, {len(left)} to go, on {sweep.where}.",
                           soft_wrap=True)
             with live:
-                records = bench.run(left)
+                records = sweep.run(left)
         finally:
             log.close()
     finally:

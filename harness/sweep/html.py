@@ -1,18 +1,18 @@
-"""`harness report --bench`: a bench's results as one self-contained HTML page: fast_p against p
+"""`harness report --sweep`: a sweep's results as one self-contained HTML page: fast_p against p
 per level, the summary per level, every evaluation, and the failures grouped by verdict. Pure:
 records in, text out; the page's parts are runs/html.py's."""
 from __future__ import annotations
 
 from ..results import speedup_text
 from ..runs.html import PALETTE, Chart, Rule, Series, badge, esc, facts, folded, page, svg_chart, table
-from .records import PROBLEM_ERROR, BenchRecord
+from .records import PROBLEM_ERROR, SweepRecord
 from .summary import P_MAX, LevelSummary, fast_p_curves, summarize
 
 
 DASHES = {"eager": "", "sure": "2 3", "compile": "8 4"}
 
 
-def fast_p_chart(records: list[BenchRecord]) -> Chart:
+def fast_p_chart(records: list[SweepRecord]) -> Chart:
     """One line per level against eager, dotted where the whole interval is above p, dashed against
     torch.compile where it was timed."""
     curves = fast_p_curves(records)
@@ -43,8 +43,8 @@ def _summary_table(summaries: list[LevelSummary]) -> str:
     return table(headers, rows, tuple(range(1, len(headers))))
 
 
-def _failures(records: list[BenchRecord]) -> str:
-    by_verdict: dict[str, list[BenchRecord]] = {}
+def _failures(records: list[SweepRecord]) -> str:
+    by_verdict: dict[str, list[SweepRecord]] = {}
     for r in records:
         if not r.correct:
             by_verdict.setdefault(r.verdict, []).append(r)
@@ -60,8 +60,8 @@ def _failures(records: list[BenchRecord]) -> str:
     return "".join(parts)
 
 
-def bench_page(directory: str, records: list[BenchRecord]) -> str:
-    """The whole page for the bench whose results.jsonl in `directory` holds `records`."""
+def sweep_page(directory: str, records: list[SweepRecord]) -> str:
+    """The whole page for the sweep whose results.jsonl in `directory` holds `records`."""
     summaries = summarize(records)
     compiled = any(r.speedup_compile is not None for r in records)
     rows = [[esc(r.level), esc(r.problem), esc(r.candidate), badge(r.verdict),
@@ -78,7 +78,7 @@ def bench_page(directory: str, records: list[BenchRecord]) -> str:
                                     "evaluations more than p times faster, beyond the 0.1% resolution; "
                                     "sure fast_1 needs the whole interval above 1"))])
     chart = svg_chart(fast_p_chart(records)) if records else '<p class="note">No evaluation recorded.</p>'
-    body = (f"<h1>Bench</h1><p class=\"sub\">{esc(directory)}</p>"
+    body = (f"<h1>Sweep</h1><p class=\"sub\">{esc(directory)}</p>"
             f'<section class="card">{overview}</section>'
             f'<h2>Summary per level</h2><section class="card">{_summary_table(summaries)}</section>'
             f'<h2>fast_p against p</h2><section class="card">{chart}</section>'
@@ -86,4 +86,4 @@ def bench_page(directory: str, records: list[BenchRecord]) -> str:
             f'<h2>Every evaluation</h2><section class="card">'
             + table(["level", "problem", "candidate", "verdict", "speedup [95%]", "numerics"]
                     + (["vs torch.compile"] if compiled else []) + ["seconds"], rows, (4, 6, 7)) + "</section>")
-    return page(f"Bench {directory}", body)
+    return page(f"Sweep {directory}", body)

@@ -1,4 +1,4 @@
-"""A bench's figures per level, as KernelBench reports them: the correctness rate, fast_p
+"""A sweep's figures per level, as KernelBench reports them: the correctness rate, fast_p
 (the share of evaluations that are correct and more than p times faster) and the geometric
 mean speedup of the correct ones; and fast_p counting only speedups whose 95% interval lies
 above p. Pure functions of the records.
@@ -14,7 +14,7 @@ from typing import Optional
 
 from ..engine.speedups import RESOLUTION
 from ..stats import geomean
-from .records import NOT_EVALUATED, PROBLEM_ERROR, SKIPPED, BenchRecord
+from .records import NOT_EVALUATED, PROBLEM_ERROR, SKIPPED, SweepRecord
 
 P_VALUES = (0.0, 1.0, 1.5, 2.0)
 
@@ -40,16 +40,16 @@ def fast_p(speedups: list[Optional[float]], p: float) -> float:
     return sum(1 for s in speedups if s is not None and s > p * (1 + RESOLUTION)) / len(speedups) if speedups else 0.0
 
 
-def fast_p_sure(records: list[BenchRecord], p: float) -> float:
+def fast_p_sure(records: list[SweepRecord], p: float) -> float:
     """The share of evaluations correct and faster than p beyond doubt: their interval's low end
     above p (an evaluation without an interval counts by its speedup)."""
-    def sure(r: BenchRecord) -> bool:
+    def sure(r: SweepRecord) -> bool:
         low = r.interval[0] if r.interval else r.speedup
         return r.correct and low is not None and low > p
     return sum(1 for r in records if sure(r)) / len(records) if records else 0.0
 
 
-def summarize_level(level: str, records: list[BenchRecord]) -> LevelSummary:
+def summarize_level(level: str, records: list[SweepRecord]) -> LevelSummary:
     evaluated = [r for r in records if r.verdict not in NOT_EVALUATED]
     eager = [r.speedup if r.correct else None for r in evaluated]
     compiled = [r.speedup_compile if r.correct else None for r in evaluated]
@@ -69,9 +69,9 @@ def summarize_level(level: str, records: list[BenchRecord]) -> LevelSummary:
         sorted({r.problem for r in records if r.verdict == SKIPPED}))
 
 
-def summarize(records: list[BenchRecord]) -> list[LevelSummary]:
+def summarize(records: list[SweepRecord]) -> list[LevelSummary]:
     """One summary per level, in the order the levels first appear."""
-    levels: dict[str, list[BenchRecord]] = {}
+    levels: dict[str, list[SweepRecord]] = {}
     for record in records:
         levels.setdefault(record.level, []).append(record)
     return [summarize_level(level, rs) for level, rs in levels.items()]
@@ -91,7 +91,7 @@ class Curve:
     points: list[tuple[float, float]]
 
 
-def fast_p_curves(records: list[BenchRecord]) -> list[Curve]:
+def fast_p_curves(records: list[SweepRecord]) -> list[Curve]:
     """Each level's curves, levels in name order; a level of broken problems only has none (no share to draw,
     rather than a share of 0); the torch.compile curve only where it was timed."""
     ps = [P_MAX * i / (P_STEPS - 1) for i in range(P_STEPS)]

@@ -1,16 +1,16 @@
-"""A bench's fast_p against p, one line per level (dotted: counting only speedups whose 95% interval is
+"""A sweep's fast_p against p, one line per level (dotted: counting only speedups whose 95% interval is
 above p; dashed: against torch.compile), as a PNG."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from .records import BenchRecord
+from .records import SweepRecord
 from .summary import P_MAX, fast_p_curves
 
 LINE_STYLES = {"eager": "-", "sure": ":", "compile": "--"}
 
 
-def plot_fast_p(records: list[BenchRecord], out: Path) -> Path:
+def plot_fast_p(records: list[SweepRecord], out: Path) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")  # no display: the plot only goes to a file

@@ -1,4 +1,4 @@
-"""`harness bench`: every (problem, candidate) pair through the engine's pool, one timing
+"""`harness sweep`: every (problem, candidate) pair through the engine's pool, one timing
 worker per GPU, each GPU taking the next problem from one queue.
 
 Every candidate of every problem is handed to one shared build pool (engine.pool.Builds) as
@@ -34,10 +34,10 @@ from ..engine.pool import Builds, Counts, Pool
 from ..problem import ProblemError, load_problem
 from ..results import EvalResult
 from .jobs import Job
-from .records import BenchRecord, ResultLog, problem_failure, record_of
+from .records import SweepRecord, ResultLog, problem_failure, record_of
 
 Phase = Callable[[str, str], None]  # (slot name, what it is doing)
-Recorded = Callable[[BenchRecord], None]
+Recorded = Callable[[SweepRecord], None]
 
 
 def pending(jobs: Sequence[Job], log: ResultLog) -> list[Job]:
@@ -139,9 +139,9 @@ def run_all(threads: list[threading.Thread]) -> None:
             thread.join(0.5)
 
 
-class Bench:
+class Sweep:
     """`build_memory`: bytes of host memory the builds may take (default: what the host has
-    available when the bench starts); with `build_jobs`, it bounds the builds at once."""
+    available when the sweep starts); with `build_jobs`, it bounds the builds at once."""
 
     def __init__(self, options: EvalOptions, gpus: Optional[Sequence[int]], log: ResultLog,
                  build_jobs: Optional[int] = None, on_record: Optional[Recorded] = None,
@@ -162,7 +162,7 @@ class Bench:
         """Where the evaluations run, for a person."""
         return ", ".join(f"GPU {g}" for g in self.slots) if self.slots != [None] else self.options.device
 
-    def run(self, jobs: Sequence[Job]) -> list[BenchRecord]:
+    def run(self, jobs: Sequence[Job]) -> list[SweepRecord]:
         """Evaluates what the log lacks; returns every record, earlier ones included."""
         groups: "queue.Queue[tuple[list[Job], Optional[list]]]" = queue.Queue()
         self.builds = Builds(self.build_jobs or default_build_jobs(self.options.device), self.build_memory,
@@ -204,7 +204,7 @@ class Bench:
             self.on_phase("builds", f"no precompiled header: {exc}")
 
     def _build_ahead(self, group: list[Job]) -> Optional[list["Future[Built]"]]:
-        """The group's builds, handed to the bench's Builds now; None where its problem cannot
+        """The group's builds, handed to the sweep's Builds now; None where its problem cannot
         be loaded (its pool says why, in a record per candidate)."""
         try:
             builder = Builder(load_problem(group[0].problem), replace(self.options, gpu=self.slots[0]))
@@ -258,7 +258,7 @@ class Bench:
                 upcoming, after = after or self._take(groups, gpu), None
         self.on_phase(name, "done")
 
-    def _record(self, record: BenchRecord) -> None:
+    def _record(self, record: SweepRecord) -> None:
         with self._lock:
             self.log.append(record)
             self.on_record(record)

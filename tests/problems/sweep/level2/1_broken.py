@@ -1,4 +1,4 @@
-# A broken bench problem: no get_inputs, so the problem fails, not its candidate.
+# A broken sweep problem: no get_inputs, so the problem fails, not its candidate.
 import torch.nn as nn
 
 

@@ -1,11 +1,11 @@
-"""`harness bench --ray ADDRESS`: the same bench on a Ray cluster.
+"""`harness sweep --ray ADDRESS`: the same sweep on a Ray cluster.
 
 Per node one timing actor per GPU (on --device cpu, one per node), pinned to its node and
 holding its share of the node's CPUs (all of them on --device cpu), so Ray places nothing else
 beside the timing. An actor evaluates one problem's candidates at a time through the local
 path's `evaluate_problem` (its pool builds on the node's cores) and streams each record back as
 it finishes; the driver alone writes the results log, so records and --resume are the local
-bench's.
+sweep's.
 
 A dead actor loses only its in-flight evaluations: the driver queues them again, one job to a
 group (so a candidate that kills its actor takes no other down with it twice), for any actor.
@@ -32,9 +32,9 @@ from ..engine.cores import default_build_jobs
 from ..engine.pool import Builds
 from ..engine.process import REGISTRY, end_leftovers
 from ..results import Verdict
-from .bench import Bench, Opened, Phase, Recorded, by_problem, evaluate_problem, pending, run_all
+from .sweep import Sweep, Opened, Phase, Recorded, by_problem, evaluate_problem, pending, run_all
 from .jobs import Job, SuiteError
-from .records import BenchRecord, ResultLog
+from .records import SweepRecord, ResultLog
 
 try:
     import ray
@@ -101,7 +101,7 @@ class Slot:
         return self.name
 
     def evaluate(self, shipped: list[Shipped]) -> Iterator[tuple[str, object]]:
-        """("phase", text) and ("record", BenchRecord) as they happen."""
+        """("phase", text) and ("record", SweepRecord) as they happen."""
         events: "queue.Queue[Optional[tuple[str, object]]]" = queue.Queue()
         with tempfile.TemporaryDirectory(prefix="harness-ray-") as root:
             opened = Opened([s.unpack(Path(root), n) for n, s in enumerate(shipped)], self.options, self.gpu,
@@ -162,8 +162,8 @@ def slots_on(node: dict, cpu: bool) -> int:
     return (1 if resources.get("CPU", 0) >= 1 else 0) if cpu else int(resources.get("GPU", 0))
 
 
-class RayBench(Bench):
-    """The local Bench's interface (`where`, `run`), its slots Ray actors across the cluster."""
+class RaySweep(Sweep):
+    """The local Sweep's interface (`where`, `run`), its slots Ray actors across the cluster."""
 
     def __init__(self, address: str, options: EvalOptions, log: ResultLog, build_jobs: Optional[int] = None,
                  on_record: Optional[Recorded] = None, on_phase: Optional[Phase] = None):
@@ -188,7 +188,7 @@ class RayBench(Bench):
         return f"the Ray cluster at {self.address} ({len(self.nodes)} node(s), {slots} timing slot(s), " \
                f"{self.options.device})"
 
-    def run(self, jobs: Sequence[Job]) -> list[BenchRecord]:
+    def run(self, jobs: Sequence[Job]) -> list[SweepRecord]:
         self._queue.extend(by_problem(pending(jobs, self.log)))
         slots = [Slot.options(num_cpus=cpus, num_gpus=0 if self.options.device == "cpu" else 1,
                               scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)
@@ -206,7 +206,7 @@ class RayBench(Bench):
             left = sum(len(group) for group in self._queue)
             raise SuiteError(f"No actor of the Ray cluster at {self.address} is left for the {left} evaluation(s) "
                              f"still to do ({'; '.join(self._gone)}). The results so far are in {self.log.path}: "
-                             f"--resume {self.log.path.parent} carries the bench on.")
+                             f"--resume {self.log.path.parent} carries the sweep on.")
         return list(self.log.records)
 
     def _serve(self, slot) -> None:
@@ -271,7 +271,7 @@ class RayBench(Bench):
             if attempts < MAX_ATTEMPTS:
                 again.append(job)
             else:
-                self._record(BenchRecord(
+                self._record(SweepRecord(
                     job.problem.stem, job.level, job.label, job.sample, Verdict.CRASHED.value,
                     explanation=f"The Ray actor evaluating it died {attempts} times, the last {why}; "
                                 "it was not tried again."))

@@ -1,4 +1,4 @@
-"""`harness bench`: job discovery, the records on disk, the summary figures, and a real bench
+"""`harness sweep`: job discovery, the records on disk, the summary figures, and a real sweep
 on the CPU killed mid-way and resumed."""
 import json
 import math
@@ -13,18 +13,18 @@ import pytest
 
 from harness.cli.main import main
 from harness.engine.pool import Builds
-from harness.suite.bench import by_problem, pending
-from harness.suite.jobs import COPY_SUFFIX, Job, SuiteError, copy_jobs, find_jobs, problem_id, problem_levels
-from harness.suite.records import PROBLEM_ERROR, RESULTS_FILE, BenchRecord, ResultLog, read_records
-from harness.suite.summary import P_MAX, fast_p, fast_p_curves, fast_p_sure, geomean, summarize
+from harness.sweep.sweep import by_problem, pending
+from harness.sweep.jobs import COPY_SUFFIX, Job, SuiteError, copy_jobs, find_jobs, problem_id, problem_levels
+from harness.sweep.records import PROBLEM_ERROR, RESULTS_FILE, SweepRecord, ResultLog, read_records
+from harness.sweep.summary import P_MAX, fast_p, fast_p_curves, fast_p_sure, geomean, summarize
 
 HERE = Path(__file__).parent
-PROBLEMS, CANDIDATES = HERE / "problems" / "bench", HERE / "candidates" / "bench"
+PROBLEMS, CANDIDATES = HERE / "problems" / "sweep", HERE / "candidates" / "sweep"
 ROOT = HERE.parent
 
 
 def record(problem, verdict="correct", speedup=None, compiled=None, level="level1", candidate="c.py"):
-    return BenchRecord(problem, level, candidate, 0, verdict, speedup, compiled)
+    return SweepRecord(problem, level, candidate, 0, verdict, speedup, compiled)
 
 
 # --- the figures, by hand ------------------------------------------------------
@@ -41,10 +41,10 @@ def test_fast_p_counts_correct_candidates_faster_than_p_beyond_the_resolution():
 
 
 def test_sure_fast_p_needs_the_whole_interval_above_p():
-    copies = [BenchRecord("a", "level1", "copy", 0, "correct", 1.0003, interval=[0.999, 1.005]),
-              BenchRecord("b", "level1", "copy", 0, "correct", 1.019, interval=[1.012, 1.024]),
-              BenchRecord("c", "level1", "copy", 0, "incorrect", 3.0, interval=[2.9, 3.1]),
-              BenchRecord("d", "level1", "copy", 0, "correct", 1.6)]  # no interval: its speedup counts
+    copies = [SweepRecord("a", "level1", "copy", 0, "correct", 1.0003, interval=[0.999, 1.005]),
+              SweepRecord("b", "level1", "copy", 0, "correct", 1.019, interval=[1.012, 1.024]),
+              SweepRecord("c", "level1", "copy", 0, "incorrect", 3.0, interval=[2.9, 3.1]),
+              SweepRecord("d", "level1", "copy", 0, "correct", 1.6)]  # no interval: its speedup counts
     assert fast_p_sure(copies, 1) == 2 / 4 and fast_p_sure(copies, 1.5) == 1 / 4
     (level,) = summarize(copies)
     assert level.fast_p["1"] == 2 / 4 and level.fast_p_sure["1"] == 2 / 4  # a at 1.0003x is within resolution
@@ -72,7 +72,7 @@ def test_summary_per_level_keeps_problem_failures_apart():
 
 def test_fast_p_curves_per_level_with_the_sure_and_the_compile_curves():
     records = [record("a", speedup=4.0, compiled=1.2), record("b", "incorrect"),
-               BenchRecord("c", "level1", "c.py", 0, "correct", 1.2, interval=[0.9, 1.5]),
+               SweepRecord("c", "level1", "c.py", 0, "correct", 1.2, interval=[0.9, 1.5]),
                record("x", PROBLEM_ERROR, level="level2"), record("y", speedup=2.5, level="level3")]
     curves = {(c.level, c.kind): dict(c.points) for c in fast_p_curves(records)}
     # level2's one problem failed itself: no curve rather than one at 0
@@ -149,15 +149,15 @@ def test_bad_directories_are_one_paragraph(tmp_path):
 
 
 def test_cli_usage_errors_exit_2(tmp_path, capsys):
-    assert main(["bench", str(tmp_path / "nowhere"), str(CANDIDATES), "--device", "cpu", "-o", str(tmp_path)]) == 2
+    assert main(["sweep", str(tmp_path / "nowhere"), str(CANDIDATES), "--device", "cpu", "-o", str(tmp_path)]) == 2
     assert "does not exist" in capsys.readouterr().err
-    assert main(["bench", str(PROBLEMS), "--device", "cpu", "-o", str(tmp_path)]) == 2
+    assert main(["sweep", str(PROBLEMS), "--device", "cpu", "-o", str(tmp_path)]) == 2
     assert "or --copies" in capsys.readouterr().err
 
 
 def test_ray_flag_without_ray_says_how_to_install_it(tmp_path):
     code = (f"import sys; sys.modules['ray'] = None; from harness.cli.main import main; "  # None: import fails
-            f"sys.exit(main(['bench', {str(PROBLEMS)!r}, {str(CANDIDATES)!r}, '--ray', 'auto', "
+            f"sys.exit(main(['sweep', {str(PROBLEMS)!r}, {str(CANDIDATES)!r}, '--ray', 'auto', "
             f"'-o', {str(tmp_path)!r}]))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -166,7 +166,7 @@ def test_ray_flag_without_ray_says_how_to_install_it(tmp_path):
 
 
 def test_ray_flag_refuses_gpus(tmp_path, capsys):
-    assert main(["bench", str(PROBLEMS), str(CANDIDATES), "--ray", "auto", "--gpus", "0", "-o", str(tmp_path)]) == 2
+    assert main(["sweep", str(PROBLEMS), str(CANDIDATES), "--ray", "auto", "--gpus", "0", "-o", str(tmp_path)]) == 2
     assert "--gpus picks this machine's GPUs" in capsys.readouterr().err
 
 
@@ -197,14 +197,14 @@ def test_pending_skips_what_is_recorded_and_duplicates(tmp_path):
     jobs = find_jobs(PROBLEMS, CANDIDATES)
     log = ResultLog(tmp_path, resume=False)
     first = jobs[0]
-    log.append(BenchRecord(first.problem.stem, first.level, first.label, first.sample, "correct", 2.0))
+    log.append(SweepRecord(first.problem.stem, first.level, first.label, first.sample, "correct", 2.0))
     left = pending(jobs + jobs[:2], log)
     log.close()
     assert left == jobs[1:]
     assert [len(g) for g in by_problem(left)] == [1, 1, 2, 1]
 
 
-# --- a real bench, killed and resumed ---------------------------------------------
+# --- a real sweep, killed and resumed ---------------------------------------------
 
 EXPECTED = {("level1", "1_scale", "level1/1/sample_0.py"): "correct",
             ("level1", "1_scale", "level1/1/sample_1.py"): "incorrect",
@@ -214,34 +214,34 @@ EXPECTED = {("level1", "1_scale", "level1/1/sample_0.py"): "correct",
             ("level2", "1_broken", "level2/1/sample_0.py"): PROBLEM_ERROR}
 
 
-def bench_command(*extra, problems=PROBLEMS, candidates=CANDIDATES):
-    return [sys.executable, "-m", "harness", "bench", str(problems), str(candidates), "--device", "cpu",
+def sweep_command(*extra, problems=PROBLEMS, candidates=CANDIDATES):
+    return [sys.executable, "-m", "harness", "sweep", str(problems), str(candidates), "--device", "cpu",
             "--time-cap", "1", *extra]
 
 
 def test_killed_bench_resumes_without_duplicates_or_losses(tmp_path):
-    out = tmp_path / "bench"
+    out = tmp_path / "sweep"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    first = subprocess.Popen(bench_command("-o", str(out)), cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+    first = subprocess.Popen(sweep_command("-o", str(out)), cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
     results = out / RESULTS_FILE
     deadline = time.monotonic() + 240
     while not (results.is_file() and results.read_text().count("\n") >= 1):
-        assert first.poll() is None and time.monotonic() < deadline, "the bench wrote no result"
+        assert first.poll() is None and time.monotonic() < deadline, "the sweep wrote no result"
         time.sleep(0.1)
     first.send_signal(signal.SIGKILL)
     first.wait()
     killed_with = read_records(results)
     assert 1 <= len(killed_with) < len(EXPECTED)
 
-    done = subprocess.run(bench_command("--resume", str(out), "--csv", str(tmp_path / "r.csv")), cwd=tmp_path, env=env,
+    done = subprocess.run(sweep_command("--resume", str(out), "--csv", str(tmp_path / "r.csv")), cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     records = read_records(results)
     keys = [r.key for r in records]
     assert len(keys) == len(set(keys)), "an evaluation was recorded twice"
     assert {r.key: r.verdict for r in records} == EXPECTED
-    assert records[:len(killed_with)] == killed_with  # what the killed bench wrote stays as it was
+    assert records[:len(killed_with)] == killed_with  # what the killed sweep wrote stays as it was
 
     # The sleeps make the fast candidates far over 2x and the slow one far under 1x anywhere.
     speedups = {r.key: r.speedup for r in records if r.correct}
@@ -257,7 +257,7 @@ def test_killed_bench_resumes_without_duplicates_or_losses(tmp_path):
     assert (out / "fast_p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     rows = (tmp_path / "r.csv").read_text().splitlines()
     assert rows[0].startswith("problem,level,candidate,sample,verdict,speedup") and len(rows) == 7
-    # where each correct evaluation's time went, for a bench that runs slower than it should
+    # where each correct evaluation's time went, for a sweep that runs slower than it should
     assert all({"check", "time"} <= set(r.phases) for r in records if r.correct)
     assert sum("time=" in row for row in rows) == 3
     # each process's peaks beside what an in-process evaluation would hold, for the memory table
@@ -267,8 +267,8 @@ def test_killed_bench_resumes_without_duplicates_or_losses(tmp_path):
 
 
 def test_each_bench_has_a_results_folder_of_its_own(tmp_path):
-    """KernelBench's flat sample names, benched twice from one folder: two results folders under
-    bench-results/, nothing else written where the bench was started; --resume DIR carries one on."""
+    """KernelBench's flat sample names, swept twice from one folder: two results folders under
+    sweep-results/, nothing else written where the sweep was started; --resume DIR carries one on."""
     problems, flat, work = tmp_path / "level1", tmp_path / "samples", tmp_path / "work"
     for folder in (problems, flat, work):
         folder.mkdir()
@@ -276,38 +276,38 @@ def test_each_bench_has_a_results_folder_of_its_own(tmp_path):
     flat_copy(flat)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
 
-    def bench(*extra):
-        done = subprocess.run(bench_command(*extra, problems=problems, candidates=flat), cwd=work, env=env,
+    def sweep(*extra):
+        done = subprocess.run(sweep_command(*extra, problems=problems, candidates=flat), cwd=work, env=env,
                               capture_output=True, text=True, timeout=600)
         return done.returncode, done.stdout + done.stderr
 
     outputs = []
     for _ in range(2):
-        rc, output = bench()
+        rc, output = sweep()
         assert rc == 0, output
         outputs.append(output)
-    assert [p.name for p in work.iterdir()] == ["bench-results"]
-    first, second = folders = sorted((work / "bench-results").iterdir())
+    assert [p.name for p in work.iterdir()] == ["sweep-results"]
+    first, second = folders = sorted((work / "sweep-results").iterdir())
     assert all(f.name.endswith(("-level1", "-level1-2")) for f in folders), folders
     for folder in folders:
         assert sorted(p.name for p in folder.iterdir()) == sorted([RESULTS_FILE, "fast_p.png", "summary.json"])
         (record,) = read_records(folder / RESULTS_FILE)
         assert (record.candidate, record.verdict) == ("level_1_problem_2_sample_0_kernel.py", "correct")
-    assert f"Results in {Path('bench-results') / second.name / RESULTS_FILE}" in outputs[1]
-    rc, output = bench("--resume", str(first))
+    assert f"Results in {Path('sweep-results') / second.name / RESULTS_FILE}" in outputs[1]
+    rc, output = sweep("--resume", str(first))
     assert rc == 0 and "1 already in" in output and "0 to go" in output, output
     assert len(read_records(first / RESULTS_FILE)) == 1
-    rc, output = bench("--resume", str(tmp_path / "never"))
+    rc, output = sweep("--resume", str(tmp_path / "never"))
     assert rc == 2 and "holds no results.jsonl" in output, output
-    rc, output = bench("-o", str(first))
+    rc, output = sweep("-o", str(first))
     assert rc == 2 and f"give --resume {first}" in output, output
 
 
 def test_a_problem_opened_unloaded_has_its_processes_importing_and_loads_when_evaluated(tmp_path, cpu_options):
-    """The bench's next problem, while the current one needs much of the GPU's memory: its
+    """The sweep's next problem, while the current one needs much of the GPU's memory: its
     processes start, its reference loads nothing until the pool evaluates, and then in the very
     process started for it; closed before that, it leaves no process."""
-    from harness.suite.bench import Opened
+    from harness.sweep.sweep import Opened
 
     jobs = copy_jobs(PROBLEMS, tmp_path)
     waiting = Opened([jobs[0]], cpu_options, None, Builds(1), loaded=False)
@@ -327,7 +327,7 @@ def test_a_problem_opened_unloaded_has_its_processes_importing_and_loads_when_ev
 
 
 def test_a_problem_opened_unloaded_loads_on_request_in_the_process_started_for_it(tmp_path, cpu_options):
-    from harness.suite.bench import Opened
+    from harness.sweep.sweep import Opened
 
     job = copy_jobs(PROBLEMS, tmp_path)[0]
     opened = Opened([job], cpu_options, None, Builds(1), loaded=False)
@@ -346,12 +346,12 @@ def test_a_gpu_slot_opens_two_problems_ahead_and_evaluates_each_once(tmp_path, c
     a result, so that one's imports are done when it comes; every problem still gets one record."""
     import queue
 
-    from harness.suite.bench import Bench
+    from harness.sweep.sweep import Sweep
 
     jobs = copy_jobs(PROBLEMS, tmp_path)
     log = ResultLog(tmp_path / "out", resume=False)
-    bench = Bench(cpu_options, None, log)
-    taken, take = [], bench._take
+    sweep = Sweep(cpu_options, None, log)
+    taken, take = [], sweep._take
 
     def recording_take(groups, gpu, loaded=True):
         opened = take(groups, gpu, loaded)
@@ -359,13 +359,13 @@ def test_a_gpu_slot_opens_two_problems_ahead_and_evaluates_each_once(tmp_path, c
             taken.append((opened.group[0].problem.stem, len(log.records)))
         return opened
 
-    bench._take = recording_take
+    sweep._take = recording_take
     groups = queue.Queue()
-    bench.builds = Builds(1)
+    sweep.builds = Builds(1)
     for group in by_problem(jobs):
         groups.put((group, None))
-    bench._slot(0, groups)
-    assert not bench._errors
+    sweep._slot(0, groups)
+    assert not sweep._errors
     assert [name for name, _ in taken] == ["1_scale", "2_shift", "3_negate", "1_broken"]
     assert taken[2][1] == 0  # the third problem was opened while the first was still being evaluated
     verdicts = {(r.level, r.problem): r.verdict for r in log.records}
@@ -375,7 +375,7 @@ def test_a_gpu_slot_opens_two_problems_ahead_and_evaluates_each_once(tmp_path, c
 
 def test_the_next_problem_is_told_once_when_the_first_candidate_is_checked(tmp_path, cpu_options):
     """evaluate_problem calls prefetch once, with the reference ready (its fit said) by then."""
-    from harness.suite.bench import Opened, evaluate_problem
+    from harness.sweep.sweep import Opened, evaluate_problem
 
     job = copy_jobs(PROBLEMS, tmp_path)[0]
     twice = [job, Job(job.problem, job.level, job.candidate, "copy again")]
