@@ -10,7 +10,7 @@ import ast
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from .errors import HarnessError
 
@@ -197,3 +197,60 @@ def derived_shapes(main: dict[str, int]) -> list[dict[str, int]]:
             unique.append(variant)
     return unique
 
+
+# The shapes of an imported problem module, read and set in the processes that import it.
+
+def declared_shapes(problem, function: str) -> Optional[list[dict]]:
+    """The shapes the problem's `function`() declares (a list of dicts of its module-level
+    values), or None where it defines no such function; anything else raises TypeError."""
+    declared = getattr(problem, function, None)
+    if not callable(declared):
+        return None
+    shapes = declared()
+    form = (f"{function}() must return a list of dicts, each naming module-level values of the problem "
+            "and the values to set them to (e.g. [{}, {\"batch_size\": 64}], {} being the main shape)")
+    if not isinstance(shapes, (list, tuple)):
+        raise TypeError(f"{form}; it returned a {type(shapes).__name__}: {shapes!r}"[:500])
+    for shape in shapes:
+        if not isinstance(shape, dict):
+            raise TypeError(f"{form}; it holds {shape!r}, a {type(shape).__name__}"[:500])
+        unknown = [name for name in shape if not (isinstance(name, str) and hasattr(problem, name))]
+        if unknown:
+            raise TypeError(f"{form}; {shape!r} names {', '.join(map(repr, unknown))}, which the problem does "
+                            "not define at module level"[:500])
+    return list(shapes)
+
+
+def shape_variants(problem) -> list[dict]:
+    """The shapes to check besides the main one: what the problem's get_shape_variants()
+    declares, else ones derived from the module-level ints its input functions read."""
+    declared = declared_shapes(problem, "get_shape_variants")
+    if declared is not None:
+        return declared
+    source = Path(problem.__file__).read_text()
+    return derived_shapes({name: getattr(problem, name) for name in shape_names(source)
+                           if type(getattr(problem, name, None)) is int})
+
+
+def benchmark_shapes(problem) -> list[dict]:
+    """The shapes to time at, whose speedups' geometric mean is the result's: what the problem's
+    get_benchmark_shapes() declares, else none (the main shape alone is timed)."""
+    declared = declared_shapes(problem, "get_benchmark_shapes")
+    if declared == []:
+        raise TypeError("get_benchmark_shapes() returned no shape to time at; list {} for the main shape, "
+                        "or leave the function out")
+    return declared or []
+
+
+class Shapes:
+    """The problem module's values at the main shape, and a way to set another shape."""
+
+    def __init__(self, problem):
+        self.problem = problem
+        self.main: dict[str, Any] = {}
+
+    def set(self, values: dict) -> None:
+        """Set `values` on the module ({} restores the main shape)."""
+        for name, value in {**self.main, **values}.items():
+            self.main.setdefault(name, getattr(self.problem, name))
+            setattr(self.problem, name, value)

@@ -21,7 +21,7 @@ from .phases import Notify, quiet
 from .process import Child, ChildBrokeProtocol, ChildDied, ChildTimeout, prune_logs
 from .protocol import (CandidateReady, CandidateSpec, Command, ReferenceHolding, ReferenceReady, ReferenceSpec, Reply, Request,
                        ShapeSet)
-from .verdicts import R, Deadline, Stop, after, child_error, read_reply, received, refuse_tampering
+from .verdicts import R, Deadline, Stop, after, child_error, read_reply, received, refuse_on_guards
 
 MANY_CORES = (os.cpu_count() or 1) >= 8
 REFERENCE_START_S = 120.0
@@ -252,7 +252,7 @@ class Children:
             ready = self.talk(worker, after(self.options.build_timeout, "the build timeout"),
                               "importing (building) the candidate", CandidateReady)[0]
             result.warnings.extend(ready.warnings)
-            refuse_tampering(ready)
+            refuse_on_guards(ready)
         except Stop:
             worker.stop()
             raise

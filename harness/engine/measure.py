@@ -16,7 +16,7 @@ from .phases import Notify, Phase
 from .process import Child
 from .protocol import PARK_BYTES, Checked, Command, ReferenceTimed, Reply, Request, StopRule, Timed
 from .trials import check
-from .verdicts import Deadline, Stop, after, refuse_tampering
+from .verdicts import Deadline, Stop, after, refuse_on_guards
 
 # references timed both beside the candidate and alone, each compared with itself
 BESIDE_AND_ALONE = ("reference", "reference_defaults")
@@ -147,7 +147,7 @@ class Measure:
             children.reference_says(children.run_deadline(), Reply, "moving the reference's parameters to the host")
         worker.send(to_dict(Request(Command.TIME, rule=rule, default_numerics=numerics)))
         reply, message = children.talk(worker, self._timing_deadline(rule), "being timed", Timed, raw=True)
-        refuse_tampering(reply)
+        refuse_on_guards(reply)
         timings = reply.timings
         cand = timings.get("candidate")
         if cand is None or "reference" not in timings or len(reply.timed) != cand.n + len(cand.sync_samples) \

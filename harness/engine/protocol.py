@@ -133,13 +133,10 @@ class Reply:
 
 @dataclass
 class Guarded(Reply):
-    """A reply from the process that runs candidate code: what the runtime guards saw."""
+    """A reply from the process that runs candidate code: what each runtime guard saw, by its name
+    (integrity/refusals.py)."""
 
-    tampered: list[str] = field(default_factory=list)
-    threads: list[str] = field(default_factory=list)
-    modes: list[str] = field(default_factory=list)
-    precision: list[str] = field(default_factory=list)
-    l2_persistence: list[str] = field(default_factory=list)
+    guards: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass

@@ -11,7 +11,7 @@ from .children import Children
 from .footprint import gb, in_process_need
 from .process import Child, ChildDied
 from .protocol import Checked, Command, Reply, Request, TrialMade, TrialOutputs
-from .verdicts import Deadline, Stop, refuse_tampering
+from .verdicts import Deadline, Stop, refuse_on_guards
 
 # inputs up to this size get the CUDA graph's replay on new inputs (a second copy of them)
 GRAPH_SECOND_COPY_BYTES = 1 << 30
@@ -25,7 +25,7 @@ def _round_trip(children: Children, worker: Child, deadline: Deadline, command: 
     made = children.reference_says(deadline, TrialMade, drawing)
     worker.send(to_dict(Request(command, seed=made.seed, **request)))
     reply, outputs = children.talk(worker, deadline, running, TrialOutputs, raw=True)
-    refuse_tampering(reply)
+    refuse_on_guards(reply)
     return made, reply, outputs
 
 

@@ -1,6 +1,6 @@
 """Every way a child can end a candidate's evaluation early, turned into a verdict in one place:
 its error replies, its death, a reply that breaks the protocol or is forged, a step past its
-limit, and the runtime guards' findings (refuse_tampering)."""
+limit, and the runtime guards' findings (refuse_on_guards)."""
 from __future__ import annotations
 
 import time
@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, TypeVar
 
+from ..integrity.refusals import first_refusal
 from ..results import BuildResult, CheckResult, EvalResult, Verdict, from_dict
 from .process import Child, ChildBrokeProtocol, ChildDied, ChildTimeout
 from .protocol import Guarded, Reply
@@ -114,27 +115,9 @@ def received(child: Child, deadline: Deadline, doing: str, raw: bool = False):
         raise broke_protocol(doing, str(exc)) from None
 
 
-def refuse_tampering(reply: Guarded) -> None:
-    """The runtime guards' findings in a worker's reply (integrity/guards.py), each a rejection."""
-    if reply.tampered:
-        names = ", ".join(map(str, reply.tampered))
-        raise Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} It replaced {names}, "
-                   "which the harness uses to check or time it.", tampered=reply.tampered)
-    if reply.modes:
-        names = ", ".join(map(str, reply.modes))
-        raise Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} It left a torch function or dispatch "
-                   f"mode active ({names}), which intercepts every operation, the reference's too.",
-                   modes=reply.modes)
-    if reply.precision:
-        raise Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} It lowered float32 precision "
-                   f"({'; '.join(reply.precision)}): TF32 rounds every product, and it would apply to "
-                   "the reference too.", precision=reply.precision)
-    if reply.l2_persistence:
-        raise Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} It left persisting L2 set "
-                   f"({'; '.join(reply.l2_persistence)}): data kept in L2 that way outlives the "
-                   "cache flush before each timed call.", l2_persistence=reply.l2_persistence)
-    if reply.threads:
-        names = ", ".join(map(str, reply.threads))
-        raise Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} It left background thread(s) "
-                   f"running ({names}): work finished after forward returns escapes the check and "
-                   "the clock.", threads=reply.threads)
+def refuse_on_guards(reply: Guarded) -> None:
+    """The runtime guards' findings in a worker's reply (integrity/refusals.py): the first a rejection."""
+    found = first_refusal(reply.guards)
+    if found:
+        refusal, seen = found
+        raise Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} {refusal.reason(seen)}", **{refusal.name: seen})

@@ -16,6 +16,8 @@ from typing import Callable, Iterator
 
 import torch
 
+from .refusals import REFUSALS
+
 
 class Guard:
     """Every callable in the namespaces the harness relies on, as they were
@@ -139,7 +141,8 @@ class L2Watch:
             [f"an access-policy window of {window} bytes on the stream"] if window else [])
 
 
-def findings(guard: Guard, watch: ThreadWatch, l2: L2Watch) -> dict:
-    """Everything the guards saw, as the reply fields the harness refuses a candidate on."""
-    return {"tampered": guard.tampered(), "threads": watch.new(), "modes": guard.modes(),
-            "precision": reduced_precision(), "l2_persistence": l2.new()}
+def findings(guard: Guard, watch: ThreadWatch, l2: L2Watch) -> dict[str, list[str]]:
+    """What each guard saw, by its name in refusals.REFUSALS (a reply carries them; the engine refuses)."""
+    seen = {"tampered": guard.tampered, "modes": guard.modes, "precision": reduced_precision,
+            "l2_persistence": l2.new, "threads": watch.new}
+    return {refusal.name: seen[refusal.name]() for refusal in REFUSALS}

@@ -20,7 +20,8 @@ from ...files import new_seed
 from .. import channel, check, timing
 from . import backward
 from ..protocol import CandidateReady, CandidateSpec, Command, Reply, Request, ShapeSet, Timed, TrialOutputs
-from .common import (Parking, SameTensors, Shapes, State, build_model, classify_import_error, copy_parameters,
+from ...problem import Shapes
+from .common import (Parking, SameTensors, State, build_model, classify_import_error, copy_parameters,
                      error_message, free_cache, import_candidate, import_file, in_mode, inputs_from_seed,
                      memory_use, reference_from, settle, sync)
 
@@ -73,7 +74,7 @@ def candidate_role(conn, header: dict) -> None:
     except BaseException as exc:  # noqa: BLE001
         channel.send(conn, error_message("runtime_error", exc, phase="constructing ModelNew"))
         return
-    channel.send(conn, to_dict(CandidateReady(ready=True, warnings=warnings, **findings(GUARD, watch, l2))))
+    channel.send(conn, to_dict(CandidateReady(ready=True, warnings=warnings, guards=findings(GUARD, watch, l2))))
     shapes, graph = Shapes(problem), None
     shared: list = []  # outputs the reference process maps (CUDA IPC): alive until it has answered
     while True:
@@ -112,12 +113,12 @@ def candidate_role(conn, header: dict) -> None:
                     graph.drop_inputs()
                     _free_cache(device)
             except NotCapturable as exc:
-                _send(conn, to_dict(TrialOutputs(not_capturable=str(exc), **findings(GUARD, watch, l2))))
+                _send(conn, to_dict(TrialOutputs(not_capturable=str(exc), guards=findings(GUARD, watch, l2))))
                 continue
             except BaseException as exc:  # noqa: BLE001
                 channel.send(conn, error_message("runtime_error", exc, phase="replaying the CUDA graph"))
                 return
-            shared = _send(conn, to_dict(TrialOutputs(outputs=tree, checksum=digest, **findings(GUARD, watch, l2))),
+            shared = _send(conn, to_dict(TrialOutputs(outputs=tree, checksum=digest, guards=findings(GUARD, watch, l2))),
                            tensors, share_gpu=True)
         elif request.cmd is Command.TRIAL:
             phase = "drawing the trial's inputs"
@@ -152,7 +153,7 @@ def candidate_role(conn, header: dict) -> None:
             _free_cache(device)
             shared = _send(
                 conn, to_dict(TrialOutputs(outputs=tree, inputs_changed=changed, checksum=digest,
-                                           upstream_changed=lifted, memory=memory, **findings(GUARD, watch, l2))),
+                                           upstream_changed=lifted, memory=memory, guards=findings(GUARD, watch, l2))),
                 tensors, share_gpu=True)
             del outputs, tensors, tree  # nothing of a trial outlives its reply
         elif request.cmd is Command.TIME:
@@ -177,7 +178,7 @@ def candidate_role(conn, header: dict) -> None:
             # the entries hold both models: at a new shape the old ones must be free to go
             del observed, mirrored, entries
             _free_cache(device)  # before the reply: the reference re-checks the samples next, on inputs of its own
-            _send(conn, to_dict(Timed(timings=results, timed=samples, memory=memory, **findings(GUARD, watch, l2))),
+            _send(conn, to_dict(Timed(timings=results, timed=samples, memory=memory, guards=findings(GUARD, watch, l2))),
                   tensors)
             del samples, tensors
         else:

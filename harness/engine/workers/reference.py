@@ -20,7 +20,7 @@ from ...files import new_seed
 from ...integrity import lint, roofline
 from ...integrity.guards import at_default_numerics, pytorch_default_numerics
 from ...integrity.recheck import verify_timed
-from ...problem import tolerance
+from ...problem import Shapes, benchmark_shapes, shape_variants, tolerance
 from ...results import CheckResult, as_list, from_dict, to_dict
 from .. import channel, check, timing
 from ..device_lock import DeviceLock
@@ -28,9 +28,9 @@ from . import backward
 from ..protocol import (Checked, Command, ReferenceHolding, ReferenceReady, ReferenceSpec, ReferenceTimed, Reply, Request,
                         ShapeSet, TrialMade)
 from ...integrity.digest import changed, checksum, digest
-from .common import (Parking, Shapes, State, benchmark_shapes, check_inputs, error_message, free_cache, held_bytes,
-                     import_file, in_mode, inputs_from_seed, memory_available, memory_use, peak_above, reference_from,
-                     settle, shape_variants, sync, tensor_bytes)
+from .common import (Parking, State, check_inputs, error_message, free_cache, held_bytes, import_file, in_mode,
+                     inputs_from_seed, memory_available, memory_use, peak_above, reference_from, settle, sync,
+                     tensor_bytes)
 
 
 def problem_roofline(problem, device: torch.device, device_name: str, cache_dir: str | None) -> dict:
