@@ -52,7 +52,7 @@ CPU = [
     attempt("patch_channel_send", "replaced harness.channel.send"),
     attempt("patch_timing_clock", "replaced harness.timing._perf_counter"),
     attempt("patch_torch_equal", "replaced torch.equal"),
-    attempt("patch_check_compare", "replaced harness.check.compare"),
+    attempt("patch_compare", "replaced harness.compare.compare"),
     attempt("slows_reference", "replaced torch.nn.functional.layer_norm"),
     attempt("inflates_reference_inputs", "replaced torch.randn"),
     attempt("slows_reference_dispatcher", "slowed the reference down"),

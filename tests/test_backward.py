@@ -81,7 +81,7 @@ def test_the_gradients_allowance_is_the_references_own_rounding():
     that; a float64 reference has none, and an output never gets it."""
     import torch
 
-    from harness.engine import check
+    from harness.engine import compare
     from harness.engine.workers import backward
 
     torch.manual_seed(0)
@@ -97,9 +97,9 @@ def test_the_gradients_allowance_is_the_references_own_rounding():
     tol = lambda dtype: (1e-4, 1e-4)  # noqa: E731
     labels = ["the output", "gradient of input 0"]
     gradient_off = [ref[0], off[1]]
-    assert not check.compare(ref, gradient_off, ["cpu"] * 2, tol, labels, 1).passed
-    assert check.compare(ref, gradient_off, ["cpu"] * 2, tol, labels, 1, allowance=[1e-3]).passed
-    assert not check.compare(ref, [off[0], ref[1]], ["cpu"] * 2, tol, labels, 1, allowance=[1e-3]).passed
+    assert not compare.compare(ref, gradient_off, ["cpu"] * 2, tol, labels, 1).passed
+    assert compare.compare(ref, gradient_off, ["cpu"] * 2, tol, labels, 1, allowance=[1e-3]).passed
+    assert not compare.compare(ref, [off[0], ref[1]], ["cpu"] * 2, tol, labels, 1, allowance=[1e-3]).passed
 
 
 def test_outputs_without_a_gradient_skip_the_problem(cpu_options):

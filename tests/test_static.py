@@ -46,7 +46,7 @@ EXPECTED = {
     "non_tensor_output": {"no_kernel"},
     "patch_allclose": {"monkeypatch"},
     "patch_channel_send": {"monkeypatch", "harness_access"},
-    "patch_check_compare": {"monkeypatch", "harness_access"},
+    "patch_compare": {"monkeypatch", "harness_access"},
     "patch_cuda_event": {"monkeypatch"},
     "patch_perf_counter": {"monkeypatch"},
     "patch_synchronize": {"monkeypatch"},

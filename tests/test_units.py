@@ -5,7 +5,7 @@ import torch
 
 from harness.engine.build import first_errors
 from harness.engine.channel import Unsupported
-from harness.engine.check import compare
+from harness.engine.compare import compare
 from harness.engine.timing import Entry, StopRule, time_interleaved
 from harness.stats import rel_se_of_median, summarize
 

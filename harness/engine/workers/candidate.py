@@ -17,7 +17,7 @@ from ...integrity.guards import Guard, L2Watch, ThreadWatch, findings
 from ...integrity.recheck import TimedOutputs
 from ...results import from_dict, to_dict
 from ...files import new_seed
-from .. import channel, check, timing
+from .. import channel, compare, timing
 from . import backward
 from ..protocol import CandidateReady, CandidateSpec, Command, Reply, Request, ShapeSet, Timed, TrialOutputs
 from ...problem import Shapes
@@ -33,7 +33,7 @@ for _label, _namespace in (("torch", torch), ("torch.nn.functional", torch.nn.fu
                            ("torch.Tensor", torch.Tensor), ("torch.cuda", torch.cuda),
                            ("torch.cuda.Event", torch.cuda.Event), ("time", timing.time),
                            ("harness.timing", timing), ("harness.timing.Clock", timing.Clock),
-                           ("harness.channel", channel), ("harness.check", check),
+                           ("harness.channel", channel), ("harness.compare", compare),
                            ("harness.guards", guards), ("harness.digest", digests),
                            ("torch.autograd", torch.autograd), ("harness.backward", backward)):
     GUARD.take(_label, _namespace)

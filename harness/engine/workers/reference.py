@@ -22,7 +22,7 @@ from ...integrity.guards import at_default_numerics, pytorch_default_numerics
 from ...integrity.recheck import verify_timed
 from ...problem import Shapes, benchmark_shapes, shape_variants, tolerance
 from ...results import CheckResult, as_list, from_dict, to_dict
-from .. import channel, check, timing
+from .. import channel, compare, timing
 from ..device_lock import DeviceLock
 from . import backward
 from ..protocol import (Checked, Command, ReferenceHolding, ReferenceReady, ReferenceSpec, ReferenceTimed, Reply, Request,
@@ -308,7 +308,7 @@ def reference_role(conn, header: dict) -> None:
             tree, candidate = message.header.get("outputs"), None
             try:
                 candidate = channel.unflatten(tree, message.tensors)
-                result = check.compare(outputs, candidate, channel.devices(tree),
+                result = compare.compare(outputs, candidate, channel.devices(tree),
                                        lambda dtype: tolerance(tolerances, dtype),
                                        grad_tolerances=lambda dtype: tolerance(grads, dtype), **layout)
             except channel.ChannelError as exc:
