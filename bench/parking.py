@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from harness.engine.workers.common import Parking, held_bytes  # noqa: E402
+from harness.engine.workers.memory import Parking, held_bytes  # noqa: E402
 
 
 def clock(step) -> float:

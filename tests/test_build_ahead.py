@@ -89,16 +89,23 @@ def test_build_slots_are_jobs_bounded_by_memory():
     assert build_slots(8, memory=0) == 8  # nothing known of the memory: --jobs alone
 
 
-def test_a_gpu_host_keeps_two_cores_for_timing_and_a_small_one_none():
+def test_a_gpu_host_keeps_two_cores_a_gpu_for_timing_and_a_small_one_none():
     sixteen = tuple(range(16))
     assert split_cores("cuda", sixteen, gpus=1) == Cores((14, 15), tuple(range(14)))
+    assert split_cores("cuda", sixteen, gpus=1, gpu=0) == Cores((14, 15), tuple(range(14)))
     assert split_cores("cuda", (0, 1, 2, 3), gpus=1) == Cores((2, 3), (0, 1))
     assert split_cores("cuda", (0, 1), gpus=1) == Cores((), (0, 1))  # nothing to spare on 2 cores
     assert split_cores("cpu", sixteen, gpus=1) == Cores((), sixteen)  # the CPU times on every core
-    # a core for each GPU timing at once, never more than half the host
-    assert split_cores("cuda", sixteen, gpus=4) == Cores((12, 13, 14, 15), tuple(range(12)))
+    # two cores for each GPU, never more than half the host; each GPU's processes on its own pair
+    thirty_two = tuple(range(32))
+    assert split_cores("cuda", thirty_two, gpus=2) == Cores((28, 29, 30, 31), tuple(range(28)))
+    assert split_cores("cuda", thirty_two, gpus=2, gpu=0) == Cores((28, 29), tuple(range(28)))
+    assert split_cores("cuda", thirty_two, gpus=2, gpu=1) == Cores((30, 31), tuple(range(28)))
+    assert split_cores("cuda", sixteen, gpus=4) == Cores(tuple(range(8, 16)), tuple(range(8)))
     assert split_cores("cuda", sixteen, gpus=8) == Cores(tuple(range(8, 16)), tuple(range(8)))
-    assert split_cores("cuda", (0, 1, 2, 3, 4, 5), gpus=8) == Cores((3, 4, 5), (0, 1, 2))
+    assert split_cores("cuda", sixteen, gpus=8, gpu=3) == Cores((11,), tuple(range(8)))  # a core each
+    # fewer cores to keep than GPUs: they share what is kept
+    assert split_cores("cuda", (0, 1, 2, 3, 4, 5), gpus=8, gpu=5) == Cores((3, 4, 5), (0, 1, 2))
     gpu = split_cores("cuda", sixteen, gpus=1)
     assert gpu.timing_env() == {CPUS_ENV: "14,15"}
     assert gpu.build_env() == {CPUS_ENV: ",".join(map(str, range(14))), NICE_ENV: "10"}

@@ -85,7 +85,7 @@ def test_gpu_parking_moves_a_models_data_to_the_host_and_back_keeping_its_tensor
     import torch
 
     from harness.engine.protocol import PARK_BYTES
-    from harness.engine.workers.common import Parking, held_bytes
+    from harness.engine.workers.memory import Parking, held_bytes
 
     device = torch.device("cuda")
     model = torch.nn.Sequential(torch.nn.Linear(16384, 8192), torch.nn.BatchNorm1d(8192)).to(device)

@@ -13,7 +13,7 @@ from ray.cluster_utils import Cluster  # noqa: E402
 from harness.cli.main import main  # noqa: E402
 from harness.sweep.jobs import find_jobs  # noqa: E402
 from harness.sweep.records import RESULTS_FILE, ResultLog, read_records  # noqa: E402
-from test_bench import CANDIDATES, EXPECTED, PROBLEMS  # noqa: E402
+from test_sweep import CANDIDATES, EXPECTED, PROBLEMS  # noqa: E402
 
 KILLS_ITS_PARENT = ("import os\nimport signal\n\nimport torch.nn as nn\n\n"
                     "os.kill(os.getppid(), signal.SIGKILL)  # the process that started this one: the actor\n\n\n"

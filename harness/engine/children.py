@@ -41,7 +41,8 @@ class Children:
         self.logs = options.logs()
         prune_logs(self.logs)
         self.registry, self.limits = options.registry(), options.limits()
-        self.cores = split_cores(options.device)  # timing processes on their own cores, builds on the rest
+        # this GPU's timing processes on cores of their own, builds on the rest
+        self.cores = split_cores(options.device, gpu=options.gpu)
         self.seeds = {"init_seed": new_seed(), "param_seed": new_seed()}
         self.reference: Optional[Child] = None
         self.reference_info = ReferenceReady()

@@ -18,10 +18,11 @@ from typing import Optional
 
 from ..device import visible_gpus
 
-# cores kept for the timing side on a GPU host, at the least: the reference process and the
-# candidate worker each drive their GPU from one host thread, and they alternate, so two cores
-# give each a core of its own with room for the other's Python. A host with more GPUs keeps
-# one core per GPU (each GPU times one call at a time), at most half its cores.
+# cores kept for the timing side on a GPU host, per GPU: the reference process and the candidate
+# worker each drive their GPU from one host thread, and they alternate, so two cores give each a
+# core of its own with room for the other's Python. Each GPU's processes run on its own pair (a
+# reference loading a problem draws its inputs on the host: beside another GPU's, on shared
+# cores, it waits for them), at most half the host's cores for all GPUs together.
 TIMING_CORES = 2
 # fewer cores than this and a reserved pair would leave builds almost nothing: no split
 MIN_CORES_TO_SPLIT = 4
@@ -65,18 +66,25 @@ def usable_cores() -> tuple[int, ...]:
         return tuple(range(os.cpu_count() or 1))
 
 
-def split_cores(device: str, cores: Optional[tuple[int, ...]] = None, gpus: Optional[int] = None) -> Cores:
+def split_cores(device: str, cores: Optional[tuple[int, ...]] = None, gpus: Optional[int] = None,
+                gpu: Optional[int] = None) -> Cores:
     """The timing side's cores and the builds' on `device`, for a host with `gpus` GPUs (default:
     those this process sees). On a GPU host with MIN_CORES_TO_SPLIT cores or more, the last
-    max(TIMING_CORES, gpus) go to timing, at most half (the first cores are where the system's
-    own interrupts and daemons tend to land). On the CPU, or with fewer cores (a 2-core machine
-    has none to spare: the timing would lose half its machine), nothing is reserved and builds
-    only run at low priority."""
+    TIMING_CORES per GPU go to timing, at most half (the first cores are where the system's own
+    interrupts and daemons tend to land); with `gpu` (its index), the timing side is that GPU's
+    own share of them, where there is a core for each GPU. On the CPU, or with fewer cores (a
+    2-core machine has none to spare: the timing would lose half its machine), nothing is
+    reserved and builds only run at low priority."""
     cores = cores if cores is not None else usable_cores()
     if device == "cpu" or len(cores) < MIN_CORES_TO_SPLIT:
         return Cores((), cores)
-    kept = min(max(TIMING_CORES, _gpu_count() if gpus is None else gpus), len(cores) // 2)
-    return Cores(cores[-kept:], cores[:-kept])
+    count = max(1, _gpu_count() if gpus is None else gpus)
+    kept = min(TIMING_CORES * count, len(cores) // 2)
+    timing, build = cores[-kept:], cores[:-kept]
+    share = kept // count
+    if gpu is not None and share:
+        timing = timing[(gpu % count) * share:(gpu % count + 1) * share]
+    return Cores(timing, build)
 
 
 @functools.lru_cache(maxsize=1)

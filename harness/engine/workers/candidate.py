@@ -21,9 +21,9 @@ from .. import channel, compare, timing
 from . import backward
 from ..protocol import CandidateReady, CandidateSpec, Command, Reply, Request, ShapeSet, Timed, TrialOutputs
 from ...problem import Shapes
-from .common import (Parking, SameTensors, State, build_model, classify_import_error, copy_parameters,
-                     error_message, free_cache, import_candidate, import_file, in_mode, inputs_from_seed,
-                     memory_use, reference_from, settle, sync)
+from .common import (SameTensors, State, build_model, classify_import_error, copy_parameters, error_message,
+                     import_candidate, import_file, in_mode, inputs_from_seed, reference_from, settle, sync)
+from .memory import Parking, free_cache, memory_use
 
 # Every callable the harness relies on here, the engine's own modules included, as
 # they were before candidate code ran. The labels keep the short names verdicts have

@@ -28,9 +28,9 @@ from . import backward
 from ..protocol import (Checked, Command, ReferenceHolding, ReferenceReady, ReferenceSpec, ReferenceTimed, Reply, Request,
                         ShapeSet, TrialMade)
 from ...integrity.digest import changed, checksum, digest
-from .common import (Parking, State, check_inputs, error_message, free_cache, held_bytes, import_file, in_mode,
-                     inputs_from_seed, memory_available, memory_use, peak_above, reference_from, settle, sync,
-                     tensor_bytes)
+from .common import (State, check_inputs, error_message, import_file, in_mode, inputs_from_seed, reference_from,
+                     settle, sync)
+from .memory import Parking, free_cache, held_bytes, memory_available, memory_use, peak_above, tensor_bytes
 
 
 def problem_roofline(problem, device: torch.device, device_name: str, cache_dir: str | None) -> dict:
