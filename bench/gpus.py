@@ -1,7 +1,7 @@
 """One GPU against several: the same work on `--gpus 0` and on `--gpus 0,1,...`, its verdicts
 compared and its wall times side by side.
 
-    python bench/gpus.py [--gpus 0,1] [--seeds DIR] [--suite KERNELBENCH_LEVEL_DIR] [--out DIR]
+    python bench/gpus.py [--gpus 0,1] [--seeds DIR] [--suite KERNELBENCH_LEVEL_DIR [--first N]] [--no-batch] [--out DIR]
 
 The batch: 16 or more candidates for problems/layernorm_4d.py, from the shipped kernel to ones
 that fail on purpose (a compile error, an import error, wrong outputs, an input changed in
@@ -9,8 +9,9 @@ place, an exception in forward), plus the recorded answers in --seeds (default t
 Each setting starts from an empty build cache, so both wall times include the same builds.
 Verdicts must be equal, and the speedups of correct candidates must have overlapping intervals.
 
-With --suite, `harness sweep --copies` over that directory runs on one GPU, then on all of
---gpus, each into a fresh output directory, and the verdicts per problem are compared the same way.
+With --suite, `harness sweep --copies` over that directory (its first N problems per level, in
+the sweep's order, with --first N) runs on one GPU, then on all of --gpus, each into a fresh output
+directory, and the verdicts per problem are compared the same way. --no-batch leaves the batch out.
 """
 import argparse
 import json
@@ -28,7 +29,7 @@ from rich.table import Table  # noqa: E402
 
 from harness import EvalOptions, evaluate_many  # noqa: E402
 from harness.loop.extract import Extraction, extract  # noqa: E402
-from harness.sweep.jobs import write_copy  # noqa: E402
+from harness.sweep.jobs import problem_levels, write_copy  # noqa: E402
 
 PROBLEM = ROOT / "problems" / "layernorm_4d.py"
 # each with a constructor that takes normalized_shape, as layernorm_4d's Model does
@@ -106,6 +107,16 @@ def eval_batch(console: Console, gpus: list[int], seeds: Path, out: Path) -> int
                    (walls[0], walls[1]), ",".join(map(str, gpus)))
 
 
+def first_problems(suite: Path, first: int, out: Path) -> Path:
+    """A suite of links to `suite`'s first `first` problems of each level, as the sweep orders them."""
+    linked = out / "first"
+    for level, files in problem_levels(suite).items():
+        (linked / level).mkdir(parents=True, exist_ok=True)
+        for problem in files[:first]:
+            (linked / level / problem.name).symlink_to(problem.resolve())
+    return linked
+
+
 def sweep_suite(console: Console, gpus: list[int], suite: Path, out: Path) -> int:
     records, walls = {}, []
     for setting in ([gpus[0]], gpus):
@@ -127,6 +138,9 @@ def main() -> None:
     parser.add_argument("--gpus", default="0,1")
     parser.add_argument("--seeds", type=Path, default=ROOT / "tests" / "seeds")
     parser.add_argument("--suite", type=Path, help="a directory of problems for harness sweep --copies")
+    parser.add_argument("--first", type=int, default=None, metavar="N",
+                        help="with --suite: only its first N problems of each level")
+    parser.add_argument("--no-batch", action="store_true", help="leave out the 18-candidate batch")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     gpus = [int(g) for g in args.gpus.split(",")]
@@ -139,9 +153,10 @@ def main() -> None:
     out = args.out or Path(tempfile.mkdtemp(prefix="gpus-"))
     out.mkdir(parents=True, exist_ok=True)
     console = Console()
-    differ = eval_batch(console, gpus, args.seeds, out)
+    differ = 0 if args.no_batch else eval_batch(console, gpus, args.seeds, out)
     if args.suite:
-        differ += sweep_suite(console, gpus, args.suite, out)
+        suite = first_problems(args.suite, args.first, out) if args.first else args.suite
+        differ += sweep_suite(console, gpus, suite, out)
     sys.exit(1 if differ else 0)
 
 

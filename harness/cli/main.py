@@ -279,8 +279,8 @@ def build_parser() -> argparse.ArgumentParser:
                     formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(p)
     p.set_defaults(handler=run_main)
-    p = add_command(commands, "sweep", help="a suite: many problems and their candidates, with fast_p per level",
-                    description=SWEEP_DESCRIPTION)
+    p = add_command(commands, "sweep", description=SWEEP_DESCRIPTION,
+                    help="every (problem, candidate) pair of a suite, once: correctness and fast_p per level")
     add_sweep_arguments(p)
     p.set_defaults(handler=sweep_main)
     add_history_commands(commands)
