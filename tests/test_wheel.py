@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 from conftest import PROBLEMS, REPO
 from harness.export.package import fresh_venv
@@ -36,6 +37,10 @@ def test_a_wheel_runs_a_files_run_outside_the_repository(tmp_path, cache_dir):
     where = subprocess.run([venv / "bin" / "python", "-c", "import harness; print(harness.__file__)"],
                            cwd=work, env=env, check=True, capture_output=True, text=True).stdout
     assert where.startswith(str(venv)), where  # the wheel's copy, not the checkout
+    site = Path(where.strip()).parent.parent
+    packages = {init.parent.relative_to(REPO).as_posix() for init in (REPO / "harness").rglob("__init__.py")}
+    missing = sorted(p for p in packages if not (site / p / "__init__.py").exists())
+    assert not missing, f"packages the wheel leaves out (pyproject.toml lists them one by one): {missing}"
     done = subprocess.run([venv / "bin" / "harness", "run", "row_loop.py", "--proposer", "files", "--files",
                            "fast.py", "--device", "cpu", "--time-cap", "1", "--cache-dir", str(cache_dir)],
                           cwd=work, env=env, capture_output=True, text=True, timeout=300)
