@@ -19,8 +19,8 @@ from .footprint import DoesNotFit, fit_refusal
 from .options import EvalOptions
 from .phases import Notify, quiet
 from .process import Child, ChildBrokeProtocol, ChildDied, ChildTimeout, prune_logs
-from .protocol import (CandidateReady, CandidateSpec, Command, ReferenceHolding, ReferenceReady, ReferenceSpec, Reply, Request,
-                       ShapeSet)
+from .protocol import (CandidateReady, CandidateSpec, Command, ReferenceHolding, ReferenceReady, ReferenceSpec, Reply,
+                       Request, ShapeSet)
 from .verdicts import R, Deadline, Stop, after, child_error, read_reply, received, refuse_on_guards
 
 MANY_CORES = (os.cpu_count() or 1) >= 8

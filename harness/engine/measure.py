@@ -206,7 +206,8 @@ class Measure:
         rule = self._alone_rule(shares)
         children.reference.send(to_dict(Request(Command.TIME_REFERENCE, rule=rule,
                                              default_numerics=children.reference_info.numerics_differ)))
-        return children.reference_says(self._timing_deadline(rule), ReferenceTimed, "timing the reference alone").timings
+        alone = children.reference_says(self._timing_deadline(rule), ReferenceTimed, "timing the reference alone")
+        return alone.timings
 
     def _alone_rule(self, shares: int = 1) -> StopRule:
         o = self.children.options

@@ -83,7 +83,8 @@ def candidate_role(conn, header: dict) -> None:
         if request.cmd is not Command.GRAPH and graph is not None:
             graph = None  # its static inputs and outputs are a copy of each: gone once the checks move on
             _free_cache(device)
-        if request.cmd is Command.RELEASE:  # the reference process has compared what it mapped: the device is the reference process's
+        # the reference process has compared what it mapped: the device is the reference process's
+        if request.cmd is Command.RELEASE:
             _send(conn, to_dict(Reply(memory=_memory_use(device))))
         elif request.cmd is Command.SHAPE:
             # the old shape's models go first: the device never holds them beside the new ones
@@ -108,7 +109,8 @@ def candidate_role(conn, header: dict) -> None:
                 digest = _totals(_digest(inputs))
                 tensors: list = []
                 tree = channel.flatten(outputs, tensors)
-                if request.last:  # the reference process copies the outputs in next: the inputs need not sit beside them
+                # the reference process copies the outputs in next: the inputs need not sit beside them
+                if request.last:
                     del inputs
                     graph.drop_inputs()
                     _free_cache(device)
@@ -118,8 +120,8 @@ def candidate_role(conn, header: dict) -> None:
             except BaseException as exc:  # noqa: BLE001
                 channel.send(conn, error_message("runtime_error", exc, phase="replaying the CUDA graph"))
                 return
-            shared = _send(conn, to_dict(TrialOutputs(outputs=tree, checksum=digest, guards=findings(GUARD, watch, l2))),
-                           tensors, share_gpu=True)
+            shared = _send(conn, to_dict(TrialOutputs(outputs=tree, checksum=digest,
+                                                      guards=findings(GUARD, watch, l2))), tensors, share_gpu=True)
         elif request.cmd is Command.TRIAL:
             phase = "drawing the trial's inputs"
             try:  # inside the try: running out of memory here is still this candidate's run
@@ -178,8 +180,8 @@ def candidate_role(conn, header: dict) -> None:
             # the entries hold both models: at a new shape the old ones must be free to go
             del observed, mirrored, entries
             _free_cache(device)  # before the reply: the reference re-checks the samples next, on inputs of its own
-            _send(conn, to_dict(Timed(timings=results, timed=samples, memory=memory, guards=findings(GUARD, watch, l2))),
-                  tensors)
+            _send(conn, to_dict(Timed(timings=results, timed=samples, memory=memory,
+                                      guards=findings(GUARD, watch, l2))), tensors)
             del samples, tensors
         else:
             return

@@ -25,8 +25,8 @@ from ...results import CheckResult, as_list, from_dict, to_dict
 from .. import channel, compare, timing
 from ..device_lock import DeviceLock
 from . import backward
-from ..protocol import (Checked, Command, ReferenceHolding, ReferenceReady, ReferenceSpec, ReferenceTimed, Reply, Request,
-                        ShapeSet, TrialMade)
+from ..protocol import (Checked, Command, ReferenceHolding, ReferenceReady, ReferenceSpec, ReferenceTimed, Reply,
+                        Request, ShapeSet, TrialMade)
 from ...integrity.digest import changed, checksum, digest
 from .common import (State, check_inputs, error_message, import_file, in_mode, inputs_from_seed, reference_from,
                      settle, sync)
