@@ -146,6 +146,8 @@ def main() -> None:
     gpus = [int(g) for g in args.gpus.split(",")]
     if len(gpus) < 2:
         parser.error("--gpus needs at least two GPUs to compare with the first alone")
+    if args.first is not None and (args.first < 1 or not args.suite):
+        parser.error("--first takes a count of 1 or more, with --suite")
     import torch
 
     if torch.cuda.device_count() <= max(gpus):

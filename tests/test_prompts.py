@@ -9,16 +9,16 @@ from harness.device import peak_bandwidth
 from harness.engine.protocol import ReferenceReady
 from harness.integrity.roofline import Peaks
 from harness.loop.prompts import (Prompts, PromptError, candidate_template, first_prompt,
-                             system_prompt)
+                                  system_prompt)
 
 from conftest import REPO
 
 H100 = DeviceInfo("cuda", "NVIDIA H100 80GB HBM3", "9.0", 3.35)
 # as the reference process reports them on an H100
 FACTS = dict(facts=ReferenceReady(hardware=["132 SMs, compute capability 9.0; builds target sm_90",
-                                         "per SM: 228 KiB shared memory, 65536 registers", "L2 cache: 50 MiB"],
-                               inputs=["`x`: cuda float32 (16, 64, 256, 256), contiguous"],
-                               peaks=Peaks("NVIDIA H100 80GB HBM3", 2950.0, 51.2)),
+                                            "per SM: 228 KiB shared memory, 65536 registers", "L2 cache: 50 MiB"],
+                                  inputs=["`x`: cuda float32 (16, 64, 256, 256), contiguous"],
+                                  peaks=Peaks("NVIDIA H100 80GB HBM3", 2950.0, 51.2)),
              environment=Environment("cuda", torch="2.13.0+cu130", cuda="13.0"))
 
 

@@ -296,8 +296,10 @@ def add_eval_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rtol", type=number(float, 0), default=None, metavar="R",
                         help="relative tolerance of the check, for every dtype, over the problem's RTOL")
     parser.add_argument("--gpus", default=None, metavar="0,1", help="GPUs to time on, one candidate at a time each")
-    parser.add_argument("--jobs", type=COUNT, default=None, metavar="N", help="builds at once (default: one per core, less those kept for timing on a GPU host of "
-                             "4 cores or more: 2, or one per GPU; fewer where host memory is short, 4 GB a build)")
+    parser.add_argument("--jobs", type=COUNT, default=None, metavar="N",
+                        help="builds at once (default: one per core, less those kept for timing on a GPU host of "
+                             "4 cores or more: 2 per GPU, at most half; fewer where host memory is short, 4 GB a "
+                             "build)")
     parser.add_argument("--max-host-memory", type=parse_size, default=None, metavar="SIZE",
                         help="host memory a candidate's processes may hold together, e.g. 8G (default: half the "
                              "machine's, leaving at least 4 GiB to the rest)")

@@ -88,20 +88,20 @@ class Children:
         blank, self._blank_reference = self._blank_reference, None
         self.reference = blank if blank and blank.alive() else self._spawn_reference()
         self.reference.send(to_dict(ReferenceSpec(self.problem.path, self.options.device, self.tolerances(),
-                                            str(self.cache), model_mode=self.options.model_mode,
-                                            device_key=self.device_key if hold_device else "",
-                                            backward=self.backward,
-                                            grad_tolerances=self.tolerances(gradients=True),
-                                            grad_rounding=self._grad_rounding(),
-                                            **self.seeds)))
+                                                  str(self.cache), model_mode=self.options.model_mode,
+                                                  device_key=self.device_key if hold_device else "",
+                                                  backward=self.backward,
+                                                  grad_tolerances=self.tolerances(gradients=True),
+                                                  grad_rounding=self._grad_rounding(),
+                                                  **self.seeds)))
         if hold_device:
             self.reference_says(after(DEVICE_WAIT_S, "the longest wait for another timing"), ReferenceHolding,
-                             "waiting for the device")
+                                "waiting for the device")
         # the reference's own start (torch's import, the problem's lint) is no candidate's run: a short
         # --run-timeout meant for candidates must not fail it on a busy machine
         start = max(self.options.run_timeout, REFERENCE_START_S)
         ready = self.reference_says(after(start, "the longer of the run timeout and the reference's start limit"),
-                                 ReferenceReady, "loading the problem")
+                                    ReferenceReady, "loading the problem")
         self.reference_info = ready
         self.problem_warnings = list(ready.warnings)
         if self.backward and ready.no_backward:
@@ -278,7 +278,7 @@ class Children:
         """The reference back at the main shape, for the next candidate."""
         if self.reference and self.reference.alive():
             self.reference_at({}, Deadline(deadline.at + REFERENCE_START_S, deadline.limit + REFERENCE_START_S,
-                                        f"{deadline.basis}, and the reference's start limit"))
+                                           f"{deadline.basis}, and the reference's start limit"))
 
     def worker_at(self, worker: Child, values: dict, deadline: Deadline) -> None:
         """Both models in the candidate's worker rebuilt at a shape ({}: the main one)."""

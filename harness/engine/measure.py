@@ -62,7 +62,7 @@ class Measure:
             rule = self._alone_rule()
             children.reference.send(to_dict(Request(Command.TIME_REFERENCE, rule=rule, default_numerics=numerics)))
             timings = children.reference_says(self._timing_deadline(rule), ReferenceTimed,
-                                           "timing the reference before the first candidate").timings
+                                              "timing the reference before the first candidate").timings
         # the headline's baseline: the faster numerics setting (speedups.ranked)
         return min((timings[key] for key in BESIDE_AND_ALONE if key in timings), key=lambda t: t.median)
 
@@ -183,9 +183,9 @@ class Measure:
         budget = placement_budget(info) if measure else 0
         rule = self._alone_rule(shares)
         children.reference.send(to_dict(Request(Command.TIME_REFERENCE, compile_baseline=o.compile_baseline,
-                                             rule=rule, default_numerics=numerics, placement_budget=budget)))
+                                                rule=rule, default_numerics=numerics, placement_budget=budget)))
         alone = children.reference_says(self._timing_deadline(rule), ReferenceTimed,
-                                     "timing the reference alone").timings
+                                        "timing the reference alone").timings
         twins = [alone.pop(key) for key in [key for key in alone if key.startswith("placement_")]]
         if measure:
             # no twins of a model that holds tensors: too big to copy twice, the spread is not known
@@ -205,7 +205,7 @@ class Measure:
         children = self.children
         rule = self._alone_rule(shares)
         children.reference.send(to_dict(Request(Command.TIME_REFERENCE, rule=rule,
-                                             default_numerics=children.reference_info.numerics_differ)))
+                                                default_numerics=children.reference_info.numerics_differ)))
         alone = children.reference_says(self._timing_deadline(rule), ReferenceTimed, "timing the reference alone")
         return alone.timings
 

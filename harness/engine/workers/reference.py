@@ -242,9 +242,9 @@ def reference_role(conn, header: dict) -> None:
             channel.send(conn, error_message(_failure(exc), exc))
             return
         info = ReferenceReady(ready=True, device_name=platform.processor() or platform.machine(),
-                           reproducible=reproducible, numerics_differ=numerics_differ,
-                           hardware=hardware_facts(device), inputs=arguments, shapes=variants,
-                           benchmark_shapes=benchmarks, no_backward=no_backward, **sizes)
+                              reproducible=reproducible, numerics_differ=numerics_differ,
+                              hardware=hardware_facts(device), inputs=arguments, shapes=variants,
+                              benchmark_shapes=benchmarks, no_backward=no_backward, **sizes)
         if layout.get("allowance"):
             info.grad_allowance = dict(zip(layout["labels"][layout["first_gradient"]:], layout["allowance"]))
         if random_draws:
@@ -309,8 +309,8 @@ def reference_role(conn, header: dict) -> None:
             try:
                 candidate = channel.unflatten(tree, message.tensors)
                 result = compare.compare(outputs, candidate, channel.devices(tree),
-                                       lambda dtype: tolerance(tolerances, dtype),
-                                       grad_tolerances=lambda dtype: tolerance(grads, dtype), **layout)
+                                         lambda dtype: tolerance(tolerances, dtype),
+                                         grad_tolerances=lambda dtype: tolerance(grads, dtype), **layout)
             except channel.ChannelError as exc:
                 result = CheckResult(False, reasons=[f"its outputs are unreadable: {exc}"])
             # both sides' outputs go as soon as they are compared
