@@ -255,3 +255,21 @@ def test_timed_calls_get_each_seeds_inputs_in_the_same_tensors():
     assert second[0] is first[0] and [t.data_ptr() for t in second] == address
     assert torch.equal(second[0], inputs_from_seed(problem, torch.device("cpu"), 2)[0])
     assert not torch.equal(second[0], inputs_from_seed(problem, torch.device("cpu"), 1)[0])
+
+
+def test_the_candidate_and_the_reference_are_timed_on_the_same_input_tensors():
+    """Inputs at addresses of each model's own would be a placement no twin varies: one draw
+    serves every forward entry, the candidate's and the reference's alike."""
+    import torch
+
+    from harness.engine.workers.candidate import _forward_entries
+    from harness.engine.workers.common import import_file
+    from harness.integrity.recheck import TimedOutputs
+
+    problem = import_file(str(SMALL), "problem_shared_inputs")
+    cpu = torch.device("cpu")
+    entries = _forward_entries(problem, cpu, torch.nn.Identity(), torch.nn.Identity(), TimedOutputs(cpu),
+                               TimedOutputs(cpu), default_numerics=True)
+    candidate = entries["candidate"].make_args(1)
+    for name in ("reference", "reference_defaults"):
+        assert [t.data_ptr() for t in entries[name].make_args(2)] == [t.data_ptr() for t in candidate], name

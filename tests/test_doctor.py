@@ -1,8 +1,11 @@
 """`harness doctor`: what it finds, how it says so, and its exit status."""
 import fcntl
 import json
+import os
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -148,3 +151,88 @@ def test_prepare_pch_writes_the_header_aside_and_renames_it_whole(tmp_path, monk
     assert header.is_file() and header.stat().st_size > 0
     assert not list(include.glob("*.partial"))
     assert build.pch_status() == "ready"
+
+
+def test_a_build_finding_the_header_being_made_compiles_without_it_rather_than_wait(tmp_path, monkeypatch):
+    """The build child's hook on torch's header step: while another process holds the header's
+    lock (making it), the step is skipped at once; with the lock free, torch's step runs."""
+    from torch.utils import cpp_extension
+
+    from harness.engine.workers.common import serialize_pch_builds
+
+    calls = []
+    monkeypatch.setattr(cpp_extension, "_check_and_build_extension_h_precompiler_headers",
+                        lambda *args, **kwargs: calls.append(args))
+    monkeypatch.setattr(cpp_extension, "remove_extension_h_precompiler_headers",
+                        cpp_extension.remove_extension_h_precompiler_headers)
+    lock = tmp_path / "pch.lock"
+    serialize_pch_builds(str(lock))
+    step = cpp_extension._check_and_build_extension_h_precompiler_headers
+    with open(lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        started = time.monotonic()
+        step(None, None)
+        assert calls == [] and time.monotonic() - started < 5  # skipped, not waited for
+        fcntl.flock(held, fcntl.LOCK_UN)
+    step(None, None)
+    assert calls == [(None, None)]
+
+
+FAKE_MAKER = """
+import sys, time
+from harness.engine import build
+def made(runner):
+    time.sleep(2)
+    open(sys.argv[2], "w").write("made")
+    return 2.0
+build._make_pch = made
+build._pch_maker(sys.argv[1], [])
+"""
+# A harness process that starts the header's maker and exits at once.
+STARTER = """
+import sys
+from pathlib import Path
+from harness.engine import build
+cache, maker, made = sys.argv[1:]
+build.pch_status = lambda: "missing"
+build.pch_path = lambda: Path(cache) / "torch" / "extension.h.gch"
+build._maker_command = lambda lock, runner: [sys.executable, maker, lock, made]
+print(build.start_pch_aside(Path(cache)), build.start_pch_aside(Path(cache)))
+"""
+
+
+def test_the_header_is_made_aside_by_a_process_that_holds_its_lock_and_outlives_the_harness(tmp_path, monkeypatch):
+    """start_pch_aside returns once its maker holds the lock (a build child then skips the header),
+    once per process; the maker finishes after the harness process has exited. Torch's real header
+    takes minutes of CPU here, so the maker's compile is a stand-in; the processes, the lock and
+    the handshake are real."""
+    maker, starter, made = tmp_path / "maker.py", tmp_path / "starter.py", tmp_path / "made"
+    maker.write_text(FAKE_MAKER)
+    starter.write_text(STARTER)
+    (tmp_path / "torch").mkdir()
+    monkeypatch.setattr(build, "pch_path", lambda: tmp_path / "torch" / "extension.h.gch")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    said = subprocess.run([sys.executable, str(starter), str(tmp_path), str(maker), str(made)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert said.stdout.split() == ["True", "False"], said.stderr  # started, then not again
+    with open(build.pch_lock_path(tmp_path), "a") as f:  # the maker holds it, its starter gone
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert not made.exists()
+        fcntl.flock(f, fcntl.LOCK_EX)  # released when the header is made
+    assert made.read_text() == "made"
+
+
+def test_no_header_is_started_where_it_is_ready_or_another_process_makes_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(build, "pch_path", lambda: tmp_path / "torch" / "extension.h.gch")
+    (tmp_path / "torch").mkdir()
+    monkeypatch.setattr(build, "_pch_looked", False)
+    monkeypatch.setattr(build, "pch_status", lambda: "ready")
+    assert build.start_pch_aside(tmp_path) is False
+    monkeypatch.setattr(build, "_pch_looked", False)
+    monkeypatch.setattr(build, "pch_status", lambda: "missing")
+    with open(build.pch_lock_path(tmp_path), "a") as f:  # another process makes it: the maker says busy
+        fcntl.flock(f, fcntl.LOCK_EX)
+        started = time.monotonic()
+        assert build.start_pch_aside(tmp_path) is False
+        assert time.monotonic() - started < build.PCH_MAKER_START_S

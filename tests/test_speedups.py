@@ -152,6 +152,9 @@ def test_a_twin_shifted_beyond_its_noise_widens_every_interval_by_its_shift():
     assert speedups.placement_spread(timing(reference), [timing(noisy)]) == 0.0
     spread = speedups.placement_spread(timing(reference), [timing(noisy), timing(moved)])
     assert spread == pytest.approx(0.00995, abs=1e-4)
+    # the range among all placements: twins 0.5% either side of the reference span 1%
+    either_side = [timing([0.995 * t for t in reference]), timing([1.005 * t for t in reference])]
+    assert speedups.placement_spread(timing(reference), either_side) == pytest.approx(0.01, abs=1e-4)
     timings = {"candidate": timing([rng.gauss(1.0, 0.002) for _ in range(200)]), "reference": timing(reference)}
     plain, widened = speedups.baselines(timings)[0], speedups.baselines(timings, spread)[0]
     assert widened.speedup == plain.speedup
@@ -201,13 +204,16 @@ def test_parameters_too_big_to_copy_twice_leave_the_spread_unmeasured_and_say_so
 def test_twins_hold_the_same_parameters_at_other_addresses():
     import torch
 
+    from harness.engine.footprint import MIN_TWINS, TWINS, twin_count
     from harness.engine.workers.reference import TWIN_PADS_MIB, twins
 
+    assert len(TWIN_PADS_MIB) == TWINS
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.BatchNorm1d(64))
     held = sum(t.nbytes for t in model.state_dict().values())
-    assert twins(model, torch.device("cpu"), len(TWIN_PADS_MIB) * held - 1) == []  # over the budget: none
-    made = twins(model, torch.device("cpu"), len(TWIN_PADS_MIB) * held)
-    assert len(made) == len(TWIN_PADS_MIB)
+    assert twins(model, torch.device("cpu"), MIN_TWINS * held - 1) == []  # too few fit: none
+    assert len(twins(model, torch.device("cpu"), 3 * held)) == twin_count(held, 3 * held) == 3  # as many as fit
+    made = twins(model, torch.device("cpu"), 100 * held)
+    assert len(made) == TWINS
     for twin in made:
         for (name, mine), theirs in zip(model.state_dict().items(), twin.state_dict().values()):
             assert torch.equal(mine, theirs) and mine.data_ptr() != theirs.data_ptr(), name

@@ -13,7 +13,10 @@ import hashlib
 import os
 import platform
 import re
+import select
 import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Optional, Sequence
@@ -203,16 +206,21 @@ def pch_lock_path(cache_dir: Path) -> Path:
 
 
 @contextlib.contextmanager
-def file_lock(path: str | Path | None):
-    """An exclusive flock; released by the kernel if the holder dies."""
+def file_lock(path: str | Path | None, wait: bool = True):
+    """An exclusive flock; released by the kernel if the holder dies. Yields whether it is held:
+    always with `wait`, else only where nobody held it."""
     if not path:
-        yield
+        yield True
         return
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
         try:
-            yield
+            fcntl.flock(f, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
 
@@ -224,12 +232,16 @@ def pch_ready() -> bool:
 def prepare_pch(cache_dir: Path, runner: Sequence[str] = ()) -> float:
     """Build the precompiled header as a candidate with no extra cflags needs it,
     unless it is ready; returns the seconds spent. Holds the lock that build
-    children take around the same step. Raises PchError.
+    children take around the same step. Raises PchError. `runner` prefixes the
+    compiler's command (`nice`, `taskset`: a sweep keeps it on its build cores)."""
+    with file_lock(pch_lock_path(cache_dir)):
+        return _make_pch(runner)
 
-    The header is compiled into a file of its own and renamed over torch's at the end, so
-    builds may run meanwhile: g++ opens the old header, none, or the whole new one, never a
-    half-written one. `runner` prefixes the compiler's command (`nice`, `taskset`: a sweep
-    keeps it on its build cores)."""
+
+def _make_pch(runner: Sequence[str]) -> float:
+    """prepare_pch's work, its lock held by the caller. The header is compiled into a file of its
+    own and renamed over torch's at the end, so builds may run meanwhile: g++ opens the old
+    header, none, or the whole new one, never a half-written one."""
     from torch.utils import cpp_extension
 
     directory = pch_path().parent
@@ -250,7 +262,7 @@ def prepare_pch(cache_dir: Path, runner: Sequence[str] = ()) -> float:
             Path(aside).unlink(missing_ok=True)
 
     started = time.monotonic()
-    with file_lock(pch_lock_path(cache_dir)), _header_compile(compile_aside):
+    with _header_compile(compile_aside):
         try:
             cpp_extension._check_and_build_extension_h_precompiler_headers(None, None)
         except RuntimeError as exc:
@@ -259,3 +271,57 @@ def prepare_pch(cache_dir: Path, runner: Sequence[str] = ()) -> float:
             raise PchError(f"Building torch's precompiled header {pch_path()} failed: {exc}. Compiler said: "
                            + (" | ".join(errors) or "nothing")) from None
     return time.monotonic() - started
+
+
+# Whether this process has looked at the header yet (start_pch_aside looks once).
+_PCH_LOOKED = threading.Lock()
+_pch_looked = False
+# How long the header's maker may take to hold its lock: a Python start, no torch import.
+PCH_MAKER_START_S = 30.0
+
+
+def start_pch_aside(cache_dir: Path, runner: Sequence[str] = ()) -> bool:
+    """Where torch's header is missing or stale, starts its making in a process of its own, once
+    per harness process, and returns True once that holds the header's lock. A build child that
+    finds the lock held compiles its binding without the header (workers.common.serialize_pch_builds)
+    rather than wait: the header takes longer to make (about 30 s of g++) than a binding takes
+    without it (about 10 s more than with it). The maker outlives this process, so the header is
+    there for the next one; what it says goes to the cache's logs (pch.log)."""
+    global _pch_looked
+    with _PCH_LOOKED:
+        if _pch_looked:
+            return False
+        _pch_looked = True
+        if pch_status() not in ("missing", "stale") or not os.access(pch_path().parent, os.W_OK):
+            return False
+        log_dir = Path(cache_dir) / "logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        with open(log_dir / "pch.log", "ab") as log:
+            maker = subprocess.Popen(_maker_command(str(pch_lock_path(cache_dir)), list(runner)),
+                                     stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
+                                     start_new_session=True, cwd=str(Path(__file__).resolve().parents[2]))
+        ready, _, _ = select.select([maker.stdout], [], [], PCH_MAKER_START_S)
+        said = maker.stdout.readline().strip() if ready else b""
+        maker.stdout.close()
+        return said == b"locked"
+
+
+def _maker_command(lock: str, runner: list[str]) -> list[str]:
+    return [sys.executable, "-m", __name__, lock, *runner]
+
+
+def _pch_maker(lock: str, runner: list[str]) -> None:
+    """The process start_pch_aside starts: the lock first (no torch needed for it), then the header."""
+    with file_lock(lock, wait=False) as held:
+        print("locked" if held else "busy", flush=True)  # busy: another process makes it
+        os.close(1)  # its reader is gone by the time the header is made
+        if not held:
+            return
+        try:
+            print(f"torch's precompiled header made in {_make_pch(runner):.1f} s", file=sys.stderr)
+        except PchError as exc:
+            print(exc, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    _pch_maker(sys.argv[1], sys.argv[2:])

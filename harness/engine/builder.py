@@ -103,7 +103,13 @@ class Builder:
             return Built(path, None, result, started, failed=True)
         result.warnings.extend(static.warnings(report))
         entry = builds.BuildEntry(self.cache, source, self.arch)
-        (on_phase or quiet)(Phase.BUILD.doing)
+        notify = on_phase or quiet
+        notify(Phase.BUILD.doing)
+        # On a GPU, torch's header for the binding every load_inline compiles: made aside where it
+        # is missing, once per install; a CPU (CI's 2 cores) would give a build's cores to it.
+        if self.options.device != "cpu" and "load_inline" in source and not entry.recorded() \
+                and builds.start_pch_aside(self.cache, self.cores.build_prefix()):
+            notify(f"{Phase.BUILD.doing} (torch's precompiled header made aside, once per install)")
         try:
             # nothing to compile: the worker's own import is the whole build
             result.build = (BuildResult(ok=True, seconds=0.0, key=entry.key) if "no_kernel" in report.codes()

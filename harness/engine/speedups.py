@@ -8,9 +8,9 @@ The timings of one evaluation are keyed by what was timed:
   placement_<n>                         twins of the reference, alone, their parameters at other addresses
 
 Two instances of one model differ in where their parameters sit, and on a GPU that alone moves a
-forward's time (LayerNorm's 32 MB of weights, moved: up to 1% on an H200). The bootstrap cannot see
+forward's time (LayerNorm's 32 MB of weights, moved: up to 1.1% on an H200). The bootstrap cannot see
 it: each instance keeps its addresses for the whole timing. So the reference's twins measure it, and
-every interval is widened by the largest shift they show (`placement_spread`), and by RESOLUTION
+every interval is widened by the range of their times (`placement_spread`), and by RESOLUTION
 besides: copies of KernelBench's 200 level 1 and 2 models (H200), placement counted, missed 1.0 by
 at most 0.01% beyond their bootstrap intervals (6 of 200; up to 0.06% before the twins), so
 a difference under 0.1% is not one the harness can vouch for.
@@ -69,15 +69,17 @@ def synchronous(timing: Timing) -> Timing:
 
 
 def placement_spread(reference: Timing, twins: list[Timing]) -> float:
-    """The largest shift, as |log| of the ratio of medians, between the reference and one of its twins
-    (timed in the same rounds), counting only shifts whose interval leaves out 1: noise is the
-    bootstrap's part already. 0 without twins."""
-    shifts = [0.0]
-    for twin in twins:
-        low, high = ratio_interval(reference.samples, twin.samples, paired=True)
-        if reference.median > 0 and twin.median > 0 and not low <= 1.0 <= high:
-            shifts.append(abs(math.log(reference.median / twin.median)))
-    return max(shifts)
+    """How far apart placement alone puts the reference's time: |log| of the ratio between the
+    fastest and the slowest median among the reference and its twins (timed in the same rounds),
+    counted only where that pair's interval leaves out 1 (noise is the bootstrap's part already).
+    The range, not each twin against the reference: the candidate's process holds the reference
+    and the candidate at placements of their own, each anywhere in it. 0 without twins."""
+    placed = [t for t in (reference, *twins) if t.median > 0]
+    if len(placed) < 2:
+        return 0.0
+    slowest, fastest = max(placed, key=lambda t: t.median), min(placed, key=lambda t: t.median)
+    low, high = ratio_interval(slowest.samples, fastest.samples, paired=True)
+    return 0.0 if low <= 1.0 <= high else math.log(slowest.median / fastest.median)
 
 
 def baselines(timings: dict[str, Timing], spread: float = 0.0) -> list[Baseline]:

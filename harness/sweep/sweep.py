@@ -23,8 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from ..engine import build as builds
-from ..engine.cores import default_build_jobs, split_cores
+from ..engine.cores import default_build_jobs
 from ..engine.builder import Built, Builder
 from ..engine.children import NoBackward
 from ..engine.footprint import footprint
@@ -167,41 +166,16 @@ class Sweep:
         groups: "queue.Queue[tuple[list[Job], Optional[list]]]" = queue.Queue()
         self.builds = Builds(self.build_jobs or default_build_jobs(self.options.device), self.build_memory,
                              self.on_builds)
-        header: Optional[threading.Thread] = None
         try:
             left = pending(jobs, self.log)
-            if self.options.device != "cpu":  # made beside the first builds, which need not wait for it
-                header = threading.Thread(target=self._prepare_pch, args=(left,), daemon=True)
-                header.start()
             for group in by_problem(left):
                 groups.put((group, self._build_ahead(group)))
             run_all([threading.Thread(target=self._slot, args=(gpu, groups), daemon=True) for gpu in self.slots])
         finally:
             self.builds.close()
-            if header is not None:
-                header.join()
         if self._errors:
             raise self._errors[0]
         return list(self.log.records)
-
-    def _prepare_pch(self, jobs: Sequence[Job]) -> None:
-        """torch's precompiled header, made now where it is missing or stale and a candidate
-        calls load_inline. g++ takes it for the binding (main.cpp) that load_inline writes for
-        every candidate, use_pch or not, which then compiles in a fraction of its time (see
-        docs/throughput.md). Made on the build cores while the first builds run (it is written
-        aside and renamed whole): those compile their binding without it. A header that cannot
-        be made costs only that gain."""
-        if builds.pch_status() not in ("missing", "stale"):
-            return
-        if not any("load_inline" in job.candidate.read_text(errors="replace") for job in jobs
-                   if job.candidate.is_file()):
-            return
-        self.on_phase("builds", "making torch's precompiled header, once per torch install")
-        try:
-            seconds = builds.prepare_pch(self.options.resolved_cache(), split_cores(self.options.device).build_prefix())
-            self.on_phase("builds", f"torch's precompiled header made in {seconds:.0f} s")
-        except builds.PchError as exc:
-            self.on_phase("builds", f"no precompiled header: {exc}")
 
     def _build_ahead(self, group: list[Job]) -> Optional[list["Future[Built]"]]:
         """The group's builds, handed to the sweep's Builds now; None where its problem cannot

@@ -189,12 +189,14 @@ def candidate_role(conn, header: dict) -> None:
 
 def _forward_entries(problem, device: torch.device, reference, candidate, observed: TimedOutputs,
                      mirrored: TimedOutputs, default_numerics: bool) -> dict[str, timing.Entry]:
-    # each model its own inputs, kept in the same tensors call after call where small
-    entries = {"candidate": timing.Entry(_SameTensors(problem, device), candidate, observed.observe),
-               "reference": timing.Entry(_SameTensors(problem, device), reference, mirrored.observe)}
+    # Both models read the same tensors (kept call after call where small; each call's inputs
+    # written into them first): inputs at addresses of each model's own would be one more
+    # placement the twins do not vary.
+    inputs = _SameTensors(problem, device)
+    entries = {"candidate": timing.Entry(inputs, candidate, observed.observe),
+               "reference": timing.Entry(inputs, reference, mirrored.observe)}
     if default_numerics:  # eager as users run it, beside the candidate too
-        entries["reference_defaults"] = timing.Entry(_SameTensors(problem, device),
-                                                     _at_default_numerics(reference), mirrored.observe)
+        entries["reference_defaults"] = timing.Entry(inputs, _at_default_numerics(reference), mirrored.observe)
     return entries
 
 

@@ -31,8 +31,8 @@ def import_file(path: str, name: str):
 
 
 def serialize_pch_builds(lock_path: str | None) -> None:
-    """Let one process at a time check or rebuild torch's shared precompiled header,
-    and let no candidate delete it.
+    """Let one process at a time check or rebuild torch's shared precompiled header, no process
+    wait for another's, and no candidate delete it.
 
     load_inline(use_pch=True) writes one header file inside torch's install for
     every extension; builds running side by side would otherwise race on it."""
@@ -43,8 +43,11 @@ def serialize_pch_builds(lock_path: str | None) -> None:
         return
 
     def locked(*args, **kwargs):
-        with file_lock(lock_path):
-            return original(*args, **kwargs)
+        with file_lock(lock_path, wait=False) as held:
+            # held elsewhere: the header is being made (build.start_pch_aside), and this
+            # binding compiles sooner without it than the header would be ready
+            if held:
+                return original(*args, **kwargs)
 
     locked.serialized = True
     cpp_extension._check_and_build_extension_h_precompiler_headers = locked

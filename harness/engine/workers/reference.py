@@ -24,6 +24,7 @@ from ...problem import Shapes, benchmark_shapes, shape_variants, tolerance
 from ...results import CheckResult, as_list, from_dict, to_dict
 from .. import channel, compare, timing
 from ..device_lock import DeviceLock
+from ..footprint import twin_count
 from . import backward
 from ..protocol import (Checked, Command, ReferenceHolding, ReferenceReady, ReferenceSpec, ReferenceTimed, Reply,
                         Request, ShapeSet, TrialMade)
@@ -59,19 +60,19 @@ def changed_by_default_numerics(reference, inputs: list, exact: list, device: to
 
 # Memory held before each twin of the reference is made, so the twin's parameters land at other
 # addresses than the reference's: odd sizes, not multiples of the allocator's 2 MiB pages.
-TWIN_PADS_MIB = (7, 33)
+TWIN_PADS_MIB = (7, 33, 1, 13, 3, 21)
 
 
 def twins(reference: torch.nn.Module, device: torch.device, budget: int) -> list[torch.nn.Module]:
     """Copies of the reference whose parameters and buffers sit at other addresses, to measure
     what placement alone does to its time; none where it holds no tensors, cannot be copied, or
-    its copies would take more than `budget` bytes."""
-    held = held_bytes(reference)
-    if not held or len(TWIN_PADS_MIB) * held > budget:
+    fewer than MIN_TWINS copies fit in `budget` bytes (footprint.twin_count)."""
+    count = twin_count(held_bytes(reference), budget)
+    if not count:
         return []
     pads, found = [], []
     try:
-        for mib in TWIN_PADS_MIB:
+        for mib in TWIN_PADS_MIB[:count]:
             pads.append(torch.empty(mib << 20, dtype=torch.uint8, device=device))
             found.append(copy.deepcopy(reference))
     except Exception:  # noqa: BLE001 - a model that cannot be copied goes without the measure
