@@ -4,7 +4,9 @@ the reference process makes (deep copies behind a pad), all timed interleaved in
 harness's own loop (timing.time_interleaved: queued CUDA events, L2 flushed), in several fresh
 processes. Each instance reads as a candidate would: the reference's median over its own, with a 95% interval.
 
-    python bench/placement.py PROBLEM.py [--processes 4] [--cap 3]
+    python bench/placement.py PROBLEM.py [--processes 4] [--cap 3] [--extra 6]
+
+--extra adds that many plain deep copies of the reference, made one after another.
 
 Needs a CUDA GPU.
 """
@@ -76,6 +78,12 @@ def main() -> None:
     if args.child:
         print(json.dumps(one_process(args.problem, args.cap, args.extra)))
         return
+    import torch
+
+    if not torch.cuda.is_available():
+        sys.exit("bench/placement.py needs a CUDA GPU: placement moves a GPU's times, not a CPU's.")
+    if not Path(args.problem).is_file():
+        sys.exit(f"bench/placement.py: problem file {args.problem} does not exist.")
     print(f"{Path(args.problem).name}: the reference's time over each instance's (median, 95% interval)")
     for n in range(args.processes):
         out = subprocess.run([sys.executable, __file__, args.problem, "--child", "--cap", str(args.cap),
