@@ -24,7 +24,7 @@ from ...problem import Shapes, benchmark_shapes, shape_variants, tolerance
 from ...results import CheckResult, as_list, from_dict, to_dict
 from .. import channel, compare, timing
 from ..device_lock import DeviceLock
-from ..footprint import twin_count
+from ..footprint import TWIN_PADS_MIB, twin_count
 from . import backward
 from ..protocol import (Checked, Command, ReferenceHolding, ReferenceReady, ReferenceSpec, ReferenceTimed, Reply,
                         Request, ShapeSet, TrialMade)
@@ -56,11 +56,6 @@ def changed_by_default_numerics(reference, inputs: list, exact: list, device: to
     with torch.no_grad(), pytorch_default_numerics():
         usual, peak = peak_above(device, lambda: as_list(reference(*inputs)))
     return len(exact) != len(usual) or not all(map(lint.identical, exact, usual)), peak
-
-
-# Memory held before each twin of the reference is made, so the twin's parameters land at other
-# addresses than the reference's: odd sizes, not multiples of the allocator's 2 MiB pages.
-TWIN_PADS_MIB = (7, 33, 1, 13, 3, 21)
 
 
 def twins(reference: torch.nn.Module, device: torch.device, budget: int) -> list[torch.nn.Module]:
