@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -170,9 +171,11 @@ def test_a_build_finding_the_header_being_made_compiles_without_it_rather_than_w
     step = cpp_extension._check_and_build_extension_h_precompiler_headers
     with open(lock, "a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
-        started = time.monotonic()
-        step(None, None)
-        assert calls == [] and time.monotonic() - started < 5  # skipped, not waited for
+        # a step that waited for the lock would never return while this test holds it
+        waiter = threading.Thread(target=step, args=(None, None), daemon=True)
+        waiter.start()
+        waiter.join(timeout=120)
+        assert not waiter.is_alive() and calls == []  # skipped, not waited for
         fcntl.flock(held, fcntl.LOCK_UN)
     step(None, None)
     assert calls == [(None, None)]
@@ -231,8 +234,10 @@ def test_no_header_is_started_where_it_is_ready_or_another_process_makes_it(tmp_
     assert build.start_pch_aside(tmp_path) is False
     monkeypatch.setattr(build, "_pch_looked", False)
     monkeypatch.setattr(build, "pch_status", lambda: "missing")
-    with open(build.pch_lock_path(tmp_path), "a") as f:  # another process makes it: the maker says busy
+    lock = build.pch_lock_path(tmp_path)
+    with open(lock, "a") as f:  # another process makes it: the maker says busy and ends, untouched
         fcntl.flock(f, fcntl.LOCK_EX)
-        started = time.monotonic()
         assert build.start_pch_aside(tmp_path) is False
-        assert time.monotonic() - started < build.PCH_MAKER_START_S
+        said = subprocess.run(build._maker_command(str(lock), []), capture_output=True, text=True, timeout=120,
+                              cwd=Path(__file__).resolve().parents[1])
+        assert (said.returncode, said.stdout) == (0, "busy\n"), said.stderr
