@@ -67,9 +67,33 @@ class CheckResult:
     reasons: list[str] = field(default_factory=list)
 
 
+class Clock(str, enum.Enum):
+    """What a Timing's samples measure. A verdict divides timings of one clock only."""
+
+    GPU = "gpu"  # calls queued between events on the caller's stream, the queue kept full (do_bench)
+    LATENCY = "latency"  # a synchronize before and after each call, events on the caller's stream (KernelBench)
+    ALL_STREAMS = "all_streams"  # as LATENCY, the end taken once the whole device finished: every stream
+    HOST = "host"  # a CPU: perf_counter around each call
+
+    @property
+    def text(self) -> str:
+        return _CLOCK_TEXT[self]
+
+
+_CLOCK_TEXT = {
+    Clock.GPU: "GPU time (calls queued as do_bench does, L2 flushed before each)",
+    Clock.LATENCY: "per-call latency (a synchronize before and after each call, as KernelBench times)",
+    Clock.ALL_STREAMS: "per-call latency with the whole device synchronized (work ran off the caller's stream)",
+    Clock.HOST: "perf_counter around each call, caches flushed",
+}
+# What each clock is called in a table's header or a sweep's summary.
+CLOCK_NAMES = {Clock.GPU: "GPU time", Clock.LATENCY: "latency", Clock.ALL_STREAMS: "latency, every stream",
+               Clock.HOST: "host time"}
+
+
 @dataclass
 class Timing:
-    """Summary of one timed callable; times in milliseconds."""
+    """Summary of one timed callable on one clock; times in milliseconds."""
 
     median: float
     iqr: float
@@ -77,16 +101,18 @@ class Timing:
     min: float
     n: int
     rel_se: float
-    method: str  # "cuda_events" (queued between events) or "perf_counter"
+    method: str  # "cuda_events" or "perf_counter": the instrument
     overhead: float = 0.0  # what the protocol itself adds to a call: the median of an empty call
-    # host time until the call returned; with queued calls the device runs earlier work
-    # meanwhile, so it is outside the window unless the host falls behind the device
+    # host time until the call returned: with queued calls the device runs earlier work meanwhile,
+    # so it is outside the window unless the host falls behind; on the latency clock the device
+    # waits for it, so it is the call's host path
     submit_median: float = 0.0
-    # GPU: the median of a few synchronous samples (device-wide synchronize before the end
-    # event), which count work on every stream; far above `median`, work was hidden
-    sync_median: float = 0.0
     samples: list[float] = field(default_factory=list)  # in round order: index i of each entry shares a round
-    sync_samples: list[float] = field(default_factory=list)
+    clock: str = ""  # a Clock's value; "" in eval.json files from before clocks were named
+    # LATENCY: the median time from the caller's stream finishing to the whole device finishing, and the
+    # same for an empty call: work past that ran on a stream the caller's does not wait for
+    tail: float = 0.0
+    tail_overhead: float = 0.0
 
     @property
     def on_gpu(self) -> bool:
@@ -189,6 +215,42 @@ def shape_label(values: dict[str, Any]) -> str:
 
 
 @dataclass
+class ClockFigures:
+    """One evaluation's figures on one clock: the headline's live in EvalResult itself, a second
+    clock's here, reported beside them and never divided by them."""
+
+    clock: str  # a Clock's value
+    timings: dict[str, Timing] = field(default_factory=dict)
+    baselines: list[Baseline] = field(default_factory=list)  # the headline first
+    benchmark_shapes: list[ShapeTiming] = field(default_factory=list)
+    placement_spread: Optional[float] = None
+
+    @property
+    def speedup(self) -> Optional[float]:
+        return self.baselines[0].speedup if self.baselines else None
+
+    @property
+    def interval(self) -> Optional[list[float]]:
+        return self.baselines[0].interval if self.baselines else None
+
+
+@dataclass
+class HostShare:
+    """A candidate whose calls take longer on the host than on the GPU: a fact about where its
+    time goes, not a suspicion."""
+
+    host_ms: float  # the call's host path, the device idle meanwhile (latency clock's submit median)
+    latency_ms: float  # per call, a synchronize before and after
+    gpu_ms: float  # GPU time, the queue kept full
+
+    @property
+    def text(self) -> str:
+        return (f"{self.host_ms:.3g} ms of its {self.latency_ms:.3g} ms per call is spent on the host (GPU time "
+                f"{self.gpu_ms:.3g} ms with the queue kept full): launches and host work are its cost where calls "
+                "do not overlap, and fewer launches or a CUDA graph cut them")
+
+
+@dataclass
 class Environment:
     device: str
     device_name: str = ""
@@ -278,7 +340,14 @@ class EvalResult:
     speedup: Optional[float] = None  # over eager PyTorch, the faster numerics setting (baselines[0])
     speedup_interval: Optional[list[float]] = None  # 95%
     baselines: list[Baseline] = field(default_factory=list)  # every speedup, the headline first
-    hidden_work_ms: Optional[float] = None  # GPU: time only a device-wide synchronize saw; then timed that way
+    # the clock of `timings`, `baselines` and `speedup` (a Clock's value); "" in eval.json files from before
+    clock: str = ""
+    second: Optional[ClockFigures] = None  # the other clock's figures (GPU: latency beside GPU time, or the reverse)
+    # GPU: work that finished after the caller's stream was done (ms per call, beyond an empty call's), confirmed
+    # by a per-stream trace; the verdict was then timed on Clock.ALL_STREAMS, every stream counted
+    hidden_work_ms: Optional[float] = None
+    hidden_streams: list[str] = field(default_factory=list)  # the streams the trace found it on
+    host_share: Optional[HostShare] = None  # GPU: set where the candidate's host path outlasts its GPU work
     # GPU: how far the reference's time moved when only its parameters' addresses changed (relative, e.g.
     # 0.004); every interval spans it too, since the candidate's parameters sit elsewhere than the reference's
     placement_spread: Optional[float] = None

@@ -65,13 +65,12 @@ def overlap(a: Sequence[float], b: Sequence[float]) -> bool:
 
 
 def summarize(samples: list[float], method: str, submit: list[float], overhead: float = 0.0,
-              synchronous: Optional[list[float]] = None) -> Timing:
+              clock: str = "") -> Timing:
     if len(samples) >= 2:
         q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
     else:
         q1 = q3 = samples[0]
-    sync = synchronous or []
     return Timing(median=statistics.median(samples), iqr=q3 - q1, mean=statistics.fmean(samples),
                   min=min(samples), n=len(samples), rel_se=rel_se_of_median(samples), method=method,
                   overhead=overhead, submit_median=statistics.median(submit) if submit else 0.0,
-                  sync_median=statistics.median(sync) if sync else 0.0, samples=samples, sync_samples=sync)
+                  samples=samples, clock=clock)

@@ -86,7 +86,9 @@ def test_host_submit_time_is_the_call_alone():
     timings = time_interleaved({"slow": Entry(lambda seed: [], slow_to_submit),
                                 "quick": Entry(lambda seed: [], lambda: torch.ones(1))},
                                torch.device("cpu"), StopRule(min_samples=5, max_samples=5, warmup_calls=1))
-    slow, quick = timings["slow"], timings["quick"]
+    assert list(timings) == ["host"]  # one clock on a CPU
+    slow, quick = timings["host"]["slow"], timings["host"]["quick"]
+    assert slow.clock == quick.clock == "host"
     assert 4.0 <= slow.submit_median and 4.0 <= slow.median
     assert quick.submit_median < 1.0
 

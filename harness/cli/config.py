@@ -275,6 +275,10 @@ def add_eval_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-cap", type=SECONDS, metavar="S", help="most seconds spent sampling times (default 10)")
     parser.add_argument("--compile-baseline", action="store_true", default=None,
                         help="also time torch.compile(Model)")
+    parser.add_argument("--clock", choices=["gpu", "latency"], default=None,
+                        help="the headline on a GPU: gpu, GPU time with calls queued as do_bench queues them "
+                             "(default), or latency, a synchronize after each call as KernelBench's timer does "
+                             "(launch overhead counts); both are measured and shown either way")
     parser.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
                         help="build cache (default ~/.cache/harness)")
     parser.add_argument("--policy", choices=["warn", "strict"],
@@ -316,7 +320,7 @@ def eval_options(args: argparse.Namespace, evaluation: Optional[Evaluation] = No
                        cache_dir=args.cache_dir, policy=evaluation.policy, model_mode=evaluation.model_mode,
                        shapes=evaluation.shapes, profile=evaluation.profile, profile_kernel=evaluation.profile_kernel,
                        backward=evaluation.backward, atol=evaluation.atol, rtol=evaluation.rtol,
-                       max_host_memory=args.max_host_memory, max_processes=args.max_processes)
+                       clock=evaluation.clock, max_host_memory=args.max_host_memory, max_processes=args.max_processes)
 
 
 def take_free_gpu(options: EvalOptions, gpus: Optional[list[int]], say: Callable[[str], None]) -> EvalOptions:
@@ -341,7 +345,7 @@ def evaluation_options(args: argparse.Namespace, recorded: Optional[Evaluation] 
     base = recorded or Evaluation()
     given = {"trials": args.trials, "time_cap": args.time_cap, "policy": args.policy, "shapes": args.shapes,
              "compile_baseline": args.compile_baseline, "model_mode": args.model_mode,
-             "backward": args.backward,
+             "backward": args.backward, "clock": args.clock,
              "gpus": parse_gpus(args.gpus), "atol": args.atol, "rtol": args.rtol,
              # harness run's flags alone; other commands never profile
              "profile": getattr(args, "profile", None), "profile_kernel": getattr(args, "profile_kernel", None)}

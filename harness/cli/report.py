@@ -9,7 +9,7 @@ from rich.text import Text
 
 from ..engine.speedups import basis_text, shown
 from ..integrity.roofline import roofline_text
-from ..results import EvalResult, Verdict, speedup_text, tolerance_text
+from ..results import CLOCK_NAMES, Clock, EvalResult, Verdict, speedup_text, tolerance_text
 
 VERDICT_STYLE = {Verdict.CORRECT: "bold green", Verdict.INCORRECT: "bold red",
                  Verdict.REJECTED: "bold magenta", Verdict.TIMEOUT: "bold yellow"}
@@ -28,8 +28,10 @@ def timing_table(result: EvalResult) -> Table:
     table = Table(box=box.SIMPLE_HEAD, show_edge=False)
     # on a CPU the call is the work, so its host time says nothing more
     on_gpu = any(t.on_gpu for t in result.timings.values())
+    second = result.second.timings if result.second else {}
     columns = ["", "median ms", "IQR ms", "mean ms", "min ms", "n", "±SE", "vs ref"]
-    for column in columns + (["host submit ms"] if on_gpu else []):
+    extra = ([f"{CLOCK_NAMES[Clock(result.second.clock)]} ms"] if second else []) + (["host submit ms"] if on_gpu else [])
+    for column in columns + extra:
         table.add_column(column, justify="left" if not column else "right")
     for name, t in result.timings.items():
         # a forward alone (--backward) is set against the reference's forward alone
@@ -38,8 +40,18 @@ def timing_table(result: EvalResult) -> Table:
         ratio = f"{reference.median / t.median:.2f}x" if reference and t.median else ""
         row = [TIMING_LABELS.get(name, name), f"{t.median:.4g}", f"{t.iqr:.3g}", f"{t.mean:.4g}",
                f"{t.min:.4g}", str(t.n), f"{t.rel_se:.1%}", ratio if name != base else ""]
-        table.add_row(*row, *([f"{t.submit_median:.3g}"] if on_gpu else []))
+        other = [f"{second[name].median:.4g}" if name in second else "-"] if second else []
+        table.add_row(*row, *other, *([f"{t.submit_median:.3g}"] if on_gpu else []))
     return table
+
+
+def second_clock_text(result: EvalResult) -> str:
+    """The other clock's headline, apart from the verdict's: its speedup and the two times it divides."""
+    second = result.second
+    head = second.baselines[0]
+    cand = second.timings.get("candidate")
+    return (f"{speedup_text(head.speedup, head.interval)} over {head.label} (candidate "
+            f"{cand.median:.4g} ms, {head.label} {head.median_ms:.4g} ms; {Clock(second.clock).text})")
 
 
 def eval_panel(result: EvalResult) -> Panel:
@@ -58,6 +70,10 @@ def eval_panel(result: EvalResult) -> Panel:
         summary.add_row("" if i else "benchmark", shape.text)
     if result.baselines:
         summary.add_row("basis", basis_text(result))
+    if result.second and result.second.baselines:
+        summary.add_row(CLOCK_NAMES[Clock(result.second.clock)], second_clock_text(result))
+    if result.host_share:
+        summary.add_row("host", result.host_share.text)
     if result.build:
         b = result.build
         summary.add_row("build", "cached" if b.cached else f"{b.seconds:.1f} s" + ("" if b.ok else " (failed)"))

@@ -136,23 +136,14 @@ def _clock(seconds: float) -> str:
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
-def _percent(share: float) -> str:
-    return f"{share * 100:.1f}%"
-
-
 def summary_table(summaries) -> Table:
-    compiled = any(s.fast_p_compile for s in summaries)
+    from ..sweep.summary import summary_rows
+
+    headers, rows = summary_rows(summaries)
     table = Table(title="Summary per level")
-    for column in ("level", "n", "correct", "fast_1", "fast_1.5", "fast_2", "sure fast_1", "geomean") + \
-            (("compile: fast_1", "fast_1.5", "fast_2") if compiled else ()):
+    for column in headers:
         table.add_column(column, justify="left" if column == "level" else "right")
-    for s in summaries:
-        row = [s.level, str(s.evaluations), _percent(s.correctness)] + \
-              [_percent(s.fast_p[p]) for p in ("1", "1.5", "2")] + \
-              [_percent(s.fast_p_sure["1"]) if s.fast_p_sure else "-",
-               f"{s.geomean_speedup:.2f}x" if s.geomean_speedup else "-"]
-        if compiled:
-            row += [_percent(s.fast_p_compile[p]) if s.fast_p_compile else "-" for p in ("1", "1.5", "2")]
+    for row in rows:
         table.add_row(*row)
     return table
 

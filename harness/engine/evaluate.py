@@ -80,7 +80,8 @@ class Evaluator:
         return self.children.problem_warnings
 
     @property
-    def placement(self) -> dict[str, Optional[float]]:
+    def placement(self) -> dict[str, dict[str, Optional[float]]]:
+        """The reference's placement spread by shape, then clock (Measure.placement)."""
         return self.measure.placement
 
     def start_reference(self, hold_device: bool = False) -> None:
@@ -127,7 +128,7 @@ class Evaluator:
             result.check = trials.check(children, worker, self.options.trials)
 
         def time_it() -> None:
-            result.timings = self.measure.candidate(worker, result, notify)
+            self.measure.candidate(worker, result, notify)
 
         def shapes() -> None:
             # after timing: a candidate that breaks at another shape may leave a CUDA context unusable
@@ -139,7 +140,7 @@ class Evaluator:
         try:
             for phase, step in plan:
                 self._phase(phase, step, result, notify)
-            judge(result, children.reference_info, self.placement.get(""), self.backward)
+            judge(result, children.reference_info, self.backward)
             if self.profiler:
                 worker.stop()  # its GPU memory and context are not the profiled forward's
                 self._phase(Phase.PROFILE, lambda: self._profile(built, result, notify), result, notify)

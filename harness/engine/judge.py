@@ -2,22 +2,23 @@
 the hardware's floor (a time below it is refused), and the verdict's sentence."""
 from __future__ import annotations
 
-from typing import Optional
-
 from ..integrity import roofline
-from ..results import EvalResult, Verdict, speedup_text
+from ..results import CLOCK_NAMES, Clock, EvalResult, Verdict, speedup_text
 from ..stats import geomean
 from . import speedups
 from .protocol import ReferenceReady
 from .verdicts import Stop
 
 
-def judge(result: EvalResult, info: ReferenceReady, main_spread: Optional[float], backward: bool) -> None:
-    """Speedups and verdict for a checked, timed candidate; `main_spread` is the reference's
-    placement spread at the main shape (None or 0: none measured)."""
+def judge(result: EvalResult, info: ReferenceReady, backward: bool) -> None:
+    """Speedups and verdict for a checked, timed candidate: on the verdict's clock, and on the second
+    clock apart (each divides its own timings only: speedups.baselines refuses a mix)."""
+    figures = [result] + ([result.second] if result.second else [])
+    for each in figures:
+        shapes = each.benchmark_shapes
+        each.baselines = (speedups.over_shapes(shapes) if shapes
+                          else speedups.baselines(each.timings, each.placement_spread or 0.0))
     shapes = result.benchmark_shapes
-    result.baselines = (speedups.over_shapes(shapes) if shapes
-                        else speedups.baselines(result.timings, main_spread or 0.0))
     headline = result.baselines[0]
     result.speedup, result.speedup_interval = headline.speedup, headline.interval
     _place_on_roofline(result, info)
@@ -28,7 +29,8 @@ def judge(result: EvalResult, info: ReferenceReady, main_spread: Optional[float]
     result.explanation = (f"{Verdict.CORRECT.sentence} {over} {candidate_ms:.4g} ms, {headline.label} "
                           f"{headline.median_ms:.4g} ms: "
                           f"{speedup_text(result.speedup, result.speedup_interval)}"
-                          f"{' (forward and backward)' if backward else ''}.")
+                          f"{' (forward and backward)' if backward else ''}"
+                          f"{f' on {CLOCK_NAMES[Clock(result.clock)]}' if result.clock not in ('', Clock.HOST) else ''}.")
 
 
 def _place_on_roofline(result: EvalResult, info: ReferenceReady) -> None:

@@ -1,20 +1,26 @@
 """The timing phase: the candidate and the reference timed beside each other in the candidate's
-worker (queued, flushed, interleaved: timing.py), the timed outputs re-checked, the reference
-timed alone in its own process and with its twins (placement_spread), and the rules that read
-the two: hidden work off the caller's stream, and a reference slowed down beside the candidate."""
+worker (flushed, interleaved, on each clock the device has: timing.py), the timed outputs
+re-checked, the reference timed alone in its own process and with its twins (placement_spread),
+and the rules that read them: hidden work off the caller's stream (suspected from the latency
+clock's tail, confirmed by a per-stream trace), and a reference slowed down beside the candidate.
+
+One clock per verdict: every timing that feeds a speedup, a guard or the interval of one verdict
+is of the verdict's clock (EvalResult.clock); the other clock's figures are reported apart
+(EvalResult.second)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 from ..problem import ProblemError
-from ..results import EvalResult, Retimed, ShapeTiming, Timing, Verdict, shape_label, to_dict
+from ..results import Clock, ClockFigures, EvalResult, Retimed, ShapeTiming, Timing, Verdict, shape_label, to_dict
 from . import speedups
 from .builder import builds_paused
 from .children import REFERENCE_START_S, Children
 from .footprint import gb, placement_budget
 from .phases import Notify, Phase
 from .process import Child
-from .protocol import PARK_BYTES, Checked, Command, ReferenceTimed, Reply, Request, StopRule, Timed
+from .protocol import PARK_BYTES, Checked, Command, ReferenceTimed, Reply, Request, StopRule, StreamsTraced, Timed
 from .trials import check
 from .verdicts import Deadline, Stop, after, refuse_on_guards
 
@@ -36,25 +42,48 @@ SLOWDOWN_RETIMES = 2
 # program every time, so a longer cap (given for the candidate) would add seconds, not certainty.
 REFERENCE_ALONE_CAP_S = 3.0
 
+# {clock: {what was timed: Timing}}: one timing step's figures on every clock the device has
+Clocked = dict[str, dict[str, Timing]]
+
+
+@dataclass
+class Measured:
+    """One shape's timing: every clock's figures, beside and alone, and the twins' spread on each."""
+
+    values: dict  # the shape; {} the main one
+    clocked: Clocked
+    spreads: dict[str, Optional[float]]
+
 
 class Measure:
     """Times one problem's candidates; keeps what is measured once per problem and shape."""
 
     def __init__(self, children: Children):
         self.children = children
-        # by shape label ("" the main shape): placement_spread, measured once per problem and shape
-        self.placement: dict[str, Optional[float]] = {}  # None: the model is too big to copy twice
+        # by shape label ("" the main shape), then clock: placement_spread, measured once per problem and
+        # shape; None: the model is too big to copy twice
+        self.placement: dict[str, dict[str, Optional[float]]] = {}
 
-    def candidate(self, worker: Child, result: EvalResult, notify: Notify) -> dict[str, Timing]:
-        """The timing phase: at the problem's benchmark shapes where it declares some, else at its shape."""
+    def headline(self) -> str:
+        """The clock a verdict is read on unless hidden work forces every stream to count."""
+        if self.children.options.device == "cpu":
+            return Clock.HOST.value
+        return self.children.options.clock
+
+    def candidate(self, worker: Child, result: EvalResult, notify: Notify) -> None:
+        """The timing phase, at the problem's benchmark shapes where it declares some, else at its
+        shape: fills the result's clock, its timings and shapes on that clock, and the other clock's."""
+        result.clock = self.headline()
         if self.children.reference_info.benchmark_shapes:
-            return self._at_benchmark_shapes(worker, result, notify)
-        with self.children.holding_device(Phase.TIME.doing, notify, result):
-            return self._time(worker, result, shape="")
+            measured = self._at_benchmark_shapes(worker, result, notify)
+        else:
+            with self.children.holding_device(Phase.TIME.doing, notify, result):
+                measured = [self._time(worker, result, shape="")]
+        self._figures(result, measured)
 
     def reference(self) -> Timing:
-        """The reference alone under the faster numerics setting, before any candidate: its time for
-        a run's first prompt and the ceiling a run can reach. Holds the device's timing lock."""
+        """The reference alone under the faster numerics setting, before any candidate, on the headline
+        clock: its time for a run's first prompt and the ceiling a run can reach. Holds the device's lock."""
         children = self.children
         children.start_reference()
         numerics = children.reference_info.numerics_differ
@@ -63,17 +92,41 @@ class Measure:
             children.reference.send(to_dict(Request(Command.TIME_REFERENCE, rule=rule, default_numerics=numerics)))
             timings = children.reference_says(self._timing_deadline(rule), ReferenceTimed,
                                               "timing the reference before the first candidate").timings
+        timings = timings[self.headline()]
         # the headline's baseline: the faster numerics setting (speedups.ranked)
         return min((timings[key] for key in BESIDE_AND_ALONE if key in timings), key=lambda t: t.median)
 
-    def _at_benchmark_shapes(self, worker: Child, result: EvalResult, notify: Notify) -> dict[str, Timing]:
+    def _figures(self, result: EvalResult, measured: list[Measured]) -> None:
+        """The verdict's clock into the result's own fields, the other clock beside them; the
+        speedups (judge.py) divide only within each."""
+        main = next((m for m in measured if not m.values), measured[0])
+        shaped = bool(self.children.reference_info.benchmark_shapes)
+
+        def on(clock: str) -> ClockFigures:
+            shapes = [ShapeTiming(m.values, m.clocked[clock]["candidate"].median, m.clocked[clock]["candidate"].n,
+                                  speedups.baselines(m.clocked[clock], m.spreads.get(clock) or 0.0))
+                      for m in measured] if shaped else []
+            spreads = [m.spreads[clock] for m in measured if m.spreads.get(clock) is not None]
+            return ClockFigures(clock, main.clocked[clock], benchmark_shapes=shapes,
+                                placement_spread=max(spreads) if spreads else None)
+
+        verdict = on(result.clock)
+        result.timings, result.benchmark_shapes = verdict.timings, verdict.benchmark_shapes
+        result.placement_spread = verdict.placement_spread
+        # a second clock only where the verdict's counts what it does: GPU time and latency both miss hidden work
+        other = {Clock.GPU.value: Clock.LATENCY.value, Clock.LATENCY.value: Clock.GPU.value}.get(result.clock)
+        if other and other in main.clocked:
+            result.second = on(other)
+        result.host_share = speedups.host_share(main.clocked) if not result.hidden_work_ms else None
+
+    def _at_benchmark_shapes(self, worker: Child, result: EvalResult, notify: Notify) -> list[Measured]:
         """Candidate and reference timed at each benchmark shape the problem declares, both models
         rebuilt there, each shape with its share of the time cap. The candidate is checked at a
         shape before it is timed there: a time for wrong outputs means nothing, so a failure there
-        is its verdict. Returns the main shape's timings where it is one of them, else the first's."""
+        is its verdict."""
         children = self.children
         shapes = children.reference_info.benchmark_shapes
-        shown: dict[str, Timing] = {}
+        measured: list[Measured] = []
         current: dict = {}  # the shape both processes are at
         deadline = children.run_deadline()
         try:
@@ -94,50 +147,52 @@ class Measure:
                             check(children, worker, min(2, children.options.trials), deadline)
                     notify(f"timing at {label}")
                     with children.holding_device(Phase.TIME.doing, notify, result):
-                        timings = self._time(worker, result, shares=len(shapes), shape=label)
+                        found = self._time(worker, result, shares=len(shapes), shape=label)
                 except Stop as stop:  # wrong outputs here are its failure: their time would mean nothing
                     stop.explanation = f"{stop.explanation} (at benchmark shape {label})"
                     raise
                 result.warnings[said:] = [f"at benchmark shape {label}: {w}" for w in result.warnings[said:]]
-                cand, spread = timings["candidate"], self.placement.get(label) or 0.0
-                result.benchmark_shapes.append(ShapeTiming(values, cand.median, cand.n,
-                                                           speedups.baselines(timings, spread)))
-                if not shown or not values:
-                    shown = timings
+                measured.append(Measured(values, found.clocked, found.spreads))
         finally:
             if current:
                 children.reference_back(deadline)
         if current:  # the CUDA graph is checked at the main shape
             children.worker_at(worker, {}, deadline)
-        return shown
+        return measured
 
-    def _time(self, worker: Child, result: EvalResult, shares: int = 1, shape: str = "") -> dict[str, Timing]:
+    def _time(self, worker: Child, result: EvalResult, shares: int = 1, shape: str = "") -> Measured:
         """Candidate and reference beside each other in the worker, then the reference alone, each
-        with `shares`' part of the time cap. A reference much slower beside the candidate is timed
-        again, both ways, before the candidate is refused: load from elsewhere comes and goes, a
-        candidate that slows the reference down does so every time. The first time at a `shape`, the
-        reference's twins are timed alone beside it too (placement_spread)."""
+        with `shares`' part of the time cap. A reference much slower beside the candidate (on the
+        verdict's clock) is timed again, both ways, before the candidate is refused: load from
+        elsewhere comes and goes, a candidate that slows the reference down does so every time. The
+        first time at a `shape`, the reference's twins are timed alone beside it too (placement_spread)."""
         timings, alone = self._time_once(worker, result, shares, shape)
         for _ in range(SLOWDOWN_RETIMES):
-            if not any(self._slowed_down(timings[key], alone[key]) for key in BESIDE_AND_ALONE if key in alone):
+            clock = result.clock
+            if not any(self._slowed_down(timings[clock][key], alone[clock][key])
+                       for key in BESIDE_AND_ALONE if key in alone[clock]):
                 break
             if result.retimed_for_slowdown is None:
-                result.retimed_for_slowdown = Retimed(timings["reference"].median, alone["reference"].median)
+                result.retimed_for_slowdown = Retimed(timings[clock]["reference"].median,
+                                                      alone[clock]["reference"].median)
             # Under the same conditions: this process's builds stopped, and the reference alone timed
             # just before the candidate's timing as well as just after, the slower of the two counting,
             # so load that comes and goes cannot fall on the candidate's side alone.
             with builds_paused():
                 before = self._reference_alone(shares)
                 timings, alone = self._time_once(worker, result, shares, shape)
-            alone.update({key: max(before[key], alone[key], key=lambda t: t.median)
-                          for key in BESIDE_AND_ALONE if key in before and key in alone})
+            for each, earlier in before.items():
+                alone[each].update({key: max(earlier[key], alone[each][key], key=lambda t: t.median)
+                                    for key in BESIDE_AND_ALONE if key in earlier and key in alone[each]})
+        clock = result.clock
         for key in BESIDE_AND_ALONE:
-            if key in alone:
-                self._compare_reference(timings[key], alone.pop(key), result)
-        return {**timings, **alone}
+            if key in alone[clock]:
+                self._compare_reference(timings[clock][key], alone[clock][key], result)
+        merged = {each: {**timings[each], **{k: t for k, t in alone.get(each, {}).items() if k not in timings[each]}}
+                  for each in timings}
+        return Measured({}, merged, self.placement[shape])
 
-    def _time_once(self, worker: Child, result: EvalResult,
-                   shares: int, shape: str) -> tuple[dict[str, Timing], dict[str, Timing]]:
+    def _time_once(self, worker: Child, result: EvalResult, shares: int, shape: str) -> tuple[Clocked, Clocked]:
         children, o = self.children, self.children.options
         info = children.reference_info
         rule = o.stop_rule(o.time_cap / shares)
@@ -149,31 +204,31 @@ class Measure:
         reply, message = children.talk(worker, self._timing_deadline(rule), "being timed", Timed, raw=True)
         refuse_on_guards(reply)
         timings = reply.timings
-        cand = timings.get("candidate")
-        if cand is None or "reference" not in timings or len(reply.timed) != cand.n + len(cand.sync_samples) \
-                or cand.median <= 0:
+        # every stage observed its calls; the every-stream clock reads the latency stage's samples again
+        observed = [each["candidate"] for clock, each in timings.items()
+                    if clock != Clock.ALL_STREAMS.value and "candidate" in each]
+        if not observed or any("reference" not in each for each in timings.values()) \
+                or len(reply.timed) != sum(t.n for t in observed) or any(t.median <= 0 for t in observed):
             raise Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} Its timing reply does not hold the "
                        "outputs of the calls it claims to have timed: the reply was forged.")
-        if speedups.hides_work(timings):
-            # Queued events see the current stream only; what ran elsewhere counts, so every
-            # figure beside the candidate is read from the synchronous samples instead.
-            result.hidden_work_ms = speedups.hidden_work_ms(timings)
-            seen = (f"its calls took {cand.sync_median:.4g} ms with the whole device synchronized before the clock "
-                    f"stopped, against {cand.median:.4g} ms queued on the caller's stream: {result.hidden_work_ms:.3g} "
-                    "ms more than the protocol adds to the reference")
-            result.warnings.append(f"{seen}, as work the caller's stream does not wait for (another stream or "
-                                   "thread) reads; it was timed synchronously, every stream counted")
-            timings = {name: speedups.synchronous(t) for name, t in timings.items()}
+        if reply.switches:
+            note = (f"it flipped process-wide switches ({'; '.join(reply.switches)}); the reference beside it ran "
+                    "under the harness's own settings")
+            if note not in result.warnings:
+                result.warnings.append(note)
+        seen = ""
+        if result.clock != Clock.ALL_STREAMS.value and speedups.suspects_hidden_work(timings):
+            seen = self._hidden_work(worker, timings, result)
         children.reference.forward(message, cmd=Command.VERIFY_TIMED.value)
         checked = children.reference_says(children.run_deadline(), Checked, "re-checking the timed outputs").check
         result.timed_calls_checked = checked.trials
         if not checked.passed:
             # Trials synchronize the device before reading outputs; timed calls follow one another
             # on the caller's stream, where unfinished work elsewhere shows as wrong outputs.
-            # Say what was measured; name a stream only where the synchronous samples saw hidden work.
+            # Say what was measured; name a stream only where the trace saw work on one.
             why = (f"Also, {seen}: work left running on another stream or thread, which the caller's stream does "
                    "not wait for, would leave calls queued after it reading outputs not yet written"
-                   if result.hidden_work_ms
+                   if seen
                    else "No work was seen off the caller's stream: the outputs of its timed calls differ from those "
                         "of its check trials, as call counting, cached outputs or gradients, or skipped work "
                         "would make them")
@@ -186,21 +241,44 @@ class Measure:
                                                 rule=rule, default_numerics=numerics, placement_budget=budget)))
         alone = children.reference_says(self._timing_deadline(rule), ReferenceTimed,
                                         "timing the reference alone").timings
-        twins = [alone.pop(key) for key in [key for key in alone if key.startswith("placement_")]]
+        twins = {clock: [each.pop(key) for key in [key for key in each if key.startswith("placement_")]]
+                 for clock, each in alone.items()}
         if measure:
             # no twins of a model that holds tensors: too big to copy twice, the spread is not known
-            unmeasured = not twins and info.parameter_bytes
-            self.placement[shape] = None if unmeasured else speedups.placement_spread(alone["reference"], twins)
+            unmeasured = not any(twins.values()) and info.parameter_bytes
+            self.placement[shape] = {clock: None if unmeasured else speedups.placement_spread(alone[clock]["reference"],
+                                                                                              twins[clock])
+                                     for clock in alone}
             if unmeasured:
                 result.warnings.append(
                     f"the reference's parameters ({gb(info.parameter_bytes)}) are too big to copy twice "
                     "beside it, so what their placement alone does to its time was not measured; the interval "
                     "does not span it")
-        if self.placement[shape] is not None:
-            result.placement_spread = max(result.placement_spread or 0.0, self.placement[shape])
         return timings, alone
 
-    def _reference_alone(self, shares: int) -> dict[str, Timing]:
+    def _hidden_work(self, worker: Child, timings: Clocked, result: EvalResult) -> str:
+        """The latency clock saw the device finish well after the caller's stream: a trace of a few
+        calls says on which streams. Confirmed (or where no trace can be taken), the verdict counts
+        every stream; returns what was seen, for the messages. Not confirmed, the tail was the
+        device's own jitter, and nothing changes."""
+        tail = speedups.hidden_work_ms(timings[Clock.LATENCY.value])
+        worker.send(to_dict(Request(Command.STREAMS)))
+        traced, _ = self.children.talk(worker, self.children.run_deadline(), "tracing its streams", StreamsTraced)
+        refuse_on_guards(traced)
+        if traced.calls and not traced.late_ms:
+            result.details["unconfirmed_tail_ms"] = tail
+            return ""
+        result.clock = Clock.ALL_STREAMS.value
+        result.hidden_work_ms = tail
+        result.hidden_streams = sorted(traced.late_ms)
+        where = (f"on stream(s) {', '.join(result.hidden_streams)} (a per-stream trace of {traced.calls} calls: up to "
+                 f"{max(traced.late_ms.values()):.3g} ms past the caller's stream)" if traced.late_ms
+                 else f"where no trace could confirm it ({traced.note})")
+        seen = (f"its calls left {tail:.3g} ms of work running after the caller's stream was done, {where}")
+        result.warnings.append(f"{seen}; every timing of this verdict counts the whole device (latency, every stream)")
+        return seen
+
+    def _reference_alone(self, shares: int) -> Clocked:
         """The reference alone, at each numerics setting the candidate's timing has, and nothing else."""
         children = self.children
         rule = self._alone_rule(shares)

@@ -44,6 +44,9 @@ class EvalOptions:
     rtol: Optional[float] = None
     # forward and backward checked and timed as one call (workers/backward.py); a problem's BACKWARD = True sets it too
     backward: bool = False
+    # the headline clock on a GPU (results.Clock): "gpu", calls queued with the queue kept full, or "latency",
+    # a synchronize after each call (KernelBench's); both are measured and reported either way
+    clock: str = "gpu"
 
     def rel_se_target(self) -> float:
         """Queued GPU samples are steady enough to stop at 0.2%; a CPU's wander more."""
@@ -53,7 +56,7 @@ class EvalOptions:
 
     def stop_rule(self, time_cap: float) -> StopRule:
         """When one timing stops, with `time_cap` seconds of sampling at the most."""
-        return StopRule(self.rel_se_target(), self.min_samples, time_cap=time_cap)
+        return StopRule(self.rel_se_target(), self.min_samples, time_cap=time_cap, clock=self.clock)
 
     def resolved_cache(self) -> Path:
         return Path(self.cache_dir) if self.cache_dir else builds.default_cache_dir()

@@ -28,6 +28,8 @@ class Command(str, enum.Enum):
     TRIAL = "trial"  # run on the inputs of a seed and return the outputs
     TIME = "time"  # time candidate and reference interleaved
     GRAPH = "graph"  # CUDA: forward captured in a CUDA graph once, replayed on a seed's inputs; return the outputs
+    # CUDA: a few calls under the profiler; which streams other than the caller's finished work after it
+    STREAMS = "streams"
     RELEASE = "release"  # let go of the graph and the outputs the reference process mapped, give the memory back
     # to both: set the problem's module-level values to a shape and rebuild the models; {} is the main shape
     SHAPE = "shape"
@@ -93,7 +95,7 @@ class StopRule:
     max_samples: int = 2000
     time_cap: float = 10.0  # seconds for the whole sampling stage
     warmup_calls: int = 3
-    sync_samples: int = 10  # GPU: synchronous samples that look for work off the current stream
+    clock: str = "gpu"  # the headline clock (results.Clock): on a GPU its stage samples first, with the larger share
 
 
 @dataclass
@@ -218,10 +220,21 @@ class Checked(Reply):
 
 @dataclass
 class Timed(Guarded):
-    timings: dict[str, Timing] = field(default_factory=dict)
+    timings: dict[str, dict[str, Timing]] = field(default_factory=dict)  # by clock, then by what was timed
     timed: list[dict] = field(default_factory=list)  # recheck.TimedOutputs samples, one per timed call
+    # process-wide switches the candidate left flipped (guards.BackendSwitches); the reference ran without them
+    switches: list[str] = field(default_factory=list)
 
 
 @dataclass
 class ReferenceTimed(Reply):
-    timings: dict[str, Timing] = field(default_factory=dict)
+    timings: dict[str, dict[str, Timing]] = field(default_factory=dict)  # by clock, then by what was timed
+
+
+@dataclass
+class StreamsTraced(Guarded):
+    """What a per-stream trace of a few candidate calls saw (engine/torch_trace.late_streams)."""
+
+    late_ms: dict[str, float] = field(default_factory=dict)  # stream id: its work past the caller's stream, ms
+    calls: int = 0  # calls traced
+    note: str = ""  # why no trace could be taken; empty when one was

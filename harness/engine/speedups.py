@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import math
 
-from ..results import Baseline, EvalResult, ShapeTiming, Timing
-from ..stats import geomean, overlap, ratio_interval, summarize
+from typing import Optional
+
+from ..results import Baseline, Clock, EvalResult, HostShare, ShapeTiming, Timing
+from ..stats import geomean, overlap, ratio_interval
 
 # (baseline name, numerics, timings key)
 _BASELINES = (("eager", "default", "reference_defaults"), ("eager", "ieee", "reference"),
@@ -35,37 +37,56 @@ _BASELINES = (("eager", "default", "reference_defaults"), ("eager", "ieee", "ref
 # beside the candidate, so sample i of each shares a round with the candidate's sample i
 _PAIRED = {"reference", "reference_defaults"}
 
-# Work seen only by the synchronous samples, beyond what the reference shows there too:
-# past this share of the queued time (plus a floor for clock ramp-up on short calls),
-# it ran where the queued events could not see it.
+# A candidate's tail (work finishing after the caller's stream, beyond an empty call's) past this
+# share of its GPU time, plus a floor for the jitter of a synchronize, is suspected hidden work; a
+# per-stream trace confirms it before a verdict rests on it.
 HIDDEN_SHARE = 0.2
 HIDDEN_FLOOR_MS = 0.05
+
+# Host-bound: at least this share of a call's latency is its host path, the device idle meanwhile.
+HOST_BOUND_SHARE = 0.5
 
 # Every interval's widening beyond the bootstrap and the twins' spread, each side (relative).
 RESOLUTION = 0.001
 
 
-def hidden_work_ms(timings: dict[str, Timing]) -> float:
-    """The candidate's time that only a device-wide synchronize saw, in ms (0 on CPU).
-
-    The synchronous protocol costs every call some extra time (an idle GPU clocks down,
-    the host's launch is inside the window); the reference beside it shows how much."""
-    cand, ref = timings["candidate"], timings["reference"]
-    if not (cand.on_gpu and cand.sync_samples and ref.sync_samples):
-        return 0.0
-    protocol_excess = max(ref.sync_median - ref.median, 0.0)
-    return max(cand.sync_median - cand.median - protocol_excess, 0.0)
+class MixedClocks(ValueError):
+    """Timings of two clocks in one division: a GPU time over a latency is no speedup."""
 
 
-def hides_work(timings: dict[str, Timing]) -> bool:
-    cand = timings["candidate"]
-    return hidden_work_ms(timings) > HIDDEN_SHARE * cand.median + HIDDEN_FLOOR_MS
+def clock_of(timings: dict[str, Timing]) -> str:
+    """The one clock of `timings`; MixedClocks where they have more than one."""
+    clocks = {t.clock for t in timings.values()}
+    if len(clocks) > 1:
+        raise MixedClocks("timings of different clocks in one verdict: "
+                          + ", ".join(f"{name} {t.clock or 'unnamed'}" for name, t in timings.items()))
+    return clocks.pop() if clocks else ""
 
 
-def synchronous(timing: Timing) -> Timing:
-    """The same timing read from its synchronous samples alone."""
-    return summarize(timing.sync_samples, timing.method, [timing.submit_median], timing.overhead,
-                     timing.sync_samples)
+def hidden_work_ms(latency: dict[str, Timing]) -> float:
+    """The candidate's time between its caller's stream finishing and the whole device finishing,
+    beyond an empty call's, in ms (0 without latency samples). Host time falls before the caller's
+    stream finishes, never here."""
+    cand = latency.get("candidate")
+    return max(cand.tail - cand.tail_overhead, 0.0) if cand else 0.0
+
+
+def suspects_hidden_work(clocked: dict[str, dict[str, Timing]]) -> bool:
+    gpu, latency = clocked.get(Clock.GPU.value), clocked.get(Clock.LATENCY.value)
+    if not gpu or not latency:
+        return False
+    return hidden_work_ms(latency) > HIDDEN_SHARE * gpu["candidate"].median + HIDDEN_FLOOR_MS
+
+
+def host_share(clocked: dict[str, dict[str, Timing]]) -> Optional[HostShare]:
+    """Where most of the candidate's latency is its host path (launches, Python, autograd's bookkeeping)."""
+    gpu, latency = clocked.get(Clock.GPU.value), clocked.get(Clock.LATENCY.value)
+    if not gpu or not latency:
+        return None
+    g, lat = gpu["candidate"], latency["candidate"]
+    if lat.submit_median >= HOST_BOUND_SHARE * lat.median:
+        return HostShare(host_ms=lat.submit_median, latency_ms=lat.median, gpu_ms=g.median)
+    return None
 
 
 def placement_spread(reference: Timing, twins: list[Timing]) -> float:
@@ -85,6 +106,7 @@ def placement_spread(reference: Timing, twins: list[Timing]) -> float:
 def baselines(timings: dict[str, Timing], spread: float = 0.0) -> list[Baseline]:
     """Every baseline timed, in `ranked` order (the headline first); each interval widened on
     both sides by `spread` (placement_spread) and RESOLUTION."""
+    clock_of(timings)  # one clock, or no division
     widen = math.exp(spread + RESOLUTION)
     cand = timings["candidate"]
     found = []
@@ -156,19 +178,14 @@ def shown(found: list[Baseline]) -> list[Baseline]:
 
 
 def basis_text(result: EvalResult) -> str:
-    """How the headline was measured, in one line: protocol, baseline, confidence."""
+    """How the headline was measured, in one line: clock, baseline, confidence."""
     cand = result.timings.get("candidate")
     if cand is None or not result.baselines:
         return ""
     head = result.baselines[0]
-    if not cand.on_gpu:
-        protocol = "perf_counter around each call, caches flushed"
-    elif result.hidden_work_ms:
-        protocol = "CUDA events with a device-wide synchronize (work was seen off the current stream)"
-    else:
-        protocol = "CUDA events, calls queued as do_bench does, L2 flushed before each"
+    clock = Clock(result.clock) if result.clock else (Clock.GPU if cand.on_gpu else Clock.HOST)
     placement = (f" and ±{result.placement_spread:.2%} for where the parameters sit (the reference's twins)"
                  if result.placement_spread else "")
     chosen = faster_of(result.baselines, head)
-    return (f"{protocol}; over {head.label}{f' ({chosen})' if chosen else ''}, interleaved; median of {cand.n} samples, "
-            f"95% bootstrap interval, widened ±{RESOLUTION:.1%}{placement}")
+    return (f"{clock.text}; over {head.label}{f' ({chosen})' if chosen else ''}, interleaved; median of {cand.n} "
+            f"samples, 95% bootstrap interval, widened ±{RESOLUTION:.1%}{placement}")

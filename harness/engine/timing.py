@@ -1,36 +1,41 @@
-"""The timing loop and its stopping rule.
+"""The timing loop, its two clocks and its stopping rule.
 
 Several callables (candidate, reference, optionally the compiled reference) are
 timed interleaved in random order, so clock and thermal drift hit all of them
 alike. Each sample gets fresh inputs (from a seed the caller may use to check the
 output) and a cache flush.
 
-On a GPU the samples are queued, as `triton.testing.do_bench` queues them: per
-sample a flush, a start event, the call, an end event, and one synchronize per
-batch. The GPU never idles while the host launches, so neither the host's launch
-time nor a clock that drops on an idle GPU lands in the window. Queued events see
-only the current stream, so a few synchronous samples follow (device-wide
-synchronize before the end event): work a candidate hides on another stream or
-thread shows up as a synchronous time well above the queued one, and the caller
-then takes the synchronous figures (`Timing.hidden_work`).
+On a GPU every callable is timed on two clocks, one stage each (results.Clock):
+  GPU time  the samples queued, as `triton.testing.do_bench` queues them: per sample
+            a flush, a start event, the call, an end event, one synchronize per batch.
+            The GPU never idles while the host launches, so neither the host's launch
+            time nor a clock that drops on an idle GPU lands in the window.
+  latency   a synchronize before each call and after it, as KernelBench's timer does:
+            the start event, the call, an event on the caller's stream as it returns
+            (latency ends there), a device-wide synchronize, a last event (every
+            stream done: Clock.ALL_STREAMS). What runs between the caller's stream
+            finishing and the device finishing, beyond an empty call's, is work on a
+            stream the caller's does not wait for (`Timing.tail`); host time lands
+            before the caller's event, never in that tail.
+On a CPU each sample is perf_counter around the call (Clock.HOST).
 
-On a CPU each sample is timed with perf_counter around the call.
-
-Sampling stops when the relative standard error of every median is under the
-target, or at a cap.
+A stage stops when the relative standard error of every median is under the
+target, or at its share of the cap.
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import random
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, ContextManager, Optional
 
 import torch
 
-from ..results import Timing
+from ..results import Clock, Timing
 from ..stats import rel_se_of_median, summarize
 from .protocol import StopRule
 
@@ -39,6 +44,12 @@ _perf_counter = time.perf_counter
 _synchronize = torch.cuda.synchronize
 _Event = torch.cuda.Event
 _sleep = getattr(torch.cuda, "_sleep", None)
+
+
+# The headline clock's stage takes this share of the time cap, the other clock's the rest.
+HEADLINE_SHARE = 0.65
+# ...and stops at this relative standard error, or the headline's if that is coarser.
+SECOND_REL_SE = 0.005
 
 
 def _cudart():
@@ -90,6 +101,8 @@ class Entry:
     make_args: Callable[[int], list]  # fresh inputs for one call, from a seed
     fn: Callable
     observe: Optional[Callable[[int, Any], None]] = None  # sees (seed, output) of each timed call
+    # entered around each call, outside its window on the clock (guards.BackendSwitches.as_taken)
+    around: Callable[[], ContextManager] = contextlib.nullcontext
 
 
 def _cpu_cache_bytes() -> int:
@@ -109,18 +122,65 @@ def flush_bytes(device: torch.device) -> int:
     return 2 * _cpu_cache_bytes()
 
 
-class Clock:
-    """Times calls: queued between CUDA events (GPU), or by perf_counter (CPU)."""
+class Sampler:
+    """Takes samples on one kind of device; `stages` names its clocks, the headline's first."""
+
+    method = "perf_counter"
 
     def __init__(self, device: torch.device):
-        self.cuda = device.type == "cuda"
-        self.reset_persistence = None
         self.flush_buffer = torch.empty(flush_bytes(device), dtype=torch.uint8, device=device)
-        if self.cuda:
-            self.reset_persistence = _l2_persistence_reset()
-            self.method = "cuda_events"
-        else:
-            self.method = "perf_counter"
+
+    def stages(self, headline: str) -> list[str]:
+        return [Clock.HOST.value]
+
+    def _prepare(self, timed: Entry, seed: int) -> list:
+        args = timed.make_args(seed)
+        self.flush_buffer.zero_()
+        return args
+
+    def queue(self, timed: Entry, seed: int) -> tuple[Any, float]:
+        """One sample; returns what `elapsed` reads once `drain` ran, and the host's
+        milliseconds until the call returned."""
+        args = self._prepare(timed, seed)
+        # The flush also evicts the interpreter's own path into the call; entering no_grad
+        # once warms it, or ~30 us of those misses land on every sample.
+        with torch.no_grad():
+            pass
+        with timed.around():
+            t0 = _perf_counter()
+            with torch.no_grad():
+                output = timed.fn(*args)
+            submit = (_perf_counter() - t0) * 1e3
+        if timed.observe:
+            timed.observe(seed, output)
+        return submit, submit
+
+    @staticmethod
+    def elapsed(token: Any) -> float:
+        return token
+
+    def settle(self) -> None:
+        """Before a batch: nothing to wait for on a CPU."""
+
+    def drain(self) -> None:
+        """After a batch: every queued sample readable."""
+
+    def synchronous(self, timed: Entry, seed: int) -> tuple[float, float, float]:
+        raise NotImplementedError("a CPU has one clock")
+
+
+class CudaSampler(Sampler):
+    """Queued samples between CUDA events on the caller's stream, and synchronous ones."""
+
+    method = "cuda_events"
+
+    def __init__(self, device: torch.device):
+        super().__init__(device)
+        self.reset_persistence = _l2_persistence_reset()
+
+    def stages(self, headline: str) -> list[str]:
+        both = [Clock.GPU.value, Clock.LATENCY.value]
+        return both if headline != Clock.LATENCY.value else both[::-1]
 
     def _prepare(self, timed: Entry, seed: int) -> list:
         args = timed.make_args(seed)
@@ -130,107 +190,176 @@ class Clock:
         return args
 
     def queue(self, timed: Entry, seed: int) -> tuple[Any, float]:
-        """Queue one sample; returns what `elapsed` reads once the device is synchronized,
-        and the host's milliseconds until the call returned."""
         args = self._prepare(timed, seed)
-        if not self.cuda:
-            # On a CPU the flush also evicts the interpreter's own path into the call; entering
-            # no_grad once warms it, or ~30 us of those misses land on every sample.
-            with torch.no_grad():
-                pass
-        start = _Event(enable_timing=True) if self.cuda else None
-        if start:
+        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+        with timed.around():
             start.record()
-        t0 = _perf_counter()
-        with torch.no_grad():
-            output = timed.fn(*args)
-        returned = _perf_counter()
-        end = None
-        if self.cuda:
-            end = _Event(enable_timing=True)
+            t0 = _perf_counter()
+            with torch.no_grad():
+                output = timed.fn(*args)
+            submit = (_perf_counter() - t0) * 1e3
             end.record()
         if timed.observe:
             timed.observe(seed, output)
-        submit = (returned - t0) * 1e3
-        return ((start, end) if self.cuda else submit), submit
-
-    def synchronous(self, timed: Entry, seed: int) -> float:
-        """One GPU sample that waits for the whole device before its end: every stream counts."""
-        args = self._prepare(timed, seed)
-        _synchronize()
-        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
-        start.record()
-        with torch.no_grad():
-            output = timed.fn(*args)
-        _synchronize()
-        end.record()
-        end.synchronize()
-        if timed.observe:
-            timed.observe(seed, output)
-        return start.elapsed_time(end)
-
-    def settle(self) -> None:
-        """Before a batch: the device finishes what is queued, then gets a short spin to
-        run while the host queues the batch, so the first sample does not start on an idle GPU."""
-        if self.cuda:
-            _synchronize()
-            if _sleep:
-                _sleep(200_000)  # ~0.1 ms at Hopper clocks
+        return (start, end), submit
 
     @staticmethod
     def elapsed(token: Any) -> float:
-        if isinstance(token, tuple):
-            start, end = token
-            return start.elapsed_time(end)
-        return token
+        start, end = token
+        return start.elapsed_time(end)
 
-
-def time_interleaved(entries: dict[str, Entry], device: torch.device, rule: StopRule) -> dict[str, Timing]:
-    rng = random.Random(os.urandom(16))
-    clock = Clock(device)
-    for timed in entries.values():
-        warm = Entry(timed.make_args, timed.fn)  # warm-up calls are neither timed nor observed
-        for _ in range(rule.warmup_calls):
-            clock.queue(warm, rng.getrandbits(63))
-    empty = Entry(lambda seed: [], lambda: None)
-    clock.settle()
-    tokens = [clock.queue(empty, 0)[0] for _ in range(10)]
-    if clock.cuda:
+    def settle(self) -> None:
+        """The device finishes what is queued, then gets a short spin to run while the host
+        queues the batch, so the first sample does not start on an idle GPU."""
         _synchronize()
-    overhead = statistics.median(clock.elapsed(t) for t in tokens)
+        if _sleep:
+            _sleep(200_000)  # ~0.1 ms at Hopper clocks
+
+    def drain(self) -> None:
+        _synchronize()
+
+    def synchronous(self, timed: Entry, seed: int) -> tuple[float, float, float]:
+        """One call with the device idle before it: (its latency on the caller's stream, the tail
+        until the whole device finished, the host's milliseconds until it returned)."""
+        args = self._prepare(timed, seed)
+        _synchronize()
+        start, returned, finished = (_Event(enable_timing=True) for _ in range(3))
+        with timed.around():
+            start.record()
+            t0 = _perf_counter()
+            with torch.no_grad():
+                output = timed.fn(*args)
+            host = (_perf_counter() - t0) * 1e3
+            returned.record()  # runs once the caller's stream has done everything queued before it
+            _synchronize()
+            finished.record()  # recorded once every stream on the device is done
+        finished.synchronize()
+        if timed.observe:
+            timed.observe(seed, output)
+        return start.elapsed_time(returned), returned.elapsed_time(finished), host
+
+
+def sampler_for(device: torch.device) -> Sampler:
+    return CudaSampler(device) if device.type == "cuda" else Sampler(device)
+
+
+_EMPTY = Entry(lambda seed: [], lambda: None)
+
+
+def _converged(samples: dict[str, list[float]], rule: StopRule) -> bool:
+    n = min(len(s) for s in samples.values())
+    return n >= rule.min_samples and all(rel_se_of_median(s) <= rule.target_rel_se for s in samples.values())
+
+
+def _queued(sampler: Sampler, entries: dict[str, Entry], rule: StopRule, cap: float, rng: random.Random,
+            clock: str) -> dict[str, Timing]:
+    """Samples queued in batches, each callable once a round in random order, until the medians settle."""
+    sampler.settle()
+    tokens = [sampler.queue(_EMPTY, 0)[0] for _ in range(10)]
+    sampler.drain()
+    overhead = statistics.median(sampler.elapsed(t) for t in tokens)
     samples: dict[str, list[float]] = {name: [] for name in entries}
     submit: dict[str, list[float]] = {name: [] for name in entries}
     order = list(entries)
     started = _perf_counter()
     rounds = 5
     while True:
-        clock.settle()
+        sampler.settle()
         batch_started = _perf_counter()
-        queued = {name: [] for name in entries}
+        queued: dict[str, list] = {name: [] for name in entries}
         for _ in range(rounds):
             rng.shuffle(order)
             for name in order:
-                token, submit_ms = clock.queue(entries[name], rng.getrandbits(63))
+                token, submit_ms = sampler.queue(entries[name], rng.getrandbits(63))
                 queued[name].append(token)
                 submit[name].append(submit_ms)
-        if clock.cuda:
-            _synchronize()
+        sampler.drain()
         for name, tokens in queued.items():
-            samples[name].extend(clock.elapsed(t) for t in tokens)
+            samples[name].extend(sampler.elapsed(t) for t in tokens)
         n = len(samples[order[0]])
-        converged = n >= rule.min_samples and all(
-            rel_se_of_median(s) <= rule.target_rel_se for s in samples.values())
-        elapsed = _perf_counter() - started
-        if converged or n >= rule.max_samples or elapsed >= rule.time_cap:
+        if _converged(samples, rule) or n >= rule.max_samples or _perf_counter() - started >= cap:
             break
         # batches of about 0.2 s, so the device runs long stretches without waiting on the host
         per_round = (_perf_counter() - batch_started) / rounds
         rounds = max(1, min(rule.max_samples - n, int(0.2 / max(per_round, 1e-6)), 200))
-    synchronous: dict[str, list[float]] = {name: [] for name in entries}
-    if clock.cuda:
-        for _ in range(rule.sync_samples):
+    return {name: summarize(samples[name], sampler.method, submit[name], overhead, clock=clock)
+            for name in entries}
+
+
+def _synchronous(sampler: Sampler, entries: dict[str, Entry], rule: StopRule, cap: float,
+                 rng: random.Random) -> dict[str, dict[str, Timing]]:
+    """Samples one call at a time, the device idle before each: the latency and every-stream clocks."""
+    empty = [sampler.synchronous(_EMPTY, 0) for _ in range(10)]
+    overhead = statistics.median(latency for latency, _, _ in empty)
+    tail_overhead = statistics.median(tail for _, tail, _ in empty)
+    whole_overhead = statistics.median(latency + tail for latency, tail, _ in empty)
+    taken: dict[str, list[tuple[float, float, float]]] = {name: [] for name in entries}
+    order = list(entries)
+    started = _perf_counter()
+    while True:
+        for _ in range(5):
             rng.shuffle(order)
             for name in order:
-                synchronous[name].append(clock.synchronous(entries[name], rng.getrandbits(63)))
-    return {name: summarize(samples[name], clock.method, submit[name], overhead, synchronous[name])
-            for name in entries}
+                taken[name].append(sampler.synchronous(entries[name], rng.getrandbits(63)))
+        n = len(taken[order[0]])
+        latencies = {name: [latency for latency, _, _ in s] for name, s in taken.items()}
+        if _converged(latencies, rule) or n >= rule.max_samples or _perf_counter() - started >= cap:
+            break
+    found: dict[str, dict[str, Timing]] = {Clock.LATENCY.value: {}, Clock.ALL_STREAMS.value: {}}
+    for name, s in taken.items():
+        host = [h for _, _, h in s]
+        tails = [tail for _, tail, _ in s]
+        latency = summarize([latency for latency, _, _ in s], sampler.method, host, overhead,
+                            clock=Clock.LATENCY.value)
+        latency.tail, latency.tail_overhead = statistics.median(tails), tail_overhead
+        found[Clock.LATENCY.value][name] = latency
+        found[Clock.ALL_STREAMS.value][name] = summarize([latency + tail for latency, tail, _ in s], sampler.method,
+                                                         host, whole_overhead, clock=Clock.ALL_STREAMS.value)
+    return found
+
+
+def time_interleaved(entries: dict[str, Entry], device: torch.device, rule: StopRule,
+                     sampler: Optional[Sampler] = None) -> dict[str, dict[str, Timing]]:
+    """Every entry on every clock the device has: {clock: {entry name: Timing}}. The headline
+    clock (`rule.clock`) samples first and gets the larger share of the cap."""
+    rng = random.Random(os.urandom(16))
+    sampler = sampler or sampler_for(device)
+    for timed in entries.values():
+        warm = Entry(timed.make_args, timed.fn, around=timed.around)  # warm-ups are neither timed nor observed
+        for _ in range(rule.warmup_calls):
+            sampler.queue(warm, rng.getrandbits(63))
+    sampler.drain()
+    stages = sampler.stages(rule.clock)
+    found: dict[str, dict[str, Timing]] = {}
+    for i, clock in enumerate(stages):
+        cap = rule.time_cap * (1.0 if len(stages) == 1 else HEADLINE_SHARE if i == 0 else 1 - HEADLINE_SHARE)
+        if i:  # reported beside the headline, never divided by it: a coarser interval does
+            rule = dataclasses.replace(rule, target_rel_se=max(rule.target_rel_se, SECOND_REL_SE))
+        if clock == Clock.LATENCY.value:
+            found.update(_synchronous(sampler, entries, rule, cap, rng))
+        else:
+            found[clock] = _queued(sampler, entries, rule, cap, rng, clock)
+    return found
+
+
+def trace_calls(timed: Entry, calls: int = 3) -> list[dict]:
+    """A few calls under the torch profiler, each between two marker kernels on the caller's stream
+    (torch_trace.late_streams reads which other streams outlasted it): the Kineto trace's events."""
+    import json
+    import tempfile
+
+    from torch.profiler import ProfilerActivity, profile
+
+    seeds = [random.getrandbits(63) for _ in range(calls)]
+    args = [timed.make_args(seed) for seed in seeds]
+    _synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for each in args:
+            _sleep(1000)
+            with torch.no_grad():
+                timed.fn(*each)
+            _sleep(1000)
+            _synchronize()
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        return json.load(open(f.name)).get("traceEvents", [])

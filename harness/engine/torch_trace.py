@@ -67,3 +67,41 @@ def cpu_ops(events: list[dict]) -> list[KernelProfile]:
 
 def parse_trace(events: list[dict], on_gpu: bool) -> list[KernelProfile]:
     return gpu_kernels(events) if on_gpu else cpu_ops(events)
+
+
+# GPU activities a trace records on a stream; the marker is torch.cuda._sleep's kernel
+_GPU_WORK = ("kernel", "gpu_memcpy", "gpu_memset")
+MARKER = "spin_kernel"
+
+
+def late_streams(events: list[dict]) -> tuple[dict[str, float], int]:
+    """Work on other streams that finished after the caller's stream was done, from a trace of calls
+    each bracketed by two marker kernels on the caller's stream (the second queued once the call
+    returned, so it starts when the caller's stream has finished the call's work there).
+    Returns ({stream id: the most any call's work on it ran past that, ms}, calls seen). A
+    stream the caller's stream waits for (an event, a join) finishes before the second marker."""
+    work = sorted((e for e in events if str(e.get("cat", "")).lower() in _GPU_WORK and e.get("ph", "X") == "X"),
+                  key=lambda e: float(e.get("ts", 0.0)))
+
+    def stream(e: dict) -> str:
+        return str(e.get("args", {}).get("stream", e.get("tid", "?")))
+
+    markers = [e for e in work if MARKER in str(e.get("name", ""))]
+    if not markers:
+        return {}, 0
+    caller = stream(markers[0])
+    markers = [e for e in markers if stream(e) == caller]
+    late: dict[str, float] = {}
+    calls = len(markers) // 2
+    for i in range(calls):
+        before, after = markers[2 * i], markers[2 * i + 1]
+        begin, done = float(before["ts"]), float(after["ts"])
+        until = float(markers[2 * i + 2]["ts"]) if 2 * i + 2 < len(markers) else float("inf")
+        for e in work:
+            start = float(e.get("ts", 0.0))
+            if stream(e) == caller or not begin <= start < until:
+                continue
+            past = start + float(e.get("dur", 0.0)) - done
+            if past > 0:
+                late[stream(e)] = max(late.get(stream(e), 0.0), past / 1e3)
+    return late, calls

@@ -81,8 +81,17 @@ _FP32_SETTINGS = (("torch.backends.cuda.matmul", torch.backends.cuda.matmul),
 
 
 # PyTorch's own float32 settings, read when this module is imported (before anything sets them):
-# what "eager" means to a user, TF32 in cuDNN convolutions included.
+# what "eager" means to a user, TF32 in cuDNN convolutions included; and the legacy flags' values,
+# which torch keeps beside the new API and checks against it when a program reads them.
 PYTORCH_DEFAULTS = {name: backend.fp32_precision for name, backend in _FP32_SETTINGS}
+_LEGACY_DEFAULTS = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
+
+
+def _legacy_tf32(cudnn: bool, matmul: bool) -> None:
+    """The legacy flags set first: they write the new API's settings too, which are set after them,
+    and a program reading `torch.backends.cudnn.allow_tf32` finds the two consistent (set the
+    other way round, torch raises that cuDNN conv and RNN have different TF32 flags)."""
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = cudnn, matmul
 
 
 @contextlib.contextmanager
@@ -91,6 +100,7 @@ def pytorch_default_numerics() -> Iterator[None]:
 
     Only the reference runs so: it is the baseline users know. Correctness is still
     judged against the reference under IEEE float32."""
+    _legacy_tf32(*_LEGACY_DEFAULTS)
     for name, backend in _FP32_SETTINGS:
         backend.fp32_precision = PYTORCH_DEFAULTS[name]
     try:
@@ -113,7 +123,9 @@ def full_precision() -> None:
 
     PyTorch's default lets cuDNN convolutions run in TF32: such a reference would
     differ from an exact float32 kernel by more than the tolerance, and be timed at
-    a precision candidates may not use."""
+    a precision candidates may not use. Lowering it again through either API shows in
+    the new one's settings (reduced_precision)."""
+    _legacy_tf32(False, False)
     for _, backend in _FP32_SETTINGS:
         backend.fp32_precision = "ieee"
 
@@ -121,6 +133,54 @@ def full_precision() -> None:
 def reduced_precision() -> list[str]:
     return [f"{name}.fp32_precision = {backend.fp32_precision!r}" for name, backend in _FP32_SETTINGS
             if backend.fp32_precision != "ieee"]
+
+
+def _setter(owner: object, name: str) -> Callable[[object], None]:
+    return lambda value: setattr(owner, name, value)
+
+
+# Process-wide switches a candidate may flip that change how torch runs the reference too; not
+# numerics (those are refused): algorithm choice, determinism, threads.
+_SWITCHES: dict[str, tuple[Callable[[], object], Callable[[object], None]]] = {
+    "torch.backends.cudnn.benchmark": (lambda: torch.backends.cudnn.benchmark,
+                                       _setter(torch.backends.cudnn, "benchmark")),
+    "torch.backends.cudnn.deterministic": (lambda: torch.backends.cudnn.deterministic,
+                                           _setter(torch.backends.cudnn, "deterministic")),
+    "torch.backends.cudnn.enabled": (lambda: torch.backends.cudnn.enabled, _setter(torch.backends.cudnn, "enabled")),
+    "torch.use_deterministic_algorithms": (torch.are_deterministic_algorithms_enabled,
+                                           torch.use_deterministic_algorithms),
+    "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction": (
+        lambda: torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+        _setter(torch.backends.cuda.matmul, "allow_fp16_reduced_precision_reduction")),
+    "torch.set_num_threads": (torch.get_num_threads, torch.set_num_threads),
+}
+
+
+class BackendSwitches:
+    """The process-wide switches as they were before candidate code ran. The reference timed beside
+    the candidate runs under these (`as_taken`), so a switch the candidate flipped is reported, not
+    blamed on the reference or credited to the candidate."""
+
+    def __init__(self):
+        self.taken = {name: get() for name, (get, _) in _SWITCHES.items()}
+
+    def flipped(self) -> dict[str, object]:
+        return {name: value for name, (get, _) in _SWITCHES.items() if (value := get()) != self.taken[name]}
+
+    def described(self) -> list[str]:
+        return [f"{name} = {value!r} (was {self.taken[name]!r})" for name, value in self.flipped().items()]
+
+    @contextlib.contextmanager
+    def as_taken(self) -> Iterator[None]:
+        """The switches as taken for the duration, as the candidate left them after."""
+        now = self.flipped()
+        for name in now:
+            _SWITCHES[name][1](self.taken[name])
+        try:
+            yield
+        finally:
+            for name, value in now.items():
+                _SWITCHES[name][1](value)
 
 
 class L2Watch:

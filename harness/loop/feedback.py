@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Optional
 
 from ..integrity.roofline import roofline_text
-from ..results import CheckResult, EvalResult, Verdict, speedup_text, tolerance_text
+from ..results import CLOCK_NAMES, CheckResult, Clock, EvalResult, Verdict, speedup_text, tolerance_text
 from ..engine.speedups import faster_of, shown
 from ..stats import overlap
 from .profile_text import profile_lines
@@ -108,6 +108,14 @@ def time_lines(result: EvalResult) -> list[str]:
     lines += [f"{name} by pass: forward {forward:.4g} ms, backward about {backward:.4g} ms (forward and backward "
               f"{both:.4g} ms, timed as one call; the backward is that less the forward timed alone)"
               for name, (forward, backward, both) in result.pass_times().items()]
+    second = result.second
+    if second and second.baselines and "candidate" in second.timings:
+        head = second.baselines[0]
+        lines.append(f"on {CLOCK_NAMES[Clock(second.clock)]} (reported apart, not the headline): candidate "
+                     f"{second.timings['candidate'].median:.4g} ms, {head.label} {head.median_ms:.4g} ms, "
+                     f"{speedup_text(head.speedup, head.interval)}")
+    if result.host_share:  # a fact about where its time goes, which a model can act on
+        lines.append(result.host_share.text)
     return lines
 
 

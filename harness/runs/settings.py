@@ -81,3 +81,4 @@ class Evaluation:
     profile_kernel: Optional[str] = None  # ncu's --kernel-name regex; None: every kernel
     atol: Optional[float] = None  # --atol/--rtol: allclose tolerances for every dtype; None: the problem's
     rtol: Optional[float] = None
+    clock: str = "gpu"  # the headline clock on a GPU (EvalOptions.clock)

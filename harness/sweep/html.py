@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..results import speedup_text
 from ..runs.html import PALETTE, Chart, Rule, Series, badge, esc, facts, folded, page, svg_chart, table
 from .records import PROBLEM_ERROR, SweepRecord
-from .summary import P_MAX, LevelSummary, fast_p_curves, summarize
+from .summary import P_MAX, LevelSummary, fast_p_curves, summarize, summary_rows
 
 
 DASHES = {"eager": "", "sure": "2 3", "compile": "8 4"}
@@ -23,24 +23,9 @@ def fast_p_chart(records: list[SweepRecord]) -> Chart:
                  (0.0, P_MAX), (0.0, 1.02), [0, 0.5, 1, 1.5, 2, 2.5, 3], "{:.0%}")
 
 
-def _percent(share: float) -> str:
-    return f"{share * 100:.1f}%"
-
-
 def _summary_table(summaries: list[LevelSummary]) -> str:
-    compiled = any(s.fast_p_compile for s in summaries)
-    headers = ["level", "n", "correct", "fast_1", "fast_1.5", "fast_2", "sure fast_1", "geomean"] + \
-        (["compile: fast_1", "fast_1.5", "fast_2"] if compiled else [])
-    rows = []
-    for s in summaries:
-        row = [esc(s.level), str(s.evaluations), _percent(s.correctness)] + \
-            [_percent(s.fast_p[p]) for p in ("1", "1.5", "2")] + \
-            [_percent(s.fast_p_sure["1"]) if s.fast_p_sure else "-",
-             f"{s.geomean_speedup:.2f}x" if s.geomean_speedup else "-"]
-        if compiled:
-            row += [_percent(s.fast_p_compile[p]) if s.fast_p_compile else "-" for p in ("1", "1.5", "2")]
-        rows.append(row)
-    return table(headers, rows, tuple(range(1, len(headers))))
+    headers, rows = summary_rows(summaries)
+    return table(headers, [[esc(row[0]), *row[1:]] for row in rows], tuple(range(1, len(headers))))
 
 
 def _failures(records: list[SweepRecord]) -> str:

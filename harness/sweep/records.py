@@ -52,6 +52,11 @@ class SweepRecord:
     interval_defaults: Optional[list[float]] = None
     tolerance: Optional[list[float]] = None  # float32's (atol, rtol) as checked (EvalResult.tolerance)
     backward: bool = False  # forward and backward checked and timed (EvalResult.backward); --resume keeps it
+    clock: str = ""  # the clock of `speedup` (EvalResult.clock); "" before clocks were named
+    # the other clock's headline speedup and interval (EvalResult.second): latency beside GPU time, or the reverse
+    second_clock: str = ""
+    speedup_second: Optional[float] = None
+    interval_second: Optional[list[float]] = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -76,6 +81,7 @@ def record_of(job: Job, result: EvalResult, ready: Optional[ReferenceReady] = No
     compiled = next((b for b in result.baselines if b.name == "torch.compile"), None)  # its faster setting
     ieee = next((b for b in result.baselines if (b.name, b.numerics) == ("eager", "ieee")), None)
     defaults = next((b for b in result.baselines if (b.name, b.numerics) == ("eager", "default")), None)
+    second = result.second if result.second and result.second.baselines else None
     return SweepRecord(job.problem.stem, job.level, job.label, job.sample, result.verdict.value,
                        result.speedup, compiled.speedup if compiled else None, result.speedup_interval,
                        round(result.seconds, 3), result.explanation[:EXPLANATION_HEAD],
@@ -84,7 +90,9 @@ def record_of(job: Job, result: EvalResult, ready: Optional[ReferenceReady] = No
                        result.details.get("peak_memory", {}), sizes_of(ready), result.placement_spread,
                        result.baselines[0].numerics if result.baselines else "",
                        defaults.speedup if defaults else None, defaults.interval if defaults else None,
-                       result.tolerance, result.backward)
+                       result.tolerance, result.backward, result.clock,
+                       second.clock if second else "", second.speedup if second else None,
+                       second.interval if second else None)
 
 
 def problem_failure(job: Job, explanation: str, seconds: float = 0.0, skipped: bool = False) -> SweepRecord:

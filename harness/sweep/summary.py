@@ -32,6 +32,10 @@ class LevelSummary:
     failures: dict[str, int] = field(default_factory=dict)  # by verdict
     fast_p_sure: dict[str, float] = field(default_factory=dict)  # over eager, the interval above p
     skipped: list[str] = field(default_factory=list)  # under --backward, problems whose outputs have no gradient
+    clock: str = ""  # the clock of fast_p (SweepRecord.clock), "" where records from before name none
+    # fast_p over eager on the other clock (SweepRecord.speedup_second); None where none was measured
+    fast_p_second: Optional[dict[str, float]] = None
+    second_clock: str = ""
 
 
 def fast_p(speedups: list[Optional[float]], p: float) -> float:
@@ -59,6 +63,8 @@ def summarize_level(level: str, records: list[SweepRecord]) -> LevelSummary:
         if not r.correct:
             failures[r.verdict] = failures.get(r.verdict, 0) + 1
     correct = sum(1 for r in evaluated if r.correct)
+    second = [r.speedup_second if r.correct else None for r in evaluated]
+    seconds = {r.second_clock for r in evaluated if r.correct and r.second_clock}
     return LevelSummary(
         level, len(evaluated), correct, correct / len(evaluated) if evaluated else 0.0,
         {f"{p:g}": fast_p(eager, p) for p in P_VALUES},
@@ -66,7 +72,9 @@ def summarize_level(level: str, records: list[SweepRecord]) -> LevelSummary:
         geomean([s for s in eager if s is not None]),
         sorted({r.problem for r in records if r.verdict == PROBLEM_ERROR}), failures,
         {f"{p:g}": fast_p_sure(evaluated, p) for p in P_VALUES},
-        sorted({r.problem for r in records if r.verdict == SKIPPED}))
+        sorted({r.problem for r in records if r.verdict == SKIPPED}),
+        "/".join(sorted({r.clock for r in evaluated if r.correct and r.clock})),
+        {f"{p:g}": fast_p(second, p) for p in P_VALUES} if seconds else None, "/".join(sorted(seconds)))
 
 
 def summarize(records: list[SweepRecord]) -> list[LevelSummary]:
@@ -75,6 +83,32 @@ def summarize(records: list[SweepRecord]) -> list[LevelSummary]:
     for record in records:
         levels.setdefault(record.level, []).append(record)
     return [summarize_level(level, rs) for level, rs in levels.items()]
+
+
+def _percent(share: float) -> str:
+    return f"{share * 100:.1f}%"
+
+
+def summary_rows(summaries: list[LevelSummary]) -> tuple[list[str], list[list[str]]]:
+    """The per-level table every view prints (the terminal, the HTML page): headers, then rows. fast_p
+    on the headline's clock first, then torch.compile's and the other clock's where measured."""
+    compiled = any(s.fast_p_compile for s in summaries)
+    seconds = sorted({s.second_clock for s in summaries if s.fast_p_second})
+    clock = "/".join(sorted({s.clock for s in summaries if s.clock}))
+    headers = ["level", "n", "correct", f"{clock}: fast_1" if clock else "fast_1", "fast_1.5", "fast_2",
+               "sure fast_1", "geomean"] + (["compile: fast_1", "fast_1.5", "fast_2"] if compiled else []) + \
+        ([f"{'/'.join(seconds)}: fast_1", "fast_1.5", "fast_2"] if seconds else [])
+    rows = []
+    for s in summaries:
+        row = [s.level, str(s.evaluations), _percent(s.correctness)] + \
+              [_percent(s.fast_p[p]) for p in ("1", "1.5", "2")] + \
+              [_percent(s.fast_p_sure["1"]) if s.fast_p_sure else "-",
+               f"{s.geomean_speedup:.2f}x" if s.geomean_speedup else "-"]
+        for shown, share in ((compiled, s.fast_p_compile), (seconds, s.fast_p_second)):
+            if shown:
+                row += [_percent(share[p]) if share else "-" for p in ("1", "1.5", "2")]
+        rows.append(row)
+    return headers, rows
 
 
 P_MAX, P_STEPS = 3.0, 121  # the curves' p from 0 to P_MAX

@@ -8,18 +8,20 @@ carries what the runtime guards saw.
 from __future__ import annotations
 
 import os
+from typing import Optional
 
 import torch
 
 from ...integrity import digest as digests
 from ...integrity import guards
-from ...integrity.guards import Guard, L2Watch, ThreadWatch, findings
+from ...integrity.guards import BackendSwitches, Guard, L2Watch, ThreadWatch, findings
 from ...integrity.recheck import TimedOutputs
 from ...results import from_dict, to_dict
 from ...files import new_seed
-from .. import channel, compare, timing
+from .. import channel, compare, timing, torch_trace
 from . import backward
-from ..protocol import CandidateReady, CandidateSpec, Command, Reply, Request, ShapeSet, Timed, TrialOutputs
+from ..protocol import (CandidateReady, CandidateSpec, Command, Reply, Request, ShapeSet, StreamsTraced, Timed,
+                        TrialOutputs)
 from ...problem import Shapes
 from .common import (SameTensors, State, build_model, classify_import_error, copy_parameters, error_message,
                      import_candidate, import_file, in_mode, inputs_from_seed, reference_from, settle, sync)
@@ -32,7 +34,9 @@ GUARD = Guard()
 for _label, _namespace in (("torch", torch), ("torch.nn.functional", torch.nn.functional),
                            ("torch.Tensor", torch.Tensor), ("torch.cuda", torch.cuda),
                            ("torch.cuda.Event", torch.cuda.Event), ("time", timing.time),
-                           ("harness.timing", timing), ("harness.timing.Clock", timing.Clock),
+                           ("torch.profiler", torch.profiler), ("harness.timing", timing),
+                           ("harness.timing.Sampler", timing.Sampler), ("harness.timing.CudaSampler", timing.CudaSampler),
+                           ("harness.torch_trace", torch_trace),
                            ("harness.channel", channel), ("harness.compare", compare),
                            ("harness.guards", guards), ("harness.digest", digests),
                            ("torch.autograd", torch.autograd), ("harness.backward", backward)):
@@ -42,6 +46,7 @@ _send, _time_interleaved, _at_default_numerics = channel.send, timing.time_inter
 _digest, _totals, _changed, _memory_use = digests.digest, digests.totals, digests.changed, memory_use
 _free_cache, _SameTensors, _park, _unpark = free_cache, SameTensors, Parking.park, Parking.unpark
 _trial, _timed_training, _output_metas = backward.trial, backward.timed, backward.output_metas
+_trace_calls, _late_streams = timing.trace_calls, torch_trace.late_streams
 
 
 def candidate_role(conn, header: dict) -> None:
@@ -57,6 +62,7 @@ def candidate_role(conn, header: dict) -> None:
         if isinstance(cls, type) and issubclass(cls, torch.nn.Module) and cls is not torch.nn.Module:
             GUARD.take(f"torch.nn.{cls.__name__}", cls)
     watch = ThreadWatch()  # before the import: a thread started there may finish work later too
+    switches = BackendSwitches()  # as the harness set them: the reference beside the candidate runs so
     l2 = L2Watch(device, timing.l2_persistence)
     try:
         module = import_candidate(spec)
@@ -166,10 +172,11 @@ def candidate_role(conn, header: dict) -> None:
             try:
                 rule = request.rule
                 _unpark(parking)
-                entries = (_training_entries(problem, device, reference, candidate, matched, observed, mirrored,
-                                             request.default_numerics) if spec.backward else
-                           _forward_entries(problem, device, reference, candidate, observed, mirrored,
-                                            request.default_numerics))
+                entries = _entries(problem, device, reference, candidate, matched, observed, mirrored,
+                                   request.default_numerics, spec.backward)
+                for name, entry in entries.items():
+                    if name.startswith("reference"):
+                        entry.around = switches.as_taken
                 results = _time_interleaved(entries, device, rule)
                 _park(parking)
             except BaseException as exc:  # noqa: BLE001
@@ -180,11 +187,28 @@ def candidate_role(conn, header: dict) -> None:
             # the entries hold both models: at a new shape the old ones must be free to go
             del observed, mirrored, entries
             _free_cache(device)  # before the reply: the reference re-checks the samples next, on inputs of its own
-            _send(conn, to_dict(Timed(timings=results, timed=samples, memory=memory,
+            _send(conn, to_dict(Timed(timings=results, timed=samples, memory=memory, switches=switches.described(),
                                       guards=findings(GUARD, watch, l2))), tensors)
             del samples, tensors
+        elif request.cmd is Command.STREAMS:
+            try:
+                timed = _entries(problem, device, reference, candidate, matched, None, None, False,
+                                 spec.backward)["candidate"]
+                late, calls = _late_streams(_trace_calls(timed))
+                reply = StreamsTraced(late_ms=late, calls=calls)
+            except Exception as exc:  # noqa: BLE001 - no profiler here (CUPTI taken): the trace's note
+                reply = StreamsTraced(note=f"the profiler failed: {type(exc).__name__}: {str(exc)[:200]}")
+            reply.guards = findings(GUARD, watch, l2)
+            _send(conn, to_dict(reply))
         else:
             return
+
+
+def _entries(problem, device: torch.device, reference, candidate, matched, observed: Optional[TimedOutputs],
+             mirrored: Optional[TimedOutputs], default_numerics: bool, training: bool) -> dict[str, timing.Entry]:
+    if training:
+        return _training_entries(problem, device, reference, candidate, matched, observed, mirrored, default_numerics)
+    return _forward_entries(problem, device, reference, candidate, observed, mirrored, default_numerics)
 
 
 def _forward_entries(problem, device: torch.device, reference, candidate, observed: TimedOutputs,
@@ -193,10 +217,10 @@ def _forward_entries(problem, device: torch.device, reference, candidate, observ
     # written into them first): inputs at addresses of each model's own would be one more
     # placement the twins do not vary.
     inputs = _SameTensors(problem, device)
-    entries = {"candidate": timing.Entry(inputs, candidate, observed.observe),
-               "reference": timing.Entry(inputs, reference, mirrored.observe)}
+    entries = {"candidate": timing.Entry(inputs, candidate, _observer(observed)),
+               "reference": timing.Entry(inputs, reference, _observer(mirrored))}
     if default_numerics:  # eager as users run it, beside the candidate too
-        entries["reference_defaults"] = timing.Entry(inputs, _at_default_numerics(reference), mirrored.observe)
+        entries["reference_defaults"] = timing.Entry(inputs, _at_default_numerics(reference), _observer(mirrored))
     return entries
 
 
@@ -207,15 +231,19 @@ def _training_entries(problem, device: torch.device, reference, candidate, match
     found = _output_metas(reference, inputs_from_seed(problem, device, new_seed()))
     own = backward.own_parameters(reference)
     entries = {"candidate": _timed_training(_SameTensors(problem, device), candidate, matched, found, device,
-                                            observed.observe),
+                                            _observer(observed)),
                "reference": _timed_training(_SameTensors(problem, device), reference, own, found, device,
-                                            mirrored.observe)}
+                                            _observer(mirrored))}
     if default_numerics:
         entries["reference_defaults"] = _timed_training(_SameTensors(problem, device), reference, own, found, device,
-                                                        mirrored.observe, _at_default_numerics)
+                                                        _observer(mirrored), _at_default_numerics)
     entries["candidate_forward"] = timing.Entry(_SameTensors(problem, device), candidate)
     entries["reference_forward"] = timing.Entry(_SameTensors(problem, device), reference)
     return entries
+
+
+def _observer(outputs: Optional[TimedOutputs]):
+    return outputs.observe if outputs is not None else None
 
 
 def build_pair(problem, model_new, spec: CandidateSpec, device: torch.device):
