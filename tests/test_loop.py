@@ -660,8 +660,8 @@ def test_a_failed_run_says_why_in_runs_and_show(tmp_path, cache_dir, capsys, mon
     runs = tmp_path / "runs"
     rc = main([str(PROBLEM), "--model", MODEL, "--base-url", fake_openai.url, "--runs-dir", str(runs),
                *eval_flags(cache_dir)])
-    out = capsys.readouterr().out
-    assert rc == 2
+    out, err = capsys.readouterr()
+    assert rc == 3 and err.startswith("error: The endpoint") and "--resume" in err
     # which proposer runs, and why
     assert f"proposer openai ({MODEL}), an endpoint is configured: --model, --base-url" in out
     assert harness(["runs", "--runs-dir", str(runs)]) == 0

@@ -6,7 +6,7 @@ The TOML file has up to three tables:
     [endpoint]   base_url, model, api_key_env, temperature, max_tokens, token_param,
                  reasoning_effort, extra_body (a table of request fields), prices
                  (USD per million tokens: prompt, cached, completion),
-                 request_timeout, max_retries, stream
+                 request_timeout, max_retries, retry_for, stream
     [limits]     rounds, accept, target, samples, beam, wall_time, token_budget, budget_usd,
                  window, restart_after, plateau
     [run]        proposer, device, prompts, runs_dir
@@ -42,7 +42,8 @@ class ConfigError(HarnessError):
 
 _TABLES = {
     "endpoint": ("base_url", "model", "api_key_env", "temperature", "max_tokens", "token_param",
-                 "reasoning_effort", "extra_body", "prices", "request_timeout", "max_retries", "stream"),
+                 "reasoning_effort", "extra_body", "prices", "request_timeout", "max_retries",
+                 "retry_for", "stream"),
     "limits": ("rounds", "accept", "target", "samples", "beam", "wall_time", "token_budget", "budget_usd",
                "window", "restart_after", "plateau"),
     "run": ("proposer", "device", "prompts", "runs_dir"),
@@ -64,7 +65,7 @@ def parse_duration(value: Any) -> float:
 
 def _coerce(name: str, value: Any) -> Any:
     kind = _TYPES[name]
-    if name in ("wall_time", "request_timeout"):
+    if name in ("wall_time", "request_timeout", "retry_for"):
         return parse_duration(value)
     if kind == "bool":
         if not isinstance(value, bool):
@@ -210,6 +211,8 @@ def check(s: Settings, dry_run: bool = False) -> None:
         value = getattr(s, name)
         if value is not None and value <= 0:
             problems.append(f"--{name.replace('_', '-')} must be positive, not {value}")
+    if s.retry_for < 0:
+        problems.append(f"--retry-for must be 0 (no waiting) or more, not {s.retry_for}")
     if s.max_retries < 0:
         problems.append(f"--max-retries must be 0 or more, not {s.max_retries}")
     if problems:

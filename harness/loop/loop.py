@@ -71,6 +71,8 @@ def conclusion(run: Run, rounds: list[Round], thresholds: Thresholds) -> str:
         StopReason.WALL_TIME: "at the wall-time budget", StopReason.TOKENS: "at the token budget",
         StopReason.FILES_EXHAUSTED: "when the files ran out", StopReason.INTERRUPTED: "when interrupted",
         StopReason.ERROR: "on an error",
+        StopReason.PROPOSER: "when the endpoint failed" if run.settings.proposer == "openai"
+                             else "when the proposer failed",
         StopReason.PLATEAU: f"after {run.settings.plateau} round(s) without a measurable gain",
         StopReason.BUDGET: "at the --budget-usd budget",
         StopReason.CEILING: f"at the physical ceiling (about {run.ceiling or 0:.2f}x: the reference's time over "
@@ -133,8 +135,10 @@ class Loop:
         except KeyboardInterrupt:
             run.stop_reason, run.status = StopReason.INTERRUPTED, Status.INTERRUPTED
         except ProposerError as exc:
-            run.stop_reason, run.status = StopReason.ERROR, Status.FAILED
+            # The round in flight stays unfinished on disk, as under OutOfTime; the best is kept.
+            run.stop_reason, run.status = StopReason.PROPOSER, Status.FAILED
             run.message = str(exc)
+            self.store.event("proposer_error", round=len(self.rounds) + 1, message=str(exc))
         except BaseException:
             run.stop_reason, run.status = StopReason.ERROR, Status.FAILED
             raise
