@@ -197,7 +197,7 @@ class Loop:
                          "candidate, the best (pinned above), with a different approach: another split of "
                          "the work over the hardware, fewer passes over memory, another kernel structure.")
         text = feedback_text(self.prompts, last.n, last.eval, self.thresholds, history[:-1],
-                             last.sample.approach, notes, self.hidden_warnings)
+                             last.sample.approach, notes, self.hidden_warnings, cpu=self.run.settings.device == "cpu")
         return text, fresh
 
     def _fallback_note(self, rnd: Round) -> str:
@@ -235,7 +235,8 @@ class Loop:
         s = self.run.settings
         k = s.samples
         members = search.beam(self.rounds, s.beam) if s.beam else []
-        plans = [(search.direction(n, i, k), search.draw(members, self.run.id, n, i)) for i in range(k)]
+        cpu = s.device == "cpu"
+        plans = [(search.direction(n, i, k, cpu), search.draw(members, self.run.id, n, i)) for i in range(k)]
 
         def ask(i: int) -> Sample:
             direction, parent = plans[i]
