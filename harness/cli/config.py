@@ -153,6 +153,8 @@ def resolve(flags: dict[str, Any], base: Optional[Settings] = None, *, dry_run: 
             settings.rounds = None
         if "device" not in given and "device" not in from_file:
             settings.device = default_device()
+    if "accept" not in given and "accept" not in from_file and 0 < settings.target < settings.accept:
+        settings.accept = settings.target  # a target below the default bar is the bar (accept_note says so)
     check(settings, dry_run)
     require_cuda(settings.device)
     return settings
@@ -172,6 +174,16 @@ def proposer_reason(flags: dict[str, Any], settings: Settings) -> str:
     return "an endpoint is configured: " + (", ".join(named) or "$OPENAI_BASE_URL")
 
 
+def accept_note(flags: dict[str, Any], settings: Settings, before: float) -> str:
+    """A line where resolve() lowered the acceptable speedup to a --target below it; `before` is the
+    acceptable speedup the target was set under (the default, or a resumed run's)."""
+    from_file = load_config(flags["config"]) if flags.get("config") else {}
+    if flags.get("accept") is not None or "accept" in from_file or settings.accept >= before:
+        return ""
+    return (f"--target {settings.target:g} is below the acceptable {before:g}x, so the acceptable speedup is "
+            f"{settings.accept:g}x too (give --accept to set it apart).")
+
+
 def check(s: Settings, dry_run: bool = False) -> None:
     problems = []
     if s.proposer not in PROPOSERS and not (dry_run and not s.proposer):
@@ -188,7 +200,9 @@ def check(s: Settings, dry_run: bool = False) -> None:
     if s.proposer == "human" and s.samples != 1:
         problems.append("the human proposer writes one candidate per round: leave --samples at 1")
     if not 0 < s.accept <= s.target:
-        problems.append(f"need 0 < --accept <= --target, got accept {s.accept} and target {s.target}")
+        fix = (f": lower --accept to {s.target:g} or less, or raise --target to {s.accept:g} or more"
+               if 0 < s.target < s.accept else "")
+        problems.append(f"need 0 < --accept <= --target, got accept {s.accept:g} and target {s.target:g}{fix}")
     if s.beam < 0:
         problems.append(f"--beam must be 0 (one chain from the best) or more, not {s.beam}")
     if s.window < 0:

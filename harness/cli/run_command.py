@@ -29,7 +29,7 @@ from ..problem import load_problem
 from ..runs.settings import Evaluation
 from ..runs.store import Outcome, Round, Run, RunStore, Status
 from ..runs.suites import SuiteRecord, SuiteStore, is_suite
-from .config import (COUNT, POSITIVE, PROPOSERS, SECONDS, ConfigError, Settings, add_eval_options,
+from .config import (COUNT, POSITIVE, PROPOSERS, SECONDS, ConfigError, Settings, accept_note, add_eval_options,
                      eval_options, evaluation_options, number, parse_gpus, proposer_reason, resolve, take_free_gpu)
 from .display import Display, SuiteDisplay, print_error, summary
 from .history import print_suite
@@ -248,6 +248,8 @@ def _run(args: argparse.Namespace, console: Console, held: ExitStack) -> int:
                   + f"; stored in {store.path}", markup=False, highlight=False, soft_wrap=True)
     if args.resume:
         console.print(resumed, markup=False, highlight=False, soft_wrap=True)
+    elif note := accept_note(flags, settings, Settings.accept):
+        console.print(note, markup=False, highlight=False, soft_wrap=True)
     options = take_free_gpu(options, run.evaluation.gpus,
                             partial(console.print, markup=False, highlight=False, soft_wrap=True))
     seconds_before = run.seconds
