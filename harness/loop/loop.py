@@ -288,7 +288,7 @@ class Loop:
             result = EvalResult(verdict=Verdict.NO_CODE, explanation=message, problem=self.run.problem.name)
         elif _digest(code) in self.seen:
             same_as, earlier = self.seen[_digest(code)]
-            result = _repeated(earlier, same_as)
+            result = _repeated(earlier)
         return Sample(answer=proposal.answer, origin=proposal.origin, extraction=status,
                       candidate=code, eval=result, tokens=proposal.tokens,
                       ask_seconds=proposal.seconds, eval_seconds=0.0, cut_off=proposal.cut_off,
@@ -319,7 +319,7 @@ class Loop:
             samples[i].eval, samples[i].eval_seconds = result, result.seconds
         for sample in samples:
             if sample.eval is None:
-                sample.eval, sample.same_as = _repeated(samples[first[_digest(sample.candidate)]].eval, n), n
+                sample.eval, sample.same_as = _repeated(samples[first[_digest(sample.candidate)]].eval), n
         for i, sample in enumerate(samples):
             self.store.write_eval(n, i, sample.eval)
             self.store.event("result", round=n, sample=i + 1, verdict=sample.eval.verdict.value,
@@ -350,10 +350,11 @@ def _digest(code: str) -> str:
     return hashlib.sha256(code.encode()).hexdigest()
 
 
-def _repeated(earlier: EvalResult, n: int) -> EvalResult:
-    """An earlier round's verdict for an identical file, which is not built or measured again."""
-    return dataclasses.replace(earlier, seconds=0.0, explanation=(
-        f"Identical to round {n}'s candidate, whose verdict this repeats. {earlier.explanation}"))
+def _repeated(earlier: EvalResult) -> EvalResult:
+    """An earlier round's verdict for an identical file, which is not built or measured again. Its
+    explanation is the earlier one as it was: the sample's `same_as` and the next prompt's note say
+    whose it is, so that the feedback states the error once."""
+    return dataclasses.replace(earlier, seconds=0.0)
 
 
 def absorb(run: Run, store: RunStore, rnd: Round) -> None:
