@@ -263,3 +263,19 @@ def test_plot_goes_into_the_run_directory_by_default_and_names_verdicts_as_the_t
     # the chart, the PNG and the rounds table share one vocabulary: the verdict's own name
     assert [failed_text(v) for v in (Verdict.COMPILE_ERROR, Verdict.INCORRECT, Verdict.NO_CODE)] == \
         ["compile_error", "incorrect", "no_code"]
+
+
+def test_latest_names_the_newest_run_and_a_narrow_listing_keeps_ids_whole(runs):
+    from harness.cli.history import runs_table
+    from harness.runs.history import list_runs, resolve
+
+    runs_dir, fast, slow = runs
+    newest = max((fast, slow), key=lambda p: (p.name.split("-")[0], p.stat().st_mtime))
+    assert resolve("latest", runs_dir) == newest
+    rc, text = cli("show", "latest", "--runs-dir", str(runs_dir))
+    assert rc == 0 and newest.name in text
+    out = io.StringIO()
+    Console(file=out, width=80).print(runs_table(list_runs(runs_dir), 80))
+    assert fast.name in out.getvalue() and slow.name in out.getvalue()
+    rc, text = cli("show", "latest", "--runs-dir", str(runs_dir / "none"))
+    assert rc == 2 and "No run under" in text

@@ -26,6 +26,7 @@ from ..loop.proposers.files import expand
 from ..loop.start import ceiling_note, drive, first_for, make_proposer, new_run, reopen, same_problem, try_endpoint
 from ..loop.suite import resume_suite, run_suite, start_suite
 from ..problem import load_problem
+from ..runs.history import resolve as resolve_run
 from ..runs.settings import Evaluation
 from ..runs.store import Outcome, Round, Run, RunStore, Status
 from ..runs.suites import SuiteRecord, SuiteStore, is_suite
@@ -145,7 +146,7 @@ def _open(args: argparse.Namespace, flags: dict, held: ExitStack) -> tuple[RunSt
         if args.problem:
             raise ConfigError("Give either PROBLEM or --resume RUN_DIR, not both: a resumed run "
                               "keeps its problem.")
-        store, run, rounds = reopen(args.resume)
+        store, run, rounds = reopen(resolve_run(args.resume, Path(args.runs_dir or "runs")))
         held.callback(store.release)
         run.settings = resolve(flags, base=run.settings)
         try_endpoint(run.settings)
