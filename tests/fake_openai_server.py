@@ -39,6 +39,9 @@ class Reply:
     hang: bool = False  # never answer: hold the connection until the server stops
     # answer only once this many chat requests have arrived (or after 60 s): requests in flight together
     hold_until: int = 0
+    raw: Optional[str] = None  # sent as the body itself, with `status` and `content_type`
+    content_type: str = "text/html"
+    die: bool = False  # the server stops: this request's connection is dropped, later ones refused
 
 
 HANG = Reply(hang=True)
@@ -73,7 +76,10 @@ class FakeOpenAI:
         return self
 
     def stop(self) -> None:
-        self.stopping.set()
+        with self.lock:  # once, whether a test or a `die` reply stops it first
+            if self.stopping.is_set():
+                return
+            self.stopping.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -98,6 +104,14 @@ class FakeOpenAI:
                 self.send_header("Content-Length", str(len(body)))
                 for k, v in (headers or {}).items():
                     self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _send_raw(self, status: int, text: str, content_type: str):
+                body = text.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
 
@@ -148,11 +162,17 @@ class FakeOpenAI:
                 if reply.hang:
                     fake.stopping.wait()
                     return
+                if reply.die:
+                    threading.Thread(target=fake.stop, daemon=True).start()
+                    self.close_connection = True
+                    return
                 waited = time.monotonic()
                 while len(fake.arrivals) < reply.hold_until and time.monotonic() - waited < 60:
                     if fake.stopping.wait(0.02):
                         return
                 time.sleep(reply.delay)
+                if reply.raw is not None:
+                    return self._send_raw(reply.status, reply.raw, reply.content_type)
                 if reply.status != 200:
                     return self._error(reply.status, reply.content or "scripted failure",
                                        reply.code, reply.headers)

@@ -105,3 +105,17 @@ def test_impossible_numbers_are_refused_with_a_one_line_reason(argv, message, ca
         build_parser().parse_args(argv)
     assert caught.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1].endswith(message)
+
+
+def test_a_target_below_the_default_accept_lowers_it_and_says_so():
+    from harness.cli.config import accept_note
+
+    given = flags(proposer="human", target=1.3)
+    s = resolve(given)
+    assert (s.accept, s.target) == (1.3, 1.3)
+    assert accept_note(given, s, Settings.accept) == ("--target 1.3 is below the acceptable 1.5x, so the acceptable "
+                                                      "speedup is 1.3x too (give --accept to set it apart).")
+    assert accept_note(flags(proposer="human"), resolve(flags(proposer="human")), Settings.accept) == ""
+    with pytest.raises(ConfigError, match=r"accept 1.6 and target 1.3: lower --accept to 1.3 or less, or raise "
+                                          r"--target to 1.6 or more"):
+        resolve(flags(proposer="human", target=1.3, accept=1.6))

@@ -1,6 +1,7 @@
 """`harness doctor`: what it finds, how it says so, and its exit status."""
 import fcntl
 import json
+import re
 import os
 import subprocess
 import sys
@@ -40,6 +41,10 @@ def test_cpu_diagnosis_reports_torch_compilers_and_cache(tmp_path):
     assert from_dict(Diagnosis, json.loads(json.dumps(to_dict(diagnosis)))) == diagnosis
 
 
+def report_gpus(path) -> list:
+    return json.loads(path.read_text()).get("gpus") or []
+
+
 def test_cli_prints_a_table_and_exits_0_when_ready(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "250")
     cache, out = tmp_path / "given-cache", tmp_path / "doctor.json"
@@ -47,6 +52,8 @@ def test_cli_prints_a_table_and_exits_0_when_ready(tmp_path, capsys, monkeypatch
     text = capsys.readouterr().out
     assert "harness doctor (device cpu)" in text and "build cache" in text and str(cache) in text
     assert "Ready for cpu." in text
+    if not report_gpus(out):  # a machine without a GPU is not told its GPU is ok
+        assert re.search(r"GPU\s+none, not needed", text) and not re.search(r"GPU\s+ok", text), text
     report = json.loads(out.read_text())
     assert report["ok"] is True and report["cache_dir"] == str(cache)
 

@@ -80,3 +80,15 @@ def test_an_unclosed_final_block_is_taken_and_flagged():
 def test_longer_fences_hold_shorter_ones():
     blocks = fenced_blocks("````python\nx = '''\n```\n'''\n````")
     assert blocks == [("python", "x = '''\n```\n'''", True)]
+
+
+def test_the_approach_is_not_cut_at_a_heading_colon():
+    from harness.loop.extract import approach
+
+    block = "\n\n```python\nx = 1\n```\n"
+    assert approach("Approach:\n\nOne pass per row with Welford. Then scale." + block, "x = 1", 80) == \
+        "One pass per row with Welford."
+    assert approach("**Approach:** fuse mean and variance into one pass." + block, "x = 1", 80) == \
+        "fuse mean and variance into one pass."
+    assert approach("I keep a row loop: each row is read once. Then more." + block, "x = 1", 80) == \
+        "I keep a row loop: each row is read once."

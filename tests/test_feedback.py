@@ -1,4 +1,6 @@
 """Feedback text: verdict, errors cut to what matters, times, thresholds, history."""
+import re
+
 from harness.loop.feedback import (Past, Thresholds, advice, compiler_errors, feedback_context, feedback_text,
                                    headline, history_table, stalled)
 from harness import BuildResult, CheckResult, EvalResult, Prompts, Roofline, Timing, Verdict
@@ -132,3 +134,28 @@ def test_backward_feedback_gives_each_pass_its_time():
             "one call") in text, text
     assert "- reference by pass: forward 3 ms, backward about 5.17 ms" in text
     assert "by pass" not in feedback_text(Prompts(), 1, correct(2.0), T, [])  # forward only: no split
+
+
+# --- a CPU run speaks CPU ------------------------------------------------------
+
+GPU_WORDS = re.compile(r"GPU|CUDA|warp|occupancy|shared memory|on chip|launch|coalesc|stream|blocks", re.I)
+
+
+def test_cpu_feedback_sample_directions_and_prompts_use_no_gpu_words():
+    from harness.loop import search
+    from harness.loop.prompts import system_prompt
+
+    for verdict in Verdict:
+        for speedup in (0.8, 1.6):
+            result = EvalResult(verdict=verdict, speedup=speedup if verdict is Verdict.CORRECT else None,
+                                explanation="x")
+            said = advice(result, Thresholds(1.5, 2.0), None, cpu=True)
+            assert not GPU_WORDS.search(said), said
+    slow = advice(EvalResult(verdict=Verdict.CORRECT, speedup=0.8, explanation=""), Thresholds(1.5, 2.0), None, cpu=True)
+    assert "SIMD" in slow and "cache" in slow
+    assert "over the GPU" in advice(EvalResult(verdict=Verdict.CORRECT, speedup=0.8, explanation=""), Thresholds(1.5, 2.0), None)
+    for n in range(1, 5):
+        cpu = search.direction(n, 0, 4, cpu=True)
+        assert cpu and not GPU_WORDS.search(cpu) and cpu in search.CPU_DIRECTIONS
+        assert search.direction(n, 0, 4) in search.DIRECTIONS
+    assert not GPU_WORDS.search(system_prompt(Prompts(), cpu=True))

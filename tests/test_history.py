@@ -12,7 +12,7 @@ from rich.console import Console
 
 from harness.cli.main import main as harness
 from harness.cli.history import print_replay
-from harness import HistoryError, RunStore, plot, promote
+from harness import HistoryError, RunStore, Verdict, plot, promote
 from harness.runs.history import Replay, list_runs, load, load_rounds, resolve, summarize
 from harness.runs.plot import use_log_scale
 from harness.cli.run_command import main as run
@@ -249,3 +249,33 @@ def test_plot_turns_to_a_log_axis_when_speedups_span_10x(runs, tmp_path):
     drawn = plot([str(wide)], wide.parent, tmp_path / "wide.png")
     assert drawn.log and "log scale" in drawn.ylabel and (tmp_path / "wide.png").stat().st_size > 10_000
     assert not plot([str(narrow)], narrow.parent, tmp_path / "narrow.png").log
+
+
+def test_plot_goes_into_the_run_directory_by_default_and_names_verdicts_as_the_table(runs, tmp_path, monkeypatch):
+    from harness.runs.plot import failed_text
+
+    runs_dir, fast, _ = runs
+    monkeypatch.chdir(tmp_path)
+    rc, text = cli("plot", fast.name, "--runs-dir", str(runs_dir))
+    written = fast / "plot.png"
+    assert rc == 0 and written.stat().st_size > 10_000 and f"Wrote {written}:" in text
+    assert not list(tmp_path.glob("*.png"))
+    # the chart, the PNG and the rounds table share one vocabulary: the verdict's own name
+    assert [failed_text(v) for v in (Verdict.COMPILE_ERROR, Verdict.INCORRECT, Verdict.NO_CODE)] == \
+        ["compile_error", "incorrect", "no_code"]
+
+
+def test_latest_names_the_newest_run_and_a_narrow_listing_keeps_ids_whole(runs):
+    from harness.cli.history import runs_table
+    from harness.runs.history import list_runs, resolve
+
+    runs_dir, fast, slow = runs
+    newest = max((fast, slow), key=lambda p: (p.name.split("-")[0], p.stat().st_mtime))
+    assert resolve("latest", runs_dir) == newest
+    rc, text = cli("show", "latest", "--runs-dir", str(runs_dir))
+    assert rc == 0 and newest.name in text
+    out = io.StringIO()
+    Console(file=out, width=80).print(runs_table(list_runs(runs_dir), 80))
+    assert fast.name in out.getvalue() and slow.name in out.getvalue()
+    rc, text = cli("show", "latest", "--runs-dir", str(runs_dir / "none"))
+    assert rc == 2 and "No run under" in text

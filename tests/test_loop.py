@@ -230,7 +230,8 @@ def test_identical_answers_get_the_earlier_verdict_unevaluated(tmp_path):
     rounds = store.load_rounds()
     assert [s.same_as for s in rounds[1].samples] == [1, 1]
     assert rounds[1].samples[1].eval.verdict == "compile_error"
-    assert rounds[1].samples[0].eval.explanation.startswith("Identical to round 1's candidate")
+    # the earlier explanation as it was, so that the feedback states it once beside the note
+    assert rounds[1].samples[1].eval.explanation == rounds[0].samples[1].eval.explanation
     assert rounds[2].samples[1].same_as == 3  # a twin within the round
     assert "identical to round 1's: its verdict is repeated" in rounds[2].prompt
 
@@ -660,8 +661,8 @@ def test_a_failed_run_says_why_in_runs_and_show(tmp_path, cache_dir, capsys, mon
     runs = tmp_path / "runs"
     rc = main([str(PROBLEM), "--model", MODEL, "--base-url", fake_openai.url, "--runs-dir", str(runs),
                *eval_flags(cache_dir)])
-    out = capsys.readouterr().out
-    assert rc == 2
+    out, err = capsys.readouterr()
+    assert rc == 3 and err.startswith("error: The endpoint") and "--resume" in err
     # which proposer runs, and why
     assert f"proposer openai ({MODEL}), an endpoint is configured: --model, --base-url" in out
     assert harness(["runs", "--runs-dir", str(runs)]) == 0
@@ -785,3 +786,15 @@ def test_gpu_profile_run_feeds_back_findings(tmp_path, cache_dir, capsys):
     second = (path / "rounds" / "002" / "prompt.md").read_text()
     assert "Profile of one forward" in second and "| 16x1x1 |" in second
     assert "Findings:" in second and "SMs idle" in second
+
+
+def test_a_repeated_files_error_is_stated_once():
+    from harness.loop.feedback import Thresholds, feedback_text
+    from harness.loop.loop import _repeated
+
+    error = "ModuleNotFoundError: No module named 'triton'"
+    earlier = EvalResult(verdict=Verdict.IMPORT_ERROR, explanation=f"{Verdict.IMPORT_ERROR.sentence} {error}")
+    note = "This file is identical to round 1's: its verdict is repeated without building or measuring it again."
+    text = feedback_text(Prompts(), 2, _repeated(earlier), Thresholds(), [], "", [note])
+    assert text.count(error) == 1 and text.count(Verdict.IMPORT_ERROR.sentence) == 1
+    assert text.lower().count("identical") == 1

@@ -90,7 +90,7 @@ def test_server_error_then_success(fake_openai):
 
 def test_persistent_server_errors_end_in_a_clear_error(fake_openai):
     fake_openai.fallback = Reply(status=500, content="boom", headers={"retry-after-ms": "10"})
-    with pytest.raises(ProposerError, match="HTTP 500.*after retries and 0 s of waiting: boom"):
+    with pytest.raises(ProposerError, match=r"HTTP 500.*after retries and 0 s of waiting \(--retry-for 0 s\): \"boom\""):
         ask(make(fake_openai, max_retries=2, patience=0))
     assert fake_openai.attempts == 3
 
@@ -102,8 +102,9 @@ def test_busy_endpoint_is_waited_out_after_the_retries(fake_openai):
     proposer = make(fake_openai, max_retries=0, patience=5, first_wait=0.05)
     answer = proposer.propose(Conversation("sys", [], "first"), said.append).answer
     assert answer == "the answer" and fake_openai.attempts == 4
-    assert [line.split(";")[0] for line in said] == ["The endpoint answered HTTP 429 after retries"] * 2 + \
-        ["The endpoint answered HTTP 503 after retries"]
+    assert [line.split(". Waiting")[0] for line in said] == ['The endpoint answered HTTP 429 after retries: "busy"'] \
+        * 2 + ['The endpoint answered HTTP 503 after retries: "overloaded"']
+    assert all("Ctrl-C is safe, and --resume carries the run on" in line for line in said)
 
 
 def test_empty_answers_are_sent_as_a_placeholder(fake_openai):

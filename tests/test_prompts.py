@@ -164,3 +164,23 @@ def test_backward_first_prompt_gives_the_autograd_contract(problem):
     ast.parse("\n".join(line[2:] for line in sketch.splitlines()))  # the sketch is valid Python
     assert "## Forward and backward" not in first_prompt(Prompts(), problem, H100, accept=1.5, target=2.0,
                                                          trials=5, **FACTS)
+
+
+def test_the_cpu_first_prompt_says_which_threads_and_where_the_time_goes(problem):
+    import re
+
+    from harness.integrity.roofline import Headroom
+    from test_feedback import GPU_WORDS
+
+    text = first_prompt(Prompts(), problem, CPU, accept=1.5, target=2.0, trials=5,
+                        headroom=Headroom(0.1487, 0.00349), **CPU_FACTS)
+    assert "`torch.set_num_threads(1)`" in text and "do not start threads of your own" in text
+    assert "a call that does nothing takes 0.0035 ms here, 2% of the reference's 0.1487 ms" in text
+    assert not GPU_WORDS.search(text), GPU_WORDS.search(text)
+    # on a GPU the line is there only where the reference is host-bound
+    gpu = H100
+    assert "Where the time goes" not in first_prompt(Prompts(), problem, gpu, accept=1.5, target=2.0, trials=5,
+                                                     headroom=Headroom(0.5, 0.01), **FACTS)
+    bound = first_prompt(Prompts(), problem, gpu, accept=1.5, target=2.0, trials=5,
+                         headroom=Headroom(0.02, 0.012), **FACTS)
+    assert re.search(r"60% of the reference's 0.02 ms: the reference is host-bound", bound)

@@ -30,7 +30,8 @@ from test_loop import FAST, SLOW, WRONG, ScriptedProposer, eval_flags, seed, stu
 PROBLEM = PROBLEMS / "row_loop.py"
 # What an untrusted answer could carry: it must reach the page as text.
 PAYLOAD = '# </pre><script>document.title="pwned"</script><img src=x onerror="document.title=1">'
-BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+# Debian ships the headless build alone as chromium-headless-shell
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "chromium-headless-shell")
 ROOFLINE = ("\n\ndef roofline_bytes():\n    # x read once and the output written once, float32\n"
             "    return 4 * 2 * 256 * 64\n")
 
@@ -178,8 +179,16 @@ def test_report_usage_errors_are_one_paragraph(report_run, tmp_path):
 def browser() -> str:
     found = next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
     if not found:
-        pytest.skip("no Chromium here (Debian: apt-get install chromium)")
+        pytest.skip("no Chromium here (Debian: apt-get install chromium or chromium-headless-shell)")
     return found
+
+
+def test_the_browser_tests_find_debians_headless_shell(tmp_path, monkeypatch):
+    shell = tmp_path / "chromium-headless-shell"
+    shell.write_text("#!/bin/sh\n")
+    shell.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert browser() == str(shell)
 
 
 def open_in_browser(page: Path, screenshot: Path, height: int = 1500) -> tuple[str, list[str]]:

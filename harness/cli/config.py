@@ -6,7 +6,7 @@ The TOML file has up to three tables:
     [endpoint]   base_url, model, api_key_env, temperature, max_tokens, token_param,
                  reasoning_effort, extra_body (a table of request fields), prices
                  (USD per million tokens: prompt, cached, completion),
-                 request_timeout, max_retries, stream
+                 request_timeout, max_retries, retry_for, stream
     [limits]     rounds, accept, target, samples, beam, wall_time, token_budget, budget_usd,
                  window, restart_after, plateau
     [run]        proposer, device, prompts, runs_dir
@@ -42,7 +42,8 @@ class ConfigError(HarnessError):
 
 _TABLES = {
     "endpoint": ("base_url", "model", "api_key_env", "temperature", "max_tokens", "token_param",
-                 "reasoning_effort", "extra_body", "prices", "request_timeout", "max_retries", "stream"),
+                 "reasoning_effort", "extra_body", "prices", "request_timeout", "max_retries",
+                 "retry_for", "stream"),
     "limits": ("rounds", "accept", "target", "samples", "beam", "wall_time", "token_budget", "budget_usd",
                "window", "restart_after", "plateau"),
     "run": ("proposer", "device", "prompts", "runs_dir"),
@@ -64,7 +65,7 @@ def parse_duration(value: Any) -> float:
 
 def _coerce(name: str, value: Any) -> Any:
     kind = _TYPES[name]
-    if name in ("wall_time", "request_timeout"):
+    if name in ("wall_time", "request_timeout", "retry_for"):
         return parse_duration(value)
     if kind == "bool":
         if not isinstance(value, bool):
@@ -152,6 +153,8 @@ def resolve(flags: dict[str, Any], base: Optional[Settings] = None, *, dry_run: 
             settings.rounds = None
         if "device" not in given and "device" not in from_file:
             settings.device = default_device()
+    if "accept" not in given and "accept" not in from_file and 0 < settings.target < settings.accept:
+        settings.accept = settings.target  # a target below the default bar is the bar (accept_note says so)
     check(settings, dry_run)
     require_cuda(settings.device)
     return settings
@@ -171,6 +174,16 @@ def proposer_reason(flags: dict[str, Any], settings: Settings) -> str:
     return "an endpoint is configured: " + (", ".join(named) or "$OPENAI_BASE_URL")
 
 
+def accept_note(flags: dict[str, Any], settings: Settings, before: float) -> str:
+    """A line where resolve() lowered the acceptable speedup to a --target below it; `before` is the
+    acceptable speedup the target was set under (the default, or a resumed run's)."""
+    from_file = load_config(flags["config"]) if flags.get("config") else {}
+    if flags.get("accept") is not None or "accept" in from_file or settings.accept >= before:
+        return ""
+    return (f"--target {settings.target:g} is below the acceptable {before:g}x, so the acceptable speedup is "
+            f"{settings.accept:g}x too (give --accept to set it apart).")
+
+
 def check(s: Settings, dry_run: bool = False) -> None:
     problems = []
     if s.proposer not in PROPOSERS and not (dry_run and not s.proposer):
@@ -187,7 +200,9 @@ def check(s: Settings, dry_run: bool = False) -> None:
     if s.proposer == "human" and s.samples != 1:
         problems.append("the human proposer writes one candidate per round: leave --samples at 1")
     if not 0 < s.accept <= s.target:
-        problems.append(f"need 0 < --accept <= --target, got accept {s.accept} and target {s.target}")
+        fix = (f": lower --accept to {s.target:g} or less, or raise --target to {s.accept:g} or more"
+               if 0 < s.target < s.accept else "")
+        problems.append(f"need 0 < --accept <= --target, got accept {s.accept:g} and target {s.target:g}{fix}")
     if s.beam < 0:
         problems.append(f"--beam must be 0 (one chain from the best) or more, not {s.beam}")
     if s.window < 0:
@@ -210,6 +225,8 @@ def check(s: Settings, dry_run: bool = False) -> None:
         value = getattr(s, name)
         if value is not None and value <= 0:
             problems.append(f"--{name.replace('_', '-')} must be positive, not {value}")
+    if s.retry_for < 0:
+        problems.append(f"--retry-for must be 0 (no waiting) or more, not {s.retry_for}")
     if s.max_retries < 0:
         problems.append(f"--max-retries must be 0 or more, not {s.max_retries}")
     if problems:

@@ -21,10 +21,10 @@ from ..runs.store import Round, Run
 from ..runs.suites import SuiteProblem, SuiteRecord
 
 
-def print_error(errors: Console, error: Exception) -> None:
+def print_error(errors: Console, error: Exception | str, prefix: bool = True) -> None:
     """The one way a command reports input it cannot use: `error: ...` on `errors` (stderr), plain and
     unwrapped, so a path or a command in the message stays whole to be copied."""
-    errors.print(f"error: {error}", markup=False, highlight=False, soft_wrap=True)
+    errors.print(f"error: {error}" if prefix else str(error), markup=False, highlight=False, soft_wrap=True)
 
 
 def clock(seconds: float) -> str:
@@ -178,11 +178,13 @@ def rounds_table(rounds: list[Round], prices: dict) -> Table:
     return table
 
 
-def summary(console: Console, run: Run, rounds: list[Round], where: str) -> None:
+def summary(console: Console, run: Run, rounds: list[Round], where: str, message: Optional[str] = None) -> None:
+    """The rounds, the run's message (or `message`, "" for none) and where it is stored."""
     if rounds:
         console.print(rounds_table(rounds, run.settings.prices))
-    # Soft wrap: paths stay whole, to be copied from a terminal or a log.
-    console.print(Text(run.message, style="bold"), soft_wrap=True)
+    message = run.message if message is None else message
+    if message:  # soft wrap: paths stay whole, to be copied from a terminal or a log
+        console.print(Text(message, style="bold"), soft_wrap=True)
     if run.best:
         console.print(f"Best candidate: {where}/{run.best.candidate}", markup=False,
                       highlight=False, soft_wrap=True)

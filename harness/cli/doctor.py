@@ -28,6 +28,8 @@ def checks_table(diagnosis: Diagnosis) -> Table:
     table.add_column("how to fix", overflow="fold")
     for c in diagnosis.checks:
         status = "[yellow]no profiles[/yellow]" if c.name == "ncu" and not c.ok else STATUS[(c.ok, c.needed)]
+        if c.name == "GPU" and not diagnosis.gpus and not c.needed:  # nothing to call ok on a CPU run
+            status = "[dim]none, not needed[/dim]"
         table.add_row(c.name, status, c.found, "" if c.ok else c.fix)
     return table
 

@@ -30,29 +30,43 @@ def _date(iso: str) -> str:
         return iso or "-"
 
 
-def runs_table(entries: list[RunEntry]) -> Table:
+# Below this many columns the listing leaves out the proposer and why a run failed (`show` has both),
+# so that the ids stay whole and the rest readable.
+NARROW = 120
+
+
+def runs_table(entries: list[RunEntry], width: int = NARROW) -> Table:
     table = Table(title="Runs, newest first")
-    for column in ("id", "problem", "proposer", "rounds", "best", "status", "date"):
-        table.add_column(column, justify="right" if column in ("rounds", "best") else "left")
+    widest = max((len(e.id) for e in entries), default=2)
+    narrow = width < NARROW
+    columns = [c for c in ("id", "problem", "proposer", "rounds", "best", "status", "date")
+               if not (narrow and c == "proposer")]
+    for column in columns:
+        # ids whole, to be copied; the other columns wrap to make room on a narrow terminal
+        table.add_column(column, justify="right" if column in ("rounds", "best") else "left",
+                         **({"no_wrap": True, "min_width": widest} if column == "id" else {}))
     for e in entries:
         if e.suite is not None:
             r = e.suite
-            table.add_row(e.id, f"{len(r.problems)} problems in {e.problem}", _proposer(r.settings),
-                          str(sum(p.rounds for p in r.problems)), _geomean(r), f"suite {e.status}: "
-                          f"{r.finished}/{len(r.problems)} problems done", _date(r.created))
-            continue
-        if e.run is None:
-            table.add_row(e.id, e.problem, "-", "-", "-", f"[red]{e.status.split(' (')[0]}[/red]", e.created)
-            continue
-        r = e.run
-        proposer = _proposer(r.settings)
-        status = f"[red]{e.status}[/red]" if e.status.startswith("damaged") else \
-            r.status + (f": {r.outcome}" if r.outcome else "")
-        if r.status == "failed" and r.message:
-            status += "\n" + escape(_first_sentence(r.message))
-        table.add_row(e.id, e.problem, proposer, str(len(r.rounds)),
-                      speedup_text(r.best.speedup if r.best else None), status, _date(r.created))
+            row = [e.id, f"{len(r.problems)} problems in {e.problem}", _proposer(r.settings),
+                   str(sum(p.rounds for p in r.problems)), _geomean(r), f"suite {e.status}: "
+                   f"{r.finished}/{len(r.problems)} problems done", _date(r.created)]
+        elif e.run is None:
+            row = [e.id, e.problem, "-", "-", "-", f"[red]{e.status.split(' (')[0]}[/red]", e.created]
+        else:
+            row = _run_row(e, narrow)
+        table.add_row(*(row[:2] + row[3:] if narrow else row))
     return table
+
+
+def _run_row(e: RunEntry, narrow: bool) -> list[str]:
+    r = e.run
+    status = f"[red]{e.status}[/red]" if e.status.startswith("damaged") else \
+        r.status + (f": {r.outcome}" if r.outcome else "")
+    if r.status == "failed" and r.message and not narrow:
+        status += "\n" + escape(_first_sentence(r.message))
+    return [e.id, e.problem, _proposer(r.settings), str(len(r.rounds)),
+            speedup_text(r.best.speedup if r.best else None), status, _date(r.created)]
 
 
 def _first_sentence(text: str, most: int = 160) -> str:
@@ -99,7 +113,7 @@ def print_runs(console: Console, runs_dir: Path, problem: Optional[str] = None) 
     if not entries:
         console.print(f"No runs under {runs_dir}" + (f" for problem {problem}." if problem else "."))
         return 0
-    console.print(runs_table(entries))
+    console.print(runs_table(entries, console.width))
     return 0
 
 

@@ -134,7 +134,7 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
 def cmd_plot(args: argparse.Namespace, console: Console) -> int:
     from ..runs.plot import plot
 
-    drawn = plot(args.runs, args.runs_dir, args.output or Path(f"{Path(args.runs[0]).name}.png"))
+    drawn = plot(args.runs, args.runs_dir, args.output)
     console.print(f"Wrote {drawn.path}: {len(drawn.runs)} run(s) of {drawn.problem}.")
     return 0
 
@@ -230,7 +230,7 @@ def add_history_commands(commands) -> None:
     p.add_argument("runs", nargs="+", metavar="run", help=run_help)
     p.add_argument("-o", "--output", type=Path, default=None, metavar="FILE.png",
                    help="where to write the plot: a file, or a directory to write <first run>.png into "
-                        "(default <first run>.png here)")
+                        "(default plot.png in the first run's directory, beside report.html)")
     runs_dir(p)
     p.set_defaults(handler=cmd_plot)
     p = add_command(commands, "compare", help="two runs side by side: rounds to target, best speedup, tokens, time")

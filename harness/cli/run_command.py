@@ -1,8 +1,10 @@
 """`harness run`: its flags, and the wiring from settings to a finished run.
 
 Exit status: 0 when the best candidate is acceptable (at or above --accept),
-1 when the run ended without one, 2 for unusable input (flags, config, problem,
-prompts, run directory, endpoint), 130 when interrupted.
+however the run ended; 1 when the run ended without one; 2 for unusable input
+(flags, config, problem, prompts, run directory, an endpoint that cannot serve
+the run at its start); 3 when the endpoint failed mid-run before an acceptable
+candidate (--resume carries it on); 130 when interrupted.
 """
 from __future__ import annotations
 
@@ -24,15 +26,16 @@ from ..loop.proposers.files import expand
 from ..loop.start import ceiling_note, drive, first_for, make_proposer, new_run, reopen, same_problem, try_endpoint
 from ..loop.suite import resume_suite, run_suite, start_suite
 from ..problem import load_problem
+from ..runs.history import resolve as resolve_run
 from ..runs.settings import Evaluation
 from ..runs.store import Outcome, Round, Run, RunStore, Status
 from ..runs.suites import SuiteRecord, SuiteStore, is_suite
-from .config import (COUNT, POSITIVE, PROPOSERS, SECONDS, ConfigError, Settings, add_eval_options,
+from .config import (COUNT, POSITIVE, PROPOSERS, SECONDS, ConfigError, Settings, accept_note, add_eval_options,
                      eval_options, evaluation_options, number, parse_gpus, proposer_reason, resolve, take_free_gpu)
 from .display import Display, SuiteDisplay, print_error, summary
 from .history import print_suite
 
-EXIT_OK, EXIT_SHORT, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_SHORT, EXIT_USAGE, EXIT_PROPOSER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 DEFAULT_CONCURRENCY = 4  # problems whose loops run at once under --suite
 DESCRIPTION = ("Optimize a problem: propose a ModelNew, evaluate it, feed the verdict back, "
                "until the target speedup or a budget is reached. Runs are stored under runs/.")
@@ -42,7 +45,8 @@ EPILOG = """examples:
   harness run problems/layernorm_4d.py --model NAME --dry-run                          (the first prompt only)
   harness run --resume runs/RUN_ID
 
-exit status: 0 acceptable candidate found, 1 none found, 2 unusable input, 130 interrupted"""
+exit status: 0 acceptable candidate found, 1 none found, 2 unusable input, 3 the endpoint failed
+mid-run with no acceptable candidate (--resume carries it on), 130 interrupted"""
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -82,6 +86,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                        help="seconds one request may take, per attempt (default 600)")
     model.add_argument("--max-retries", dest="max_retries", type=number(int, 0), metavar="N",
                        help="retries of a failed or timed-out request, with backoff (default 2)")
+    model.add_argument("--retry-for", dest="retry_for", type=number(float, 0, duration=True), metavar="T",
+                       help="how long a server answering 429 or 5xx after the retries is waited out, in "
+                            "doubling waits from 30 s: seconds, or 10m (default 5m; 0: not at all)")
     model.add_argument("--stream", action="store_true", default=None,
                        help="ask for answers as server-sent events (config: stream = true)")
     loop = parser.add_argument_group("loop: when a run stops and what each round keeps")
@@ -139,7 +146,7 @@ def _open(args: argparse.Namespace, flags: dict, held: ExitStack) -> tuple[RunSt
         if args.problem:
             raise ConfigError("Give either PROBLEM or --resume RUN_DIR, not both: a resumed run "
                               "keeps its problem.")
-        store, run, rounds = reopen(args.resume)
+        store, run, rounds = reopen(resolve_run(args.resume, Path(args.runs_dir or "runs")))
         held.callback(store.release)
         run.settings = resolve(flags, base=run.settings)
         try_endpoint(run.settings)
@@ -242,6 +249,8 @@ def _run(args: argparse.Namespace, console: Console, held: ExitStack) -> int:
                   + f"; stored in {store.path}", markup=False, highlight=False, soft_wrap=True)
     if args.resume:
         console.print(resumed, markup=False, highlight=False, soft_wrap=True)
+    elif note := accept_note(flags, settings, Settings.accept):
+        console.print(note, markup=False, highlight=False, soft_wrap=True)
     options = take_free_gpu(options, run.evaluation.gpus,
                             partial(console.print, markup=False, highlight=False, soft_wrap=True))
     seconds_before = run.seconds
@@ -261,12 +270,24 @@ def _run(args: argparse.Namespace, console: Console, held: ExitStack) -> int:
         return EXIT_INTERRUPTED
     finally:
         proposer.close()
-    summary(console, run, rounds, str(store.path))
+    failed = run.status is Status.FAILED  # the proposer's failure: its paragraph goes to stderr alone
+    summary(console, run, rounds, str(store.path), message="" if failed else None)
+    acceptable = run.outcome in (Outcome.TARGET, Outcome.ACCEPTED)
+    if failed or run.status is Status.INTERRUPTED:
+        print_error(errors, f"{run.message} {resume_line(run, rounds, store.path)}" if failed
+                    else resume_line(run, rounds, store.path), prefix=failed)
     if run.status is Status.INTERRUPTED:
         return EXIT_INTERRUPTED
-    if run.status is Status.FAILED:
-        return EXIT_USAGE
-    return EXIT_OK if run.outcome in (Outcome.TARGET, Outcome.ACCEPTED) else EXIT_SHORT
+    if failed and not acceptable:
+        return EXIT_PROPOSER
+    return EXIT_OK if acceptable else EXIT_SHORT
+
+
+def resume_line(run: Run, rounds: list[Round], path: Path) -> str:
+    """What a stopped run keeps, and the command that carries it on."""
+    kept = (f"the run keeps its {len(rounds)} finished round(s)"
+            + (f" and its best, {run.best.speedup:.2f}x," if run.best else "") + " and ") if rounds else ""
+    return f"Nothing is lost: {kept}`harness run --resume {path}` carries it on."
 
 
 def _open_suite(args: argparse.Namespace, flags: dict, held: ExitStack) -> tuple[SuiteStore, SuiteRecord, str]:

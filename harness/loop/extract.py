@@ -112,7 +112,9 @@ def extract(answer: str, *, cut_off: bool = False) -> Extracted:
                      "forward arguments as `Model`." + limit_note, len(python))
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?:])\s")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+# A short heading before a colon ("Approach:", "My plan:"), which names the summary rather than being it.
+_LABEL = re.compile(r"^\W*\w+(?:\s+\w+){0,2}\s*:\s+(?=\S)")
 _DOCSTRING = re.compile(r'^\s*(?:"""|\'\'\')\s*(.+?)\s*$', re.MULTILINE)
 _COMMENT = re.compile(r"^#\s*(\S.*)$", re.MULTILINE)
 
@@ -128,9 +130,10 @@ def approach(answer: str, code: Optional[str], limit: int) -> str:
             inside = not inside
         elif not inside and line.strip() and not line.lstrip().startswith(("#", "|", "-" * 3)):
             prose.append(line.strip().lstrip("*#>- ").strip())
-    words = " ".join(prose)
+    words = " ".join(prose).replace("**", "").replace("__", "")
     if not words and code:
         found = _DOCSTRING.search(code) or _COMMENT.search(code)
         words = found.group(1).rstrip("\"'") if found else ""
-    words = _SENTENCE_END.split(words.strip(), maxsplit=1)[0] if words else ""
+    words = _LABEL.sub("", words.strip())
+    words = _SENTENCE_END.split(words, maxsplit=1)[0] if words else ""
     return words if len(words) <= limit else words[:limit - 3].rstrip() + "..."

@@ -146,21 +146,34 @@ def comparison(result: EvalResult, best: Optional[Past]) -> str:
             "above), not from this one.")
 
 
-def advice(result: EvalResult, thresholds: Thresholds, best: Optional[tuple[int, float]]) -> str:
-    """What to do next; `best` is (round, speedup) of the best correct round before this one."""
+# Advice words that differ between a GPU and a CPU (--device cpu), by what they name.
+_GPU_WORDS = {"costs": "memory traffic, launches, occupancy",
+              "split": "how work is split over the GPU, how many passes over memory",
+              "bounds": "launch bounds", "busy": "a kernel", "died": "an illegal memory access or a bad launch",
+              "where": " on the current stream"}
+_CPU_WORDS = {"costs": "memory traffic, per-call overhead, inner loops that do not vectorise",
+              "split": "how the loops map onto the core's SIMD lanes, how many passes over memory, "
+                       "what stays in cache",
+              "bounds": "loop bounds", "busy": "a loop", "died": "a read or write out of bounds", "where": ""}
+
+
+def advice(result: EvalResult, thresholds: Thresholds, best: Optional[tuple[int, float]], cpu: bool = False) -> str:
+    """What to do next, in a CPU's terms with `cpu`; `best` is (round, speedup) of the best correct
+    round before this one."""
     v, s = result.verdict, result.speedup
+    words = _CPU_WORDS if cpu else _GPU_WORDS
     if v is Verdict.CORRECT and s is not None:
         if s >= thresholds.target:
             text = f"{s:.2f}x clears the target of {thresholds.target}x: the task is done."
         elif s >= thresholds.accept:
             text = (f"{s:.2f}x is acceptable (>= {thresholds.accept}x) but short of the target "
                     f"{thresholds.target}x. Keep what works and remove what still costs time: "
-                    "memory traffic, launches, occupancy.")
+                    f"{words['costs']}.")
         else:
             slower = " It is slower than the reference." if s < 1 else ""
             text = (f"{s:.2f}x is below the acceptable {thresholds.accept}x.{slower} Tuning this "
-                    "design will not be enough: think of a different strategy (how work is split "
-                    "over the GPU, how many passes over memory) and write it.")
+                    f"design will not be enough: think of a different strategy ({words['split']}) "
+                    "and write it.")
     else:
         text = {
             Verdict.INCORRECT: "Fix correctness first; a fast wrong answer scores nothing.",
@@ -168,12 +181,12 @@ def advice(result: EvalResult, thresholds: Thresholds, best: Optional[tuple[int,
             Verdict.IMPORT_ERROR: "The file must import cleanly and define `ModelNew`; fix the "
                                   "error above.",
             Verdict.RUNTIME_ERROR: "Fix the error raised while running; check shapes, dtypes, "
-                                   "contiguity and launch bounds.",
-            Verdict.TIMEOUT: "The candidate ran past its time limit: look for a hang or a kernel "
+                                   f"contiguity and {words['bounds']}.",
+            Verdict.TIMEOUT: f"The candidate ran past its time limit: look for a hang or {words['busy']} "
                              "that does far more work than needed.",
-            Verdict.CRASHED: "The process died (an illegal memory access or a bad launch is "
-                             "typical): check every index against its bounds.",
-            Verdict.REJECTED: "Do the real computation on the current stream for every call; "
+            Verdict.CRASHED: f"The process died ({words['died']} is typical): check every index "
+                             "against its bounds.",
+            Verdict.REJECTED: f"Do the real computation{words['where']} for every call; "
                               "the measurement checks every output it times.",
             Verdict.NO_CODE: "Answer with the complete file in one ```python block.",
         }.get(v, "Address the problem above.")
@@ -277,10 +290,10 @@ def headline(result: EvalResult) -> str:
 
 def feedback_context(n: int, result: EvalResult, thresholds: Thresholds, history: list[Past],
                      approach: str = "", notes: Optional[list[str]] = None,
-                     hidden: frozenset[str] = frozenset()) -> dict[str, Any]:
+                     hidden: frozenset[str] = frozenset(), cpu: bool = False) -> dict[str, Any]:
     """The feedback template's names; `history` holds the rounds before `n`; `notes` are
     lines the loop adds (a repeated candidate, a restart); `hidden`, warnings left out
-    (the problem's own, which every result carries)."""
+    (the problem's own, which every result carries); `cpu`, advice in a CPU's terms."""
     errors = compiler_errors(result)
     compared = comparison(result, best_past(history))
     return {
@@ -302,7 +315,7 @@ def feedback_context(n: int, result: EvalResult, thresholds: Thresholds, history
         "notes": [line for line in [compared, *(notes or [])] if line],
         "model_mode": result.model_mode,
         "backward": result.backward,
-        "advice": advice(result, thresholds, best_of(history)),
+        "advice": advice(result, thresholds, best_of(history), cpu),
         "history": history_table(history + [Past(n, result, approach)]),
     }
 
@@ -326,6 +339,6 @@ def speedup_line(result: EvalResult) -> str:
 
 def feedback_text(prompts: Prompts, n: int, result: EvalResult, thresholds: Thresholds, history: list[Past],
                   approach: str = "", notes: Optional[list[str]] = None,
-                  hidden: frozenset[str] = frozenset()) -> str:
-    context = feedback_context(n, result, thresholds, history, approach, notes, hidden)
+                  hidden: frozenset[str] = frozenset(), cpu: bool = False) -> str:
+    context = feedback_context(n, result, thresholds, history, approach, notes, hidden, cpu)
     return prompts.render(FEEDBACK, **context).strip() + "\n"

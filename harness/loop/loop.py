@@ -71,6 +71,8 @@ def conclusion(run: Run, rounds: list[Round], thresholds: Thresholds) -> str:
         StopReason.WALL_TIME: "at the wall-time budget", StopReason.TOKENS: "at the token budget",
         StopReason.FILES_EXHAUSTED: "when the files ran out", StopReason.INTERRUPTED: "when interrupted",
         StopReason.ERROR: "on an error",
+        StopReason.PROPOSER: "when the endpoint failed" if run.settings.proposer == "openai"
+                             else "when the proposer failed",
         StopReason.PLATEAU: f"after {run.settings.plateau} round(s) without a measurable gain",
         StopReason.BUDGET: "at the --budget-usd budget",
         StopReason.CEILING: f"at the physical ceiling (about {run.ceiling or 0:.2f}x: the reference's time over "
@@ -133,8 +135,10 @@ class Loop:
         except KeyboardInterrupt:
             run.stop_reason, run.status = StopReason.INTERRUPTED, Status.INTERRUPTED
         except ProposerError as exc:
-            run.stop_reason, run.status = StopReason.ERROR, Status.FAILED
+            # The round in flight stays unfinished on disk, as under OutOfTime; the best is kept.
+            run.stop_reason, run.status = StopReason.PROPOSER, Status.FAILED
             run.message = str(exc)
+            self.store.event("proposer_error", round=len(self.rounds) + 1, message=str(exc))
         except BaseException:
             run.stop_reason, run.status = StopReason.ERROR, Status.FAILED
             raise
@@ -193,7 +197,7 @@ class Loop:
                          "candidate, the best (pinned above), with a different approach: another split of "
                          "the work over the hardware, fewer passes over memory, another kernel structure.")
         text = feedback_text(self.prompts, last.n, last.eval, self.thresholds, history[:-1],
-                             last.sample.approach, notes, self.hidden_warnings)
+                             last.sample.approach, notes, self.hidden_warnings, cpu=self.run.settings.device == "cpu")
         return text, fresh
 
     def _fallback_note(self, rnd: Round) -> str:
@@ -231,7 +235,8 @@ class Loop:
         s = self.run.settings
         k = s.samples
         members = search.beam(self.rounds, s.beam) if s.beam else []
-        plans = [(search.direction(n, i, k), search.draw(members, self.run.id, n, i)) for i in range(k)]
+        cpu = s.device == "cpu"
+        plans = [(search.direction(n, i, k, cpu), search.draw(members, self.run.id, n, i)) for i in range(k)]
 
         def ask(i: int) -> Sample:
             direction, parent = plans[i]
@@ -283,7 +288,7 @@ class Loop:
             result = EvalResult(verdict=Verdict.NO_CODE, explanation=message, problem=self.run.problem.name)
         elif _digest(code) in self.seen:
             same_as, earlier = self.seen[_digest(code)]
-            result = _repeated(earlier, same_as)
+            result = _repeated(earlier)
         return Sample(answer=proposal.answer, origin=proposal.origin, extraction=status,
                       candidate=code, eval=result, tokens=proposal.tokens,
                       ask_seconds=proposal.seconds, eval_seconds=0.0, cut_off=proposal.cut_off,
@@ -314,7 +319,7 @@ class Loop:
             samples[i].eval, samples[i].eval_seconds = result, result.seconds
         for sample in samples:
             if sample.eval is None:
-                sample.eval, sample.same_as = _repeated(samples[first[_digest(sample.candidate)]].eval, n), n
+                sample.eval, sample.same_as = _repeated(samples[first[_digest(sample.candidate)]].eval), n
         for i, sample in enumerate(samples):
             self.store.write_eval(n, i, sample.eval)
             self.store.event("result", round=n, sample=i + 1, verdict=sample.eval.verdict.value,
@@ -345,10 +350,11 @@ def _digest(code: str) -> str:
     return hashlib.sha256(code.encode()).hexdigest()
 
 
-def _repeated(earlier: EvalResult, n: int) -> EvalResult:
-    """An earlier round's verdict for an identical file, which is not built or measured again."""
-    return dataclasses.replace(earlier, seconds=0.0, explanation=(
-        f"Identical to round {n}'s candidate, whose verdict this repeats. {earlier.explanation}"))
+def _repeated(earlier: EvalResult) -> EvalResult:
+    """An earlier round's verdict for an identical file, which is not built or measured again. Its
+    explanation is the earlier one as it was: the sample's `same_as` and the next prompt's note say
+    whose it is, so that the feedback states the error once."""
+    return dataclasses.replace(earlier, seconds=0.0)
 
 
 def absorb(run: Run, store: RunStore, rnd: Round) -> None:

@@ -99,6 +99,31 @@ def grad_tolerance_text(problem: "Problem", allowance: Optional[dict[str, float]
     return f"atol={atol:g}, rtol={rtol:g}"
 
 
+# An empty call's share of the reference's time above which a GPU reference is host-bound.
+HOST_BOUND = 0.3
+
+
+def where_time_goes(reference_ms: float, host_ms: float, *, cpu: bool) -> str:
+    """One line on the reference's time against the fixed cost of a call (an empty call's time under
+    the same clock): always on a CPU, on a GPU only where the reference is host-bound."""
+    if reference_ms <= 0 or host_ms <= 0:
+        return ""
+    share = host_ms / reference_ms
+    said = (f"Where the time goes: a call that does nothing takes {host_ms:.2g} ms here, {share:.0%} of the "
+            f"reference's {reference_ms:.4g} ms")
+    if not cpu:
+        if share < HOST_BOUND:
+            return ""
+        return (said + ": the reference is host-bound (Python and launches take the time), so fewer launches, "
+                "one fused kernel, gain more than faster ones.")
+    if share >= 0.5:
+        return (said + ": at this size the fixed cost of a call dominates, so one C++ call with no Python-side "
+                "work and one output allocation gains more than a faster loop.")
+    return (said + "; the rest is the reference's own work: dispatch, allocation and the loop over memory. "
+            "Your call pays the same fixed costs (the Python call, argument checks, the output's allocation) "
+            "besides its loop, so keep them few at small sizes.")
+
+
 def system_prompt(prompts: Prompts, *, cpu: bool = False) -> str:
     """The model's role: CUDA kernels, or C++ for the CPU (`cpu`, a run on --device cpu)."""
     return prompts.render(SYSTEM, cpu=cpu).strip()
@@ -113,7 +138,8 @@ def first_prompt(prompts: Prompts, problem: "Problem", device: "DeviceInfo", *, 
     reference = None
     if headroom is not None:
         reference = {"ms": headroom.reference_ms, "host_ms": headroom.host_ms, "ceiling": headroom.ceiling,
-                     "roofline": roofline_text(headroom.roofline) if headroom.roofline else ""}
+                     "roofline": roofline_text(headroom.roofline) if headroom.roofline else "",
+                     "where": where_time_goes(headroom.reference_ms, headroom.host_ms, cpu=device.arch == "cpu")}
     return prompts.render(FIRST, problem=problem, device=device, tolerance=tolerance_text(problem),
                           accept=accept, target=target, trials=trials, hardware=facts.hardware,
                           inputs=facts.inputs, peaks=facts.peaks, environment=environment,

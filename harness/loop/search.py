@@ -23,13 +23,26 @@ DIRECTIONS = (
     "more reuse on chip: shared memory and registers in place of repeated global reads, with enough "
     "blocks in flight to hide latency",
 )
+# The same four on --device cpu, in a CPU's terms: one core (both models run on one thread), its
+# SIMD lanes, its caches.
+CPU_DIRECTIONS = (
+    "a different split of the work: another order of the loops over rows, tiles or elements, so that the "
+    "inner loop runs over SIMD lanes and each tile's data stays in cache",
+    "fuse more: fewer passes over memory, intermediate values kept in registers and L1/L2 cache",
+    "vectorised memory access: contiguous, branch-free inner loops the compiler turns into SIMD "
+    "(AVX2, AVX-512), aligned loads and stores",
+    "more reuse in cache: blocking so each value comes from memory once, and less per-call cost "
+    "(allocations, checks, dispatch)",
+)
 
 
-def direction(n: int, sample: int, samples: int) -> str:
-    """Round n's direction for a sample (0-based); none when a round asks for one sample."""
+def direction(n: int, sample: int, samples: int, cpu: bool = False) -> str:
+    """Round n's direction for a sample (0-based), in a CPU's terms with `cpu`; none when a round
+    asks for one sample."""
     if samples <= 1:
         return ""
-    return DIRECTIONS[(n - 1 + sample) % len(DIRECTIONS)]
+    directions = CPU_DIRECTIONS if cpu else DIRECTIONS
+    return directions[(n - 1 + sample) % len(directions)]
 
 
 def beam(rounds: list[Round], width: int) -> list[Parent]:

@@ -46,7 +46,7 @@ def _openai(settings: Settings) -> "OpenAIProposer":
                           timeout=settings.request_timeout, max_retries=settings.max_retries,
                           api_key_env=settings.api_key_env, token_param=settings.token_param,
                           reasoning_effort=settings.reasoning_effort, extra_body=settings.extra_body,
-                          stream=settings.stream)
+                          patience=settings.retry_for, stream=settings.stream)
 
 
 def try_endpoint(settings: Settings) -> None:

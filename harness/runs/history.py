@@ -17,8 +17,8 @@ from ..stats import overlap
 from ..results import EvalResult
 from .settings import cost_usd
 from .suites import SUITE_PREFIX, SuiteRecord, SuiteStore, is_suite
-from .store import (ANSWER_FILE, BUILD_LOG, CANDIDATE_FILE, EVAL_FILE, PROMPT_FILE, ROUND_FILE, Round, Run, RunStore,
-                    StoreError)
+from .store import (ANSWER_FILE, BUILD_LOG, CANDIDATE_FILE, EVAL_FILE, PROMPT_FILE, ROUND_FILE, RUN_FILE, Round, Run,
+                    RunStore, StoreError)
 
 if TYPE_CHECKING:
     from ..engine.options import EvalOptions
@@ -94,12 +94,18 @@ def list_runs(runs_dir: Path, problem: Optional[str] = None) -> list[RunEntry]:
     return sorted(entries, key=lambda e: (e.created, e.id), reverse=True)
 
 
-def resolve(run: str, runs_dir: Path) -> Path:
-    """A run directory from a path or a unique prefix of a run id under runs_dir."""
+LATEST = "latest"  # names the newest run (or suite) under runs_dir wherever a run is named
+
+
+def resolve(run: str, runs_dir: Path, suite: bool = False) -> Path:
+    """A run directory from a path, `latest` (the newest run under runs_dir; with `suite`, the newest
+    suite), or a unique prefix of a run id under runs_dir."""
     path = Path(run)
     if path.is_dir():
         return path
     runs_dir = Path(runs_dir)
+    if run == LATEST:
+        return newest(runs_dir, suite)
     matches = sorted(p for p in runs_dir.iterdir() if p.is_dir() and p.name.startswith(run)) \
         if runs_dir.is_dir() else []
     if len(matches) == 1:
@@ -110,6 +116,16 @@ def resolve(run: str, runs_dir: Path) -> Path:
     names = ", ".join(p.name for p in matches[:5]) + (" ..." if len(matches) > 5 else "")
     raise HistoryError(f"{run!r} matches {len(matches)} runs under {runs_dir} ({names}); give more "
                        "of the id so it names one.")
+
+
+def newest(runs_dir: Path, suite: bool = False) -> Path:
+    """The run (or suite) under runs_dir whose record was written last."""
+    found = [p for p in runs_dir.iterdir() if p.is_dir()] if runs_dir.is_dir() else []
+    found = [p for p in found if (p.name.startswith(SUITE_PREFIX) if suite else (p / RUN_FILE).is_file())]
+    if not found:
+        raise HistoryError(f"No {'suite' if suite else 'run'} under {runs_dir} for `{LATEST}` to name. "
+                           "Give --runs-dir where the runs are.")
+    return max(found, key=lambda p: (p.name.removeprefix(SUITE_PREFIX).split("-")[0], p.stat().st_mtime))
 
 
 def load(run: str, runs_dir: Path) -> tuple[RunStore, Run]:
@@ -125,7 +141,7 @@ def load(run: str, runs_dir: Path) -> tuple[RunStore, Run]:
 def load_suite(suite: str | Path, runs_dir: Path) -> tuple[SuiteStore, SuiteRecord]:
     """A suite's record from its directory or a unique prefix of its id under runs_dir."""
     try:
-        store = SuiteStore.open(resolve(str(suite), runs_dir))
+        store = SuiteStore.open(resolve(str(suite), runs_dir, suite=True))
         record = store.load()
     except StoreError as exc:
         raise HistoryError(str(exc)) from None

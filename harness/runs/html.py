@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 
 from ..engine.speedups import basis_text
 from ..results import EvalResult, Verdict, speedup_text
-from .plot import FAILED_TEXT, use_log_scale
+from .plot import failed_text, use_log_scale
 from .settings import cost_usd
 from .store import Round, Run, Sample
 
@@ -269,7 +269,7 @@ def run_chart(run: Run, rounds: list[Round]) -> Chart:
              Rule(s.target, f"target {s.target:g}x", "#1a7f37", "8 4")]
     if run.ceiling:
         rules.append(Rule(run.ceiling, f"ceiling {run.ceiling:.2f}x: the most the hardware allows", "#cf222e"))
-    marks = [Mark(r.n, FAILED_TEXT.get(r.eval.verdict, r.eval.verdict.value.replace("_", " ")), "#cf222e")
+    marks = [Mark(r.n, failed_text(r.eval.verdict), "#cf222e")
              for r in rounds if r.eval.speedup is None]
     values = [y for _, y in points] + [v for r in good if r.eval.speedup_interval for v in r.eval.speedup_interval]
     log = use_log_scale(values + [rule.value for rule in rules])

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 from ..results import Verdict
 from .history import HistoryError, load, load_rounds
@@ -33,9 +34,12 @@ def use_log_scale(speedups: list[float]) -> bool:
 _FAILED_MARKERS = {Verdict.INCORRECT: "v", Verdict.COMPILE_ERROR: "s", Verdict.NO_CODE: "_"}
 
 
-FAILED_TEXT = {Verdict.INCORRECT: "wrong", Verdict.COMPILE_ERROR: "no build", Verdict.NO_CODE: "no code"}
+def failed_text(verdict: Verdict) -> str:
+    """A failed round's label in a chart: the verdict as the rounds table and run.json name it."""
+    return verdict.value
 
 
+PLOT_FILE = "plot.png"  # in the (first) run's directory, where no -o is given
 PLOT_SIZE = (10.0, 5.0)  # inches
 
 
@@ -45,9 +49,10 @@ PLOT_DPI = 100
 LOG_SPAN = 10.0
 
 
-def plot(runs: list[str], runs_dir: Path, out: Path) -> Plot:
+def plot(runs: list[str], runs_dir: Path, out: Optional[Path] = None) -> Plot:
     """Speedup per round of one or more runs of one problem, with 95% intervals, the accept, target and
-    ceiling lines, as a PNG; the names go in a legend beside the axes so no label sits on another."""
+    ceiling lines, as a PNG (`out`, else PLOT_FILE in the first run's directory); the names go in a
+    legend beside the axes so no label sits on another."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display: the plot only goes to a file
@@ -99,8 +104,9 @@ def plot(runs: list[str], runs_dir: Path, out: Path) -> Plot:
         for r in record.rounds:
             if r.speedup is None:
                 ax.plot(r.n, strip, _FAILED_MARKERS.get(r.verdict, "x"), color=color, markersize=9)
-                ax.annotate(FAILED_TEXT.get(r.verdict, r.verdict.value.replace("_", " ")), (r.n, strip),
-                            textcoords="offset points", xytext=(0, -12), ha="center", fontsize=7, color=color)
+                # neighbouring labels on two levels, so that long verdicts do not overlap
+                ax.annotate(failed_text(r.verdict), (r.n, strip), textcoords="offset points",
+                            xytext=(0, -12 - 9 * (r.n % 2)), ha="center", fontsize=7, color=color)
     for value, name, style, color in lines:
         ax.axhline(value, linestyle=style, color=color, linewidth=1.2, label=name)
     ax.axhline(1.0, color="lightgray", linewidth=0.8)
@@ -116,7 +122,7 @@ def plot(runs: list[str], runs_dir: Path, out: Path) -> Plot:
     drawn = ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8, frameon=False)
     legend = [t.get_text() for t in drawn.get_texts()]
     fig.tight_layout()
-    out = Path(out)
+    out = Path(out) if out is not None else loaded[0][0].path / PLOT_FILE
     if out.is_dir():  # a directory: the plot goes into it, named after the first run
         out = out / f"{loaded[0][0].id}.png"
     elif not out.suffix:  # matplotlib would add .png: the path returned is the one written

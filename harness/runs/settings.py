@@ -32,6 +32,9 @@ class Settings:
     # endpoint still fails in about half an hour (3 x 10 min), not hours.
     request_timeout: float = 600.0  # seconds per attempt
     max_retries: int = 2  # on rate limits, timeouts and 5xx, with backoff
+    # A 429 or 5xx left after the retries is waited out, doubling waits from 30 s, this long in all:
+    # a restart or a busy spell passes, a broken server ends the run in minutes, not half an hour.
+    retry_for: float = 300.0
     stream: bool = False  # ask for the answer as server-sent events
     rounds: Optional[int] = 10  # None: no limit (a person at an editor stops with Ctrl-C)
     accept: float = 1.5

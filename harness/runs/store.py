@@ -166,6 +166,7 @@ class StopReason(enum.StrEnum):
     BUDGET = "budget"  # --budget-usd spent
     CEILING = "ceiling"  # the best is within reach of the physical ceiling: no target above it is reachable
     INTERRUPTED = "interrupted"
+    PROPOSER = "proposer"  # the endpoint (or the files) failed past its retries; --resume carries the run on
     ERROR = "error"
 
 

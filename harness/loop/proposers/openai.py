@@ -2,8 +2,11 @@
 
 The client retries rate limits (honouring Retry-After), timeouts, connection
 errors and 5xx with exponential backoff. A 429 or 5xx left after those retries
-is waited out (doubling waits, up to `patience` seconds in all) rather than
-ending the run; other failures become a ProposerError that says what to do.
+is waited out (doubling waits, up to `patience` seconds in all: --retry-for)
+rather than ending the run; other failures become a ProposerError that says what
+to do. An answer that is not a chat completion (a proxy's HTML error page with
+status 200, JSON without `choices`) is a ProposerError quoting the body's first
+line, never a traceback.
 Endpoints differ, and each difference is met where it shows: `max_tokens`
 refused (reasoning models want `max_completion_tokens`) is asked again with the
 other name; a context-length error halves the window and asks again. The request
@@ -14,6 +17,7 @@ usage the last event carries.
 """
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -25,6 +29,7 @@ from .base import Conversation, OutOfTime, Proposal, ProposerError, Tokens
 
 DEFAULT_URL = "https://api.openai.com/v1"
 PROBE_TIMEOUT = 30.0  # seconds for the model list asked before a run: a server that is up answers it at once
+SAID_CHARS = 300  # of a server's own words quoted in a message: its first line, cut here
 
 
 class OpenAIProposer:
@@ -36,7 +41,7 @@ class OpenAIProposer:
                  window: int = 0, timeout: float = 600.0, max_retries: int = 2,
                  api_key_env: str = "OPENAI_API_KEY", token_param: Optional[str] = None,
                  reasoning_effort: Optional[str] = None, extra_body: Optional[dict] = None,
-                 patience: float = 1800.0, first_wait: float = 30.0, stream: bool = False):
+                 patience: float = 300.0, first_wait: float = 30.0, stream: bool = False):
         self.model = model
         self.timeout = timeout
         self.base_url = base_url or DEFAULT_URL
@@ -61,8 +66,8 @@ class OpenAIProposer:
         started = time.monotonic()
         deadline = None if time_left is None else started + time_left
         answer = self._complete(conversation, say, deadline)
-        if answer is None:
-            raise ProposerError(f"The endpoint {self.base_url} returned no choices for `{self.model}`.")
+        if answer is None:  # a stream whose events held no choice
+            raise self._malformed("", "a stream of events without `choices`")
         return Proposal(answer=_with_reasoning(answer.content, answer.reasoning), origin=f"openai:{self.model}",
                         tokens=_tokens(answer.usage), seconds=time.monotonic() - started,
                         cut_off=answer.finish_reason == "length")
@@ -95,17 +100,19 @@ class OpenAIProposer:
                     f"The endpoint {self.base_url} refused the request for model `{self.model}` "
                     f"(HTTP 400: {message}).") from None
             except (openai.RateLimitError, openai.InternalServerError) as exc:
-                if waited + wait > self.patience:
+                wait = min(wait, self.patience - waited)  # the last wait ends at --retry-for
+                if wait <= 0:
                     raise ProposerError(
                         f"The endpoint {self.base_url} answered HTTP {exc.status_code} for model "
-                        f"`{self.model}` after retries and {waited:.0f} s of waiting: "
-                        f"{_message(exc)}.") from None
+                        f"`{self.model}` after retries and {waited:.0f} s of waiting (--retry-for "
+                        f"{self.patience:g} s): \"{_said(exc)}\".") from None
                 if deadline is not None and time.monotonic() + wait >= deadline:
                     raise OutOfTime("the endpoint was still refusing when the wall time ran out") from None
-                say(f"The endpoint answered HTTP {exc.status_code} after retries; waiting "
-                    f"{wait:.0f} s before asking again.")
+                say(f"The endpoint answered HTTP {exc.status_code} after retries: \"{_said(exc)}\". Waiting "
+                    f"{wait:.0f} s before asking again ({waited + wait:.0f} of at most {self.patience:g} s, "
+                    "--retry-for); Ctrl-C is safe, and --resume carries the run on from its last round.")
                 time.sleep(wait)
-                waited, wait = waited + wait, min(2 * wait, 600.0)
+                waited, wait = waited + wait, 2 * wait
 
     def _create(self, conversation: Conversation, options: dict[str, Any], deadline: Optional[float]
                 ) -> Optional["Answer"]:
@@ -116,10 +123,22 @@ class OpenAIProposer:
             options = {**options, "stream": True, "stream_options": {"include_usage": True}}
 
         def create() -> Optional[Answer]:
-            response = self.client.chat.completions.create(
-                model=self.model, messages=conversation.messages(self.window), timeout=timeout,
-                extra_body=self.extra_body, **options)
-            return _assembled(response) if self.stream else _answer(response)
+            ask = dict(model=self.model, messages=conversation.messages(self.window), timeout=timeout,
+                       extra_body=self.extra_body, **options)
+            if self.stream:
+                return _assembled(self.client.chat.completions.create(**ask))
+            # raw, so that a body that is not a chat completion can be quoted
+            raw = self.client.chat.completions.with_raw_response.create(**ask)
+            try:
+                response = raw.parse()
+            except ValueError:  # JSON by its content type that does not parse
+                raise self._malformed(raw.http_response.text, "JSON that does not parse") from None
+            if isinstance(response, str):  # the client hands back a body that is not JSON as text
+                kind = raw.http_response.headers.get("content-type", "").split(";")[0] or "untyped"
+                raise self._malformed(response, f"a {kind} body")
+            if not response.choices:
+                raise self._malformed(raw.http_response.text, "JSON without `choices`")
+            return _answer(response)
 
         try:
             # a stream is read in the same thread, so the wall time cuts it too
@@ -128,6 +147,16 @@ class OpenAIProposer:
             raise  # handled by the caller, which knows what to change
         except (openai.APIStatusError, openai.APIConnectionError) as exc:
             raise self._explained(exc) from None
+
+    def _malformed(self, body: str, reason: str) -> ProposerError:
+        """An answer that is not a chat completion, with the first line of what came instead."""
+        line = _first_line(body)
+        quoted = f" Its body begins: \"{line}\"." if line else ""
+        return ProposerError(
+            f"The endpoint {self.base_url} answered the request for model `{self.model}` with {reason}, "
+            f"not a chat completion.{quoted} A proxy's or gateway's error page, or a server that speaks "
+            "another API, answers like this: check --base-url (an OpenAI-compatible server's ends in /v1) "
+            "and the server's log.")
 
     def _explained(self, exc: openai.APIStatusError | openai.APIConnectionError) -> ProposerError:
         """What a failed request means for the run, and what to do about it."""
@@ -147,7 +176,7 @@ class OpenAIProposer:
         if isinstance(exc, openai.APIStatusError):
             return ProposerError(
                 f"The endpoint {self.base_url} answered HTTP {exc.status_code} for model "
-                f"`{self.model}` after retries: {_message(exc)}.")
+                f"`{self.model}` after retries: \"{_said(exc)}\".")
         if isinstance(exc, openai.APITimeoutError):
             return ProposerError(
                 f"The endpoint {self.base_url} did not answer within the request timeout "
@@ -223,6 +252,19 @@ def _message(exc: openai.APIStatusError) -> str:
     return exc.message
 
 
+def _first_line(text: str) -> str:
+    """The first line with words in it, HTML tags left out (an error page's title, as a rule), cut to
+    SAID_CHARS."""
+    text = re.sub(r"<[^>]*>", "\n", text)
+    line = next((" ".join(line.split()) for line in text.splitlines() if line.strip()), "")
+    return line if len(line) <= SAID_CHARS else line[:SAID_CHARS] + "..."
+
+
+def _said(exc: openai.APIStatusError) -> str:
+    """The server's own words for a failed request: its error message, else its body's first line."""
+    return _first_line(_message(exc)) or f"HTTP {exc.status_code}, no text"
+
+
 def _tokens(usage: Any) -> Tokens:
     """The usage an endpoint reports; cached and reasoning counts where it gives them (OpenAI does)."""
     if usage is None:
@@ -260,9 +302,7 @@ def _reasoning(message: Any) -> str:
     return reasoning if isinstance(reasoning, str) else ""
 
 
-def _answer(response: Any) -> Optional[Answer]:
-    if not response.choices:
-        return None
+def _answer(response: Any) -> Answer:
     choice = response.choices[0]
     return Answer(choice.message.content or "", _reasoning(choice.message), choice.finish_reason, response.usage)
 

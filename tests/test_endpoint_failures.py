@@ -1,0 +1,112 @@
+"""Endpoints that fail as real ones do, through `harness run` on the CPU: each failure is one
+paragraph on stderr, with an exit status by outcome, the reason kept in the run, and the exact
+--resume command; never a traceback.
+
+Runs use tests/problems/row_loop.py (no build): a plain-Python candidate is correct and fast.
+"""
+import json
+from pathlib import Path
+
+import pytest
+
+from fake_openai_server import HANG, KEY, MODEL, Reply, fake_openai  # noqa: F401  (fixture)
+from harness.cli.main import main as harness
+from harness.cli.run_command import main
+
+from conftest import PROBLEMS
+from test_loop import FAST
+
+PROBLEM = PROBLEMS / "row_loop.py"
+PAGE = "<html>\n<head><title>502 Bad Gateway</title></head>\n<body><center>nginx</center></body>\n</html>\n"
+
+
+@pytest.fixture(autouse=True)
+def key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+
+
+def run(fake, tmp_path, cache_dir, capsys, *flags: str) -> tuple[int, str, str, Path]:
+    runs = tmp_path / "runs"
+    rc = main([str(PROBLEM), "--model", MODEL, "--base-url", fake.url, "--rounds", "3", "--runs-dir", str(runs),
+               "--device", "cpu", "--time-cap", "1", "--cache-dir", str(cache_dir), *flags])
+    out, err = capsys.readouterr()
+    made = list(runs.iterdir()) if runs.exists() else []
+    return rc, out, err, made[0] if made else None
+
+
+def one_paragraph(err: str) -> str:
+    assert "Traceback" not in err and err.startswith("error: ") and err.strip().count("\n") == 0, err
+    return err
+
+
+def stored(path: Path) -> dict:
+    return json.loads((path / "run.json").read_text())
+
+
+def test_an_html_page_with_status_200_is_quoted_and_kept(tmp_path, cache_dir, capsys, fake_openai):
+    fake_openai.answer(Reply(raw=PAGE))
+    rc, out, err, path = run(fake_openai, tmp_path, cache_dir, capsys)
+    assert rc == 3, out + err
+    one_paragraph(err)
+    assert "with a text/html body, not a chat completion" in err and '"502 Bad Gateway"' in err
+    assert f"`harness run --resume {path}` carries it on" in err
+    record = stored(path)
+    assert (record["status"], record["stop_reason"], record["outcome"]) == ("failed", "proposer", "no_correct")
+    assert '"502 Bad Gateway"' in record["message"] and "text/html" in record["message"]
+    assert harness(["show", str(path)]) == 0
+    assert '"502 Bad Gateway"' in capsys.readouterr().out
+
+
+def test_json_without_choices_is_an_error_on_stderr(tmp_path, cache_dir, capsys, fake_openai):
+    fake_openai.answer(Reply(raw='{"object": "error", "detail": "model is loading"}',
+                             content_type="application/json"))
+    rc, out, err, path = run(fake_openai, tmp_path, cache_dir, capsys)
+    assert rc == 3 and "error" not in out, out
+    one_paragraph(err)
+    assert "JSON without `choices`" in err and "model is loading" in err
+    assert "model is loading" in stored(path)["message"]
+
+
+def test_a_server_error_shows_its_text_and_the_wait_is_capped(tmp_path, cache_dir, capsys, fake_openai):
+    fake_openai.fallback = Reply(status=500, content="CUDA out of memory while loading the weights")
+    rc, out, err, path = run(fake_openai, tmp_path, cache_dir, capsys, "--max-retries", "0", "--retry-for", "1")
+    assert rc == 3, out + err
+    one_paragraph(err)
+    said = '"CUDA out of memory while loading the weights"'
+    assert f"answered HTTP 500 after retries: {said}. Waiting 1 s" in out
+    assert "Ctrl-C is safe, and --resume carries the run on" in out
+    assert f"HTTP 500 for model `{MODEL}` after retries and 1 s of waiting (--retry-for 1 s): {said}" in err
+    assert fake_openai.attempts == 2  # asked, waited out once within --retry-for, asked again
+    assert said in stored(path)["message"]
+
+
+def test_a_server_lost_after_an_acceptable_candidate_keeps_it(tmp_path, cache_dir, capsys, fake_openai):
+    fake_openai.answer(f"```python\n{FAST}```", Reply(die=True))
+    rc, out, err, path = run(fake_openai, tmp_path, cache_dir, capsys, "--target", "1000", "--accept", "1.2",
+                             "--max-retries", "1")
+    assert rc == 0, out + err  # an acceptable best is not an error
+    one_paragraph(err)
+    assert "Cannot reach the endpoint" in err and "is acceptable" in err
+    assert f"the run keeps its 1 finished round(s) and its best" in err
+    assert f"`harness run --resume {path}` carries it on" in err
+    record = stored(path)
+    assert record["best"]["round"] == 1 and record["outcome"] == "accepted"
+    assert (path / "rounds" / "002" / "prompt.md").is_file()  # the round in flight, set aside by --resume
+
+
+def test_a_request_timeout_mid_run(tmp_path, cache_dir, capsys, fake_openai):
+    fake_openai.fallback = HANG
+    rc, out, err, path = run(fake_openai, tmp_path, cache_dir, capsys, "--request-timeout", "0.5",
+                             "--max-retries", "0")
+    assert rc == 3, out + err
+    one_paragraph(err)
+    assert "did not answer within the request timeout (0.5 s)" in err and "--resume" in err
+    assert stored(path)["stop_reason"] == "proposer"
+
+
+def test_a_connection_refused_at_the_start_makes_no_run(tmp_path, cache_dir, capsys, fake_openai):
+    fake_openai.stop()
+    rc, out, err, path = run(fake_openai, tmp_path, cache_dir, capsys)
+    assert rc == 2 and path is None, out + err
+    one_paragraph(err)
+    assert "Cannot reach the endpoint" in err and "Connection refused" in err
