@@ -150,6 +150,8 @@ class Measure:
                         found = self._time(worker, result, shares=len(shapes), shape=label)
                 except Stop as stop:  # wrong outputs here are its failure: their time would mean nothing
                     stop.explanation = f"{stop.explanation} (at benchmark shape {label})"
+                    if measured:  # the shapes timed before it stay on record
+                        self._figures(result, measured)
                     raise
                 result.warnings[said:] = [f"at benchmark shape {label}: {w}" for w in result.warnings[said:]]
                 measured.append(Measured(values, found.clocked, found.spreads))
