@@ -25,6 +25,17 @@ expected = torch.nn.functional.layer_norm(x, (16, 32), model.weight, model.bias)
 assert torch.allclose(eager, expected, atol=1e-4), "the op differs from layer_norm"
 compiled = torch.compile(model, fullgraph=True, backend="eager")(x)
 assert torch.equal(compiled, eager), "compiled differs from eager"
+# forward-only: a backward through the op, eager or traced by AOTAutograd, is one clear error
+x.requires_grad_()
+for fn in (model, torch.compile(model, fullgraph=True, backend="aot_eager")):
+    try:
+        fn(x).sum().backward()
+    except Exception as exc:
+        said = str(exc)
+        assert "mykernels::layer_norm is forward-only" in said and "harness run --backward" in said, said
+        assert "no autograd formula" not in said, said
+    else:
+        raise AssertionError("a backward went through a forward-only op")
 print("EXPORT OK")
 '''
 
@@ -112,6 +123,7 @@ def _install(tmp_path, candidate, name: str) -> tuple[str, dict]:
 
 def test_export_installs_and_traces(tmp_path):
     python, env = _install(tmp_path, CANDIDATES / "cpp_layernorm.py", "mykernels::layer_norm")
+    assert "**Forward-only.** mykernels::layer_norm is forward-only" in (tmp_path / "pkg" / "README.md").read_text()
     run = subprocess.run([python, "-c", CHECK], cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
     assert "EXPORT OK" in run.stdout, run.stderr[-3000:]
 
@@ -119,7 +131,7 @@ def test_export_installs_and_traces(tmp_path):
 def test_export_of_a_training_kernel_registers_its_backward(tmp_path):
     python, env = _install(tmp_path, CANDIDATES / "backward_cpp_rmsnorm.py", "mykernels::rms_norm")
     text = (tmp_path / "pkg" / "mykernels_rms_norm" / "__init__.py").read_text()
-    assert "register_autograd" in text and "mykernels::rms_norm_backward" in text
+    assert "register_autograd" in text and "mykernels::rms_norm_backward" in text and "forward-only" not in text
     run = subprocess.run([python, "-c", BACKWARD_CHECK], cwd=tmp_path, capture_output=True, text=True, timeout=600,
                          env=env)
     assert "EXPORT OK" in run.stdout, run.stderr[-3000:]

@@ -22,7 +22,8 @@ from fake_openai_server import HANG, KEY, MODEL, Reply, fake_openai  # noqa: F40
 from harness import EvalResult, Loop, Prompts, Run, RunStore, Settings, Tokens, Verdict
 from harness.cli.display import Display
 from harness.loop.proposers.base import Exhausted, Proposal, ProposerError
-from harness.cli.run_command import main
+from harness.cli.run_command import SYSTEM_LABEL, USER_LABEL, main
+from harness.loop.prompts import system_prompt
 from harness.runs.store import ProblemRef, utc_now
 
 from conftest import PROBLEMS, REPO, SEEDS
@@ -617,12 +618,14 @@ def test_dry_run_needs_no_model_nor_proposer(tmp_path, capsys, monkeypatch):
     for chosen in (["--proposer", "openai"], []):
         rc = main([str(PROBLEM), "--dry-run", *chosen, "--device", "cpu"])
         captured = capsys.readouterr()
-        assert rc == 0 and captured.out.startswith("Write a faster version of the PyTorch model"), captured.err
-        assert "Dry run: nothing was sent, built or stored" in captured.err
+        assert rc == 0 and captured.out.startswith(SYSTEM_LABEL), captured.err
+        assert f"{USER_LABEL}\nWrite a faster version of the PyTorch model" in captured.out
+        assert "Dry run: nothing was sent, built, stored or timed" in captured.err
         assert "no model is configured" in captured.err
     rc = main([str(PROBLEM), "--dry-run", "--model", MODEL, "--base-url", "http://127.0.0.1:9/v1", "--device", "cpu"])
     assert rc == 0
-    assert f"would send model `{MODEL}` at http://127.0.0.1:9/v1 the system prompt" in capsys.readouterr().err
+    assert (f"would send model `{MODEL}` at http://127.0.0.1:9/v1 the system prompt and the user prompt above"
+            in capsys.readouterr().err)
 
 
 def test_without_an_endpoint_a_run_is_refused_not_handed_to_a_person(tmp_path, capsys, monkeypatch):
@@ -674,19 +677,40 @@ def test_a_failed_run_says_why_in_runs_and_show(tmp_path, cache_dir, capsys, mon
     assert "No round was evaluated." in shown and "unknown device" not in shown and "on cpu (nothing measured)" in shown
 
 
-def test_dry_run_prints_the_first_prompt_and_asks_nobody(tmp_path, capsys):
+def test_dry_run_prints_the_first_request_and_asks_nobody(tmp_path, capsys):
     runs = tmp_path / "runs"
-    # an endpoint nobody listens on: a dry run never calls it
-    rc = main([str(PROBLEM), "--dry-run", "--model", MODEL, "--base-url", "http://127.0.0.1:9/v1",
+    # an endpoint nobody listens on: a dry run never calls it; --measure times the reference as a run does
+    rc = main([str(PROBLEM), "--dry-run", "--measure", "--model", MODEL, "--base-url", "http://127.0.0.1:9/v1",
                "--runs-dir", str(runs), "--device", "cpu"])
     out = capsys.readouterr().out
-    assert rc == 0 and out.startswith("Write a faster version of the PyTorch model")
+    # both prompts of the first request, labelled, the system prompt as a run sends it
+    system = system_prompt(Prompts(), cpu=True)
+    assert rc == 0 and out.startswith(f"{SYSTEM_LABEL}\n{system}\n\n{USER_LABEL}\nWrite a faster version of the")
+    assert "You are a CPU performance engineer" in system
     assert "## The reference: `row_loop`" in out and not runs.exists()
     # facts from the reference process
     assert "- `x`: cpu float32 (256, 64), contiguous" in out and f"- {os.cpu_count()} cores" in out
     # the reference's own time; no floor, nor a ceiling, without a roofline declaration
     assert re.search(r"- The reference takes [0-9.]+ ms here \(median, timed alone\)\.\n", out)
-    assert "highest speedup" not in out
+    assert "highest speedup" not in out and "measured when the run starts" not in out
+
+
+def test_dry_run_times_nothing_unless_asked(capsys, monkeypatch):
+    from harness.engine.evaluate import Evaluator
+
+    def timed(self):
+        raise AssertionError("a dry run without --measure timed the reference")
+
+    monkeypatch.setattr(Evaluator, "time_reference", timed)
+    rc = main([str(PROBLEMS / "small_layernorm.py"), "--dry-run", "--device", "cpu"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    # the facts the reference process finds are there; its time is said to come with the run
+    assert "- `x`: cpu float32 (8, 16, 32), contiguous" in out and "## Hardware" in out
+    assert "- The reference's own time is measured when the run starts." in out
+    assert "The reference takes" not in out and "timed (--measure times the reference" in err
+    assert main([str(PROBLEMS / "small_layernorm.py"), "--measure", "--device", "cpu"]) == 2
+    assert "--measure goes with --dry-run" in capsys.readouterr().err
 
 
 LAYERNORM = PROBLEMS / "small_layernorm_roofline.py"
@@ -696,7 +720,7 @@ LAYERNORM_COPY = ("import torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    de
 
 
 def test_the_first_prompt_gives_the_floor_and_a_target_above_the_ceiling_is_warned_of(tmp_path, cache_dir, capsys):
-    rc = main([str(LAYERNORM), "--dry-run", "--target", "1000", *eval_flags(cache_dir)])
+    rc = main([str(LAYERNORM), "--dry-run", "--measure", "--target", "1000", *eval_flags(cache_dir)])
     captured = capsys.readouterr()
     assert rc == 0
     reference = re.search(r"- The reference takes ([0-9.]+) ms here \(median, timed alone\):\n  .* GB/s = [0-9]+% "

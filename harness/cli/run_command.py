@@ -21,9 +21,10 @@ from rich.console import Console
 from ..device import describe
 from ..engine.pool import Pool
 from ..errors import HarnessError
-from ..loop.prompts import Prompts
+from ..loop.prompts import Prompts, system_prompt
 from ..loop.proposers.files import expand
-from ..loop.start import ceiling_note, drive, first_for, make_proposer, new_run, reopen, same_problem, try_endpoint
+from ..loop.start import (ceiling_note, drive, first_for, make_proposer, new_run, reopen, same_problem, try_endpoint,
+                          untimed_first)
 from ..loop.suite import resume_suite, run_suite, start_suite
 from ..problem import load_problem
 from ..runs.history import resolve as resolve_run
@@ -37,12 +38,13 @@ from .history import print_suite
 
 EXIT_OK, EXIT_SHORT, EXIT_USAGE, EXIT_PROPOSER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 DEFAULT_CONCURRENCY = 4  # problems whose loops run at once under --suite
+SYSTEM_LABEL, USER_LABEL = "===== system prompt =====", "===== user prompt ====="  # a dry run's two prompts
 DESCRIPTION = ("Optimize a problem: propose a ModelNew, evaluate it, feed the verdict back, "
                "until the target speedup or a budget is reached. Runs are stored under runs/.")
 EPILOG = """examples:
   harness run problems/layernorm_4d.py --model gpt-5 --rounds 10
   harness run problems/layernorm_4d.py --base-url http://localhost:8000/v1 --model NAME   (a local server: no key)
-  harness run problems/layernorm_4d.py --model NAME --dry-run                          (the first prompt only)
+  harness run problems/layernorm_4d.py --model NAME --dry-run                          (the first request only)
   harness run --resume runs/RUN_ID
 
 exit status: 0 acceptable candidate found, 1 none found, 2 unusable input, 3 the endpoint failed
@@ -124,7 +126,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     output = parser.add_argument_group("output")
     output.add_argument("--runs-dir", metavar="DIR", dest="runs_dir", help="where runs are stored (default runs/)")
     output.add_argument("--dry-run", dest="dry_run", action="store_true",
-                        help="print the first prompt and exit: no endpoint, no run directory")
+                        help="print the first request (system prompt, first user prompt) and exit: no endpoint, "
+                             "no run directory, and the reference is not timed")
+    output.add_argument("--measure", action="store_true",
+                        help="with --dry-run: time the reference (seconds) and put its time in the prompt, "
+                             "as a run does")
 
 
 def _absolute(settings: Settings) -> None:
@@ -181,7 +187,8 @@ def _resumed(args: argparse.Namespace, flags: dict, recorded: Evaluation, device
 
 
 def _dry_run(args: argparse.Namespace, flags: dict, console: Console) -> None:
-    """The first prompt as a run would send it; nothing is asked, built or stored."""
+    """The first request as a run would send it, each prompt labelled; nothing is asked, built or
+    stored, and the reference is timed only with --measure."""
     if args.resume or not args.problem:
         raise ConfigError("--dry-run takes a problem file (harness run PROBLEM --dry-run), not --resume.")
     settings = resolve({**flags, "problem": args.problem}, dry_run=True)
@@ -189,29 +196,37 @@ def _dry_run(args: argparse.Namespace, flags: dict, console: Console) -> None:
     prompts = Prompts(settings.prompts)
     args.device = settings.device
     gpus = parse_gpus(args.gpus)
-    options = take_free_gpu(eval_options(args), gpus,  # a line on stderr: stdout is the prompt alone
+    options = take_free_gpu(eval_options(args), gpus,  # a line on stderr: stdout is the prompts alone
                             partial(Console(stderr=True).print, markup=False, highlight=False, soft_wrap=True))
+    room = None
     with Pool(problem.path, options, gpus, args.jobs) as pool:
-        text, _, room = first_for(pool, prompts, problem, settings, options.trials)
-    console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
+        if args.measure:
+            text, _, room = first_for(pool, prompts, problem, settings, options.trials)
+        else:
+            text = untimed_first(pool, prompts, problem, settings, options.trials)
+    system = system_prompt(prompts, cpu=settings.device == "cpu")
+    console.print(f"{SYSTEM_LABEL}\n{system}\n\n{USER_LABEL}\n{text}", markup=False, highlight=False,
+                  soft_wrap=True, end="")
     errors = Console(stderr=True)
-    errors.print(_would_send(settings), markup=False, highlight=False, soft_wrap=True)
-    if note := ceiling_note(room, settings.target):
+    errors.print(_would_send(settings, measured=args.measure), markup=False, highlight=False, soft_wrap=True)
+    if room and (note := ceiling_note(room, settings.target)):
         errors.print(f"warning: {note}", markup=False, highlight=False, soft_wrap=True)
 
 
-def _would_send(settings: Settings) -> str:
-    """What a run would do with the prompt a dry run prints."""
-    said = "Dry run: nothing was sent, built or stored. "
+def _would_send(settings: Settings, measured: bool) -> str:
+    """What a run would do with the prompts a dry run prints."""
+    said = ("Dry run: nothing was sent, built or stored. " if measured else
+            "Dry run: nothing was sent, built, stored or timed (--measure times the reference for the prompt). ")
     if settings.proposer == "openai" and settings.model:
         return said + (f"A run would send model `{settings.model}` at {settings.base_url or 'OpenAI'} the system "
-                       "prompt, then the prompt above as the first user message.")
+                       "prompt and the user prompt above as its first request.")
     if settings.proposer == "human":
-        return said + "A run would show the prompt above and wait for the candidate file's saves."
+        return said + "A run would show the user prompt above and wait for the candidate file's saves."
     if settings.proposer == "files":
-        return said + "A run would take its candidates from --files; the prompt above is what a model would be sent."
-    return said + ("The prompt above is what a model would be sent after the system prompt; no model is "
-                   "configured (--model, --base-url, or a --config file's [endpoint]).")
+        return said + ("A run would take its candidates from --files; the prompts above are what a model would "
+                       "be sent.")
+    return said + ("The prompts above are what a model would be sent first; no model is configured (--model, "
+                   "--base-url, or a --config file's [endpoint]).")
 
 
 def run_main(args: argparse.Namespace, console: Optional[Console] = None) -> int:
@@ -229,6 +244,8 @@ def _run(args: argparse.Namespace, console: Console, held: ExitStack) -> int:
         if args.dry_run:
             _dry_run(args, flags, console)
             return EXIT_OK
+        if args.measure:
+            raise ConfigError("--measure goes with --dry-run: a run always times the reference.")
         store, run, rounds = _open(args, flags, held)
         settings = run.settings
         problem = load_problem(settings.problem)
@@ -293,9 +310,9 @@ def resume_line(run: Run, rounds: list[Round], path: Path) -> str:
 def _open_suite(args: argparse.Namespace, flags: dict, held: ExitStack) -> tuple[SuiteStore, SuiteRecord, str]:
     """The suite to carry on or start, locked until `held` closes, and for a resumed one the line
     on its evaluation options."""
-    if args.problem or args.dry_run:
-        raise ConfigError("--suite DIR takes no PROBLEM and no --dry-run: it runs every problem file in DIR "
-                          "(try --dry-run on one of them).")
+    if args.problem or args.dry_run or args.measure:
+        raise ConfigError("--suite DIR takes no PROBLEM, no --dry-run and no --measure: it runs every problem file "
+                          "in DIR (try --dry-run on one of them).")
     if args.resume:
         if args.suite:
             raise ConfigError("Give either --suite DIR or --resume SUITE_DIR, not both: a resumed suite "

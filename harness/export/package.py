@@ -83,7 +83,8 @@ def export(target: str, name: str, out: Optional[Path], runs_dir: Path) -> Expor
         f'[project]\nname = "{module.replace("_", "-")}"\nversion = "0.1.0"\ndependencies = ["torch"]\n\n'
         f'[tool.setuptools]\npackages = ["{module}"]\n')
     (package / "__init__.py").write_text(_module_text(kernel, lib, op, candidate))
-    (root / "README.md").write_text(_readme(module, lib, op, candidate, figures))
+    (root / "README.md").write_text(_readme(module, lib, op, candidate, figures,
+                                            backward=kernel.autograd is not None))
     return Exported(root, module, name)
 
 
@@ -253,6 +254,14 @@ def _({names}):
     return torch.empty_like({first})
 
 
+def _no_backward(ctx, grad):
+    raise RuntimeError({_forward_only(lib, op)!r})
+
+
+# a backward through the op, eager or traced by torch.compile, meets one clear error
+{op}.register_autograd(_no_backward)
+
+
 class {kernel.ext}:
     """What the candidate's ModelNew calls its extension: here, the op."""
 
@@ -282,6 +291,14 @@ def _extension():
 
 {numbers}{kernel.model_new}
 '''
+
+
+def _forward_only(lib: str, op: str) -> str:
+    """The error a backward through a forward-only op raises, and how to get an op with a backward."""
+    return (f"{lib}::{op} is forward-only: it was exported from a candidate with no backward, so no gradient "
+            f"flows through it. Call it under torch.no_grad() or on tensors that need no gradient; for training, "
+            f"run the problem with `harness run --backward` and `harness export` that candidate, whose backward "
+            f"is registered too.")
 
 
 def _autograd_ops(kernel: _Kernel, lib: str, op: str, signature: str, names: str, first: str) -> str:
@@ -370,12 +387,16 @@ class {name}:
 '''
 
 
-def _readme(module: str, lib: str, op: str, candidate: Path, figures) -> str:
+def _readme(module: str, lib: str, op: str, candidate: Path, figures, backward: bool) -> str:
     lines = [f"# {module}", "", f"`torch.ops.{lib}.{op}`, exported by `harness export` from `{candidate}`.", "",
              "```python", f"import {module}", f"y = torch.ops.{lib}.{op}(...)  # or {module}.ModelNew(...)", "```", "",
              "The C++/CUDA source builds with `load_inline` at first use (the candidate's own sources and flags). "
              "The fake implementation assumes the output is shaped like the first tensor argument; "
-             "`torch.library.opcheck` checks that.", "", "## Measured"]
+             "`torch.library.opcheck` checks that.", "",
+             f"Its backward is registered too, as `{lib}::{op}_backward`: gradients flow through it, eagerly and "
+             f"under torch.compile." if backward else
+             f"**Forward-only.** {_forward_only(lib, op)} A backward through it, eager or under torch.compile, "
+             "raises that as a RuntimeError.", "", "## Measured"]
     if figures is None:
         lines.append("No figures: exported from a loose file, not a run. `harness replay` measures it.")
     else:

@@ -131,10 +131,11 @@ def system_prompt(prompts: Prompts, *, cpu: bool = False) -> str:
 
 def first_prompt(prompts: Prompts, problem: "Problem", device: "DeviceInfo", *, accept: float, target: float,
                  trials: int, facts: "ReferenceReady", environment: "Environment",
-                 headroom: Optional["Headroom"] = None, backward: bool = False) -> str:
+                 headroom: Optional["Headroom"] = None, backward: bool = False, unmeasured: bool = False) -> str:
     """The problem, the rules, and the facts the reference process found: hardware, measured
     peaks, how the inputs arrive, versions; and the reference's own time against its floor.
-    `backward`: the backward pass is checked and timed too, and the contract for it is given."""
+    `backward`: the backward pass is checked and timed too, and the contract for it is given.
+    `unmeasured`: the reference was not timed (a dry run), and the prompt says where its time goes."""
     reference = None
     if headroom is not None:
         reference = {"ms": headroom.reference_ms, "host_ms": headroom.host_ms, "ceiling": headroom.ceiling,
@@ -143,7 +144,7 @@ def first_prompt(prompts: Prompts, problem: "Problem", device: "DeviceInfo", *, 
     return prompts.render(FIRST, problem=problem, device=device, tolerance=tolerance_text(problem),
                           accept=accept, target=target, trials=trials, hardware=facts.hardware,
                           inputs=facts.inputs, peaks=facts.peaks, environment=environment,
-                          reference=reference, backward=backward,
+                          reference=reference, unmeasured=unmeasured, backward=backward,
                           grad_tolerance=grad_tolerance_text(problem, facts.grad_allowance) if backward else ""
                           ).strip() + "\n"
 

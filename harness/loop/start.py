@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ..device import describe
 from ..engine.pool import Pool
@@ -109,9 +109,21 @@ def first_for(pool: Pool, prompts: Prompts, problem: Problem, settings: Settings
     # that is a geometric mean over benchmark shapes
     room = headroom(reference.median, reference.overhead, {} if facts.benchmark_shapes else facts.roofline,
                     facts.peaks)
+    return _first(pool, prompts, problem, settings, trials, room), facts.warnings, room
+
+
+def untimed_first(pool: Pool, prompts: Prompts, problem: Problem, settings: Settings, trials: int) -> str:
+    """The first prompt with the reference process's facts but not its time, which it says is
+    measured when the run starts: a dry run that skips the seconds of timing."""
+    return _first(pool, prompts, problem, settings, trials, None)
+
+
+def _first(pool: Pool, prompts: Prompts, problem: Problem, settings: Settings, trials: int,
+           room: Optional[Headroom]) -> str:
+    facts, environment = pool.facts()  # the reference process starts on the first call; later ones read
     return first_prompt(prompts, problem, describe(settings.device), accept=settings.accept,
                         target=settings.target, trials=trials, facts=facts, environment=environment,
-                        headroom=room, backward=pool.evaluators[0].backward), facts.warnings, room
+                        headroom=room, backward=pool.evaluators[0].backward, unmeasured=room is None)
 
 
 def ceiling_note(room: Headroom, target: float) -> str:
