@@ -448,7 +448,7 @@ def test_samples_are_asked_at_once_and_each_outcome_is_reported(tmp_path, cache_
     # each was told a different direction, and streamed
     directions = [r["messages"][-1]["content"].split("For this answer, try ")[1].split(":")[0]
                   for r in fake_openai.requests[:3]]
-    told = ["a different parallel decomposition", "fuse more", "vectorised, coalesced memory access"]
+    told = ["a different split of the work", "fuse more", "vectorised memory access"]  # --device cpu: CPU terms
     assert sorted(directions) == sorted(told)
     assert all(r["stream"] for r in fake_openai.requests)
     # the first candidate was built before the other answers had come
@@ -565,14 +565,14 @@ def test_resume_takes_the_recorded_evaluation_options_unless_a_flag_overrides_on
     assert run_json(path)["evaluation"] == {"trials": 2, "time_cap": 1.0, "policy": "warn",
                                             "shapes": "warn", "compile_baseline": False, "model_mode": "train",
                                             "backward": False, "gpus": None, "profile": False, "profile_kernel": None,
-                                            "atol": 0.001, "rtol": None}
+                                            "atol": 0.001, "rtol": None, "clock": "gpu"}
     capsys.readouterr()
     # No --device, --trials or --policy: those come from the record; --time-cap overrides it.
     rc = main(["--resume", str(path), "--rounds", "2", "--time-cap", "0.5", "--cache-dir", str(cache_dir)])
     out = capsys.readouterr().out
     assert rc == 1, out
     assert ("Evaluation options from the run's record: trials 2, policy warn, shapes warn, compile_baseline False, "
-            "model_mode train, backward False, gpus None, atol 0.001, rtol None, profile False, profile_kernel None, "
+            "model_mode train, backward False, clock gpu, gpus None, atol 0.001, rtol None, profile False, profile_kernel None, "
             "device cpu; overridden by flags: time_cap 0.5.") in out
     assert run_json(path)["evaluation"]["time_cap"] == 0.5
     second = json.loads((path / "rounds" / "002" / "eval.json").read_text())

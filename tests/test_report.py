@@ -115,7 +115,7 @@ def test_parents_chart_ceiling_and_profile_findings(report_run):
     # one marker per correct round, with its interval as error bars; the failed rounds on the strip
     svg = text[text.index("<svg"):text.index("</svg>")]
     assert svg.count("<circle") == 2 and svg.count(" stroke-width=\"1.5\" fill=\"none\"/>") == 2
-    assert ">no code<" in svg and ">wrong<" in svg
+    assert ">no_code<" in svg and ">incorrect<" in svg  # the verdicts as the table names them
     # a long run's rounds are labelled sparsely enough not to run into each other
     assert round_ticks(4) == [1, 2, 3, 4] and round_ticks(100)[:3] == [1, 5, 10] and len(round_ticks(100)) <= 30
 
@@ -147,7 +147,7 @@ def test_samples_beam_parents_and_a_restart_from_the_best(tmp_path):
 def test_a_run_that_failed_before_any_round_says_why(tmp_path):
     loop, store = stub_loop(tmp_path, ScriptedProposer(ProposerError("The endpoint said <401>.")))
     text = run_page(loop.execute(), store.load_rounds())
-    assert '<span class="badge bad">no correct</span> failed, stopped by error' in text
+    assert '<span class="badge bad">no correct</span> failed, stopped by proposer' in text
     assert "No round finished." in text and "The endpoint said &lt;401&gt;." in text
 
 

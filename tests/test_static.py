@@ -42,6 +42,7 @@ EXPECTED = {
     "lower_precision": {"lower_precision"},
     "lower_precision_output": {"lower_precision"},
     "enables_tf32": {"lower_precision"},
+    "enables_tf32_legacy": {"lower_precision"},
     "mutates_input_for_reference": {"no_kernel"},
     "non_tensor_output": {"no_kernel"},
     "patch_allclose": {"monkeypatch"},
