@@ -126,6 +126,7 @@ class Sampler:
     """Takes samples on one kind of device; `stages` names its clocks, the headline's first."""
 
     method = "perf_counter"
+    reset_persistence: Optional[Callable[[], int]] = None  # CUDA: persisting L2 lines go before each sample
 
     def __init__(self, device: torch.device):
         self.flush_buffer = torch.empty(flush_bytes(device), dtype=torch.uint8, device=device)
@@ -135,6 +136,8 @@ class Sampler:
 
     def _prepare(self, timed: Entry, seed: int) -> list:
         args = timed.make_args(seed)
+        if self.reset_persistence:
+            self.reset_persistence()
         self.flush_buffer.zero_()
         return args
 
@@ -181,13 +184,6 @@ class CudaSampler(Sampler):
     def stages(self, headline: str) -> list[str]:
         both = [Clock.GPU.value, Clock.LATENCY.value]
         return both if headline != Clock.LATENCY.value else both[::-1]
-
-    def _prepare(self, timed: Entry, seed: int) -> list:
-        args = timed.make_args(seed)
-        if self.reset_persistence:
-            self.reset_persistence()
-        self.flush_buffer.zero_()
-        return args
 
     def queue(self, timed: Entry, seed: int) -> tuple[Any, float]:
         args = self._prepare(timed, seed)
