@@ -91,6 +91,14 @@ CLOCK_NAMES = {Clock.GPU: "GPU time", Clock.LATENCY: "latency", Clock.ALL_STREAM
                Clock.HOST: "host time"}
 
 
+class Ended(str, enum.Enum):
+    """Why a timing stage stopped sampling."""
+
+    MET = "met"  # its stopping criterion (engine/stopping.py) was met
+    TIME_CAP = "time_cap"  # its share of the time cap ran out first
+    SAMPLE_CAP = "sample_cap"  # it took the most samples a stage may
+
+
 @dataclass
 class Timing:
     """Summary of one timed callable on one clock; times in milliseconds."""
@@ -113,6 +121,7 @@ class Timing:
     # same for an empty call: work past that ran on a stream the caller's does not wait for
     tail: float = 0.0
     tail_overhead: float = 0.0
+    ended: str = ""  # why its stage stopped sampling (Ended); "" in eval.json files from before
 
     @property
     def on_gpu(self) -> bool:
@@ -370,6 +379,9 @@ class EvalResult:
     # are of both; "candidate_forward" and "reference_forward" time each forward alone beside them
     backward: bool = False
     phase_seconds: dict[str, float] = field(default_factory=dict)
+    # the stopping criterion the timings sampled under (engine/stopping.py) and its threshold; "" before any timing
+    stop: str = ""
+    stop_target: Optional[float] = None
     shapes: list[ShapeVariant] = field(default_factory=list)  # the check at other shapes; empty when not run
     # the timing at each benchmark shape the problem declares, when it declares any: then `speedup` and
     # `baselines` are geometric means over them, and `timings` are the main shape's (else the first one's)

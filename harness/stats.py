@@ -65,7 +65,7 @@ def overlap(a: Sequence[float], b: Sequence[float]) -> bool:
 
 
 def summarize(samples: list[float], method: str, submit: list[float], overhead: float = 0.0,
-              clock: str = "") -> Timing:
+              clock: str = "", ended: str = "") -> Timing:
     if len(samples) >= 2:
         q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
     else:
@@ -73,4 +73,4 @@ def summarize(samples: list[float], method: str, submit: list[float], overhead: 
     return Timing(median=statistics.median(samples), iqr=q3 - q1, mean=statistics.fmean(samples),
                   min=min(samples), n=len(samples), rel_se=rel_se_of_median(samples), method=method,
                   overhead=overhead, submit_median=statistics.median(submit) if submit else 0.0,
-                  samples=samples, clock=clock)
+                  samples=samples, clock=clock, ended=ended)

@@ -13,6 +13,7 @@ from harness import EvalResult, Timing, Verdict, evaluate, from_json, to_json
 from harness.engine import speedups, timing, torch_trace
 from harness.engine.judge import judge
 from harness.engine.measure import Measure
+from harness.engine.options import EvalOptions
 from harness.engine.verdicts import Stop
 from harness.engine.protocol import Checked, ReferenceReady, ReferenceTimed, StopRule, StreamsTraced, Timed
 from harness.results import CheckResult, Clock
@@ -190,8 +191,7 @@ class FakeChildren:
     re-check and the stream trace."""
 
     def __init__(self, beside: dict, alone: dict, traced: StreamsTraced = StreamsTraced(calls=3)):
-        self.options = SimpleNamespace(device="cuda", time_cap=2.0, clock=GPU, compile_baseline=False,
-                                       run_timeout=60.0, stop_rule=lambda cap: StopRule(time_cap=cap, clock=GPU))
+        self.options = EvalOptions(device="cuda", time_cap=2.0, clock=GPU, run_timeout=60.0)
         self.reference_info = ReferenceReady(ready=True, benchmark_shapes=[], parameter_bytes=0)
         self.beside, self.alone, self.traced = beside, alone, traced
         self.reference = SimpleNamespace(send=lambda message: None, forward=lambda message, cmd: None)

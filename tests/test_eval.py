@@ -84,7 +84,7 @@ def test_hang_times_out_and_next_candidate_runs(cpu_options):
 
 def test_the_run_timeout_bounds_a_call_not_the_sampling_the_time_cap_allows(cpu_options):
     """Timing samples for up to the time cap: a run timeout shorter than the cap must not end it."""
-    options = dataclasses.replace(cpu_options, run_timeout=2, time_cap=4, target_rel_se=1e-9)
+    options = dataclasses.replace(cpu_options, run_timeout=2, time_cap=4, stop="cap")
     result = evaluate(SMALL, CANDIDATES / "py_correct.py", options)
     assert result.verdict is Verdict.CORRECT, result.explanation
     assert result.phase_seconds["time"] > options.run_timeout  # it sampled past the run timeout

@@ -560,24 +560,26 @@ def test_resume_takes_the_recorded_evaluation_options_unless_a_flag_overrides_on
         (cands / name).write_text(SLOW)
     runs = tmp_path / "runs"
     assert main([str(PROBLEM), "--files", str(cands), "--runs-dir", str(runs), "--rounds", "1", "--trials", "2",
-                 "--atol", "0.001", *eval_flags(cache_dir)]) == 1
+                 "--atol", "0.001", "--stop", "settled", *eval_flags(cache_dir)]) == 1
     path = only_run(runs)
     assert run_json(path)["evaluation"] == {"trials": 2, "time_cap": 1.0, "policy": "warn",
                                             "shapes": "warn", "compile_baseline": False, "model_mode": "train",
                                             "backward": False, "gpus": None, "profile": False, "profile_kernel": None,
-                                            "atol": 0.001, "rtol": None, "clock": "gpu"}
+                                            "atol": 0.001, "rtol": None, "clock": "gpu", "stop": "settled",
+                                            "stop_target": None}
     capsys.readouterr()
     # No --device, --trials or --policy: those come from the record; --time-cap overrides it.
     rc = main(["--resume", str(path), "--rounds", "2", "--time-cap", "0.5", "--cache-dir", str(cache_dir)])
     out = capsys.readouterr().out
     assert rc == 1, out
     assert ("Evaluation options from the run's record: trials 2, policy warn, shapes warn, compile_baseline False, "
-            "model_mode train, backward False, clock gpu, gpus None, atol 0.001, rtol None, profile False, profile_kernel None, "
-            "device cpu; overridden by flags: time_cap 0.5.") in out
+            "model_mode train, backward False, clock gpu, stop settled, stop_target None, gpus None, atol 0.001, "
+            "rtol None, profile False, profile_kernel None, device cpu; overridden by flags: time_cap 0.5.") in out
     assert run_json(path)["evaluation"]["time_cap"] == 0.5
     second = json.loads((path / "rounds" / "002" / "eval.json").read_text())
     assert second["check"]["trials"] == 2 and second["environment"]["device"] == "cpu"
     assert second["tolerance"] == [0.001, 0.0001] and second["tolerance_given"]
+    assert second["stop"] == "settled" and second["timings"]["candidate"]["ended"] in ("met", "time_cap")
 
 
 def test_human_proposer_evaluates_each_save(tmp_path, cache_dir, capsys):

@@ -57,3 +57,14 @@ def test_a_spawned_evaluator_loads_the_problem_only_when_started(cpu_options):
         evaluator.start_reference()
         assert evaluator.reference is blank and evaluator.reference_info.ready
         assert evaluator.evaluate(CANDIDATES / "py_correct.py").verdict is Verdict.CORRECT
+
+
+def test_the_reference_alone_is_timed_once_and_shared_by_the_next_candidates(cpu_options):
+    """Each later candidate's result says how old the shared figures were; a fresh Evaluator times anew."""
+    with Evaluator(SMALL, cpu_options) as evaluator:
+        first, second = (evaluator.evaluate(CANDIDATES / "py_correct.py") for _ in range(2))
+        assert first.verdict is second.verdict is Verdict.CORRECT
+        assert "reference_alone_age_s" not in first.details
+        assert 0 <= second.details["reference_alone_age_s"] <= second.seconds + first.seconds
+        assert second.reference_alone_ms == first.reference_alone_ms  # the same figures
+        assert evaluator.children.reference_starts == 1

@@ -388,3 +388,20 @@ def test_the_next_problem_is_told_once_when_the_first_candidate_is_checked(tmp_p
         opened.close()
     assert told == [True]
     assert [r.verdict for r in records] == ["correct", "correct"]
+
+
+def test_three_candidates_of_one_problem_in_one_sweep_start_one_reference_process(tmp_path, cpu_options):
+    """Per-problem work once per batch: one reference process for the problem's candidates."""
+    from harness.sweep.sweep import Opened, evaluate_problem
+
+    job = copy_jobs(PROBLEMS, tmp_path)[0]
+    three = [Job(job.problem, job.level, job.candidate, f"copy {n}") for n in range(3)]
+    records = []
+    opened = Opened(three, cpu_options, None, Builds(1))
+    try:
+        evaluate_problem("cpu", opened, records.append, lambda slot, text: None, lambda pool: None)
+        children = opened.pool.evaluators[0].children
+        assert children.reference_starts == 1
+    finally:
+        opened.close()
+    assert [r.verdict for r in records] == ["correct"] * 3

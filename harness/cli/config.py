@@ -30,6 +30,7 @@ from ..device import default_device, physical_gpu, require_cuda, visible_gpus
 from ..engine.device_lock import device_key, held_devices, pick_gpu
 from ..engine.options import EvalOptions
 from ..engine.process import MAX_PROCESSES
+from ..engine.stopping import CRITERIA
 from ..errors import HarnessError
 from ..runs.settings import PRICE_KINDS, Evaluation, Settings
 
@@ -290,6 +291,14 @@ def add_eval_options(parser: argparse.ArgumentParser) -> None:
                         help="seconds the checks, and each later step of a candidate's evaluation, may take; past "
                              "them the verdict is timeout (default 600)")
     parser.add_argument("--time-cap", type=SECONDS, metavar="S", help="most seconds spent sampling times (default 10)")
+    parser.add_argument("--stop", choices=list(CRITERIA), default=None,
+                        help="when a timing has sampled enough (within the time cap): interval, once any two "
+                             "medians' ratio is known within ±1%% on a GPU, ±3%% on a CPU (default); settled, once "
+                             "every median's standard error is under 0.5%% (2%%) and it no longer drifts; rel-se, "
+                             "once every median's standard error is under 0.2%% (1%%); cap, never before the time cap "
+                             "(see docs/methodology.md)")
+    parser.add_argument("--stop-target", type=number(float, 0), default=None, metavar="T",
+                        help="the --stop criterion's threshold, relative (e.g. 0.005 for ±0.5%%)")
     parser.add_argument("--compile-baseline", action="store_true", default=None,
                         help="also time torch.compile(Model)")
     parser.add_argument("--clock", choices=["gpu", "latency"], default=None,
@@ -337,7 +346,8 @@ def eval_options(args: argparse.Namespace, evaluation: Optional[Evaluation] = No
                        cache_dir=args.cache_dir, policy=evaluation.policy, model_mode=evaluation.model_mode,
                        shapes=evaluation.shapes, profile=evaluation.profile, profile_kernel=evaluation.profile_kernel,
                        backward=evaluation.backward, atol=evaluation.atol, rtol=evaluation.rtol,
-                       clock=evaluation.clock, max_host_memory=args.max_host_memory, max_processes=args.max_processes)
+                       clock=evaluation.clock, stop=evaluation.stop, stop_target=evaluation.stop_target,
+                       max_host_memory=args.max_host_memory, max_processes=args.max_processes)
 
 
 def take_free_gpu(options: EvalOptions, gpus: Optional[list[int]], say: Callable[[str], None]) -> EvalOptions:
@@ -362,7 +372,7 @@ def evaluation_options(args: argparse.Namespace, recorded: Optional[Evaluation] 
     base = recorded or Evaluation()
     given = {"trials": args.trials, "time_cap": args.time_cap, "policy": args.policy, "shapes": args.shapes,
              "compile_baseline": args.compile_baseline, "model_mode": args.model_mode,
-             "backward": args.backward, "clock": args.clock,
+             "backward": args.backward, "clock": args.clock, "stop": args.stop, "stop_target": args.stop_target,
              "gpus": parse_gpus(args.gpus), "atol": args.atol, "rtol": args.rtol,
              # harness run's flags alone; other commands never profile
              "profile": getattr(args, "profile", None), "profile_kernel": getattr(args, "profile_kernel", None)}

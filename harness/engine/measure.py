@@ -9,6 +9,7 @@ is of the verdict's clock (EvalResult.clock); the other clock's figures are repo
 (EvalResult.second)."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Optional
 
@@ -38,9 +39,13 @@ REFERENCE_SLOWDOWN_MIN_MS = {"cpu": 0.5, "cuda": 0.05}
 # reference on a shared 2-core machine has read 1.6x slower beside a harmless candidate twice
 # in a row, its time alone wandering 2.8-5.0 ms from one second to the next.
 SLOWDOWN_RETIMES = 2
-# The reference alone, timed after each candidate, samples at most this long: it is the same
-# program every time, so a longer cap (given for the candidate) would add seconds, not certainty.
+# The reference alone samples at most this long: it is the same program every time, so a longer
+# cap (given for the candidate) would add seconds, not certainty.
 REFERENCE_ALONE_CAP_S = 3.0
+# ...and is timed once per shape, its figures shared by the problem's next candidates for this
+# long (the device's clocks and temperature drift over minutes, not seconds). A slowdown is
+# always judged again on fresh figures before it refuses (Measure._time).
+REFERENCE_ALONE_REUSE_S = 300.0
 
 # {clock: {what was timed: Timing}}: one timing step's figures on every clock the device has
 Clocked = dict[str, dict[str, Timing]]
@@ -63,6 +68,8 @@ class Measure:
         # by shape label ("" the main shape), then clock: placement_spread, measured once per problem and
         # shape; None: the model is too big to copy twice
         self.placement: dict[str, dict[str, Optional[float]]] = {}
+        # by shape label: when the reference was last timed alone there, and what it found (shared)
+        self._alone: dict[str, tuple[float, Clocked]] = {}
 
     def headline(self) -> str:
         """The clock a verdict is read on unless hidden work forces every stream to count."""
@@ -74,6 +81,8 @@ class Measure:
         """The timing phase, at the problem's benchmark shapes where it declares some, else at its
         shape: fills the result's clock, its timings and shapes on that clock, and the other clock's."""
         result.clock = self.headline()
+        options = self.children.options
+        result.stop, result.stop_target = options.stop, options.stop_threshold()
         if self.children.reference_info.benchmark_shapes:
             measured = self._at_benchmark_shapes(worker, result, notify)
         else:
@@ -182,7 +191,7 @@ class Measure:
             # so load that comes and goes cannot fall on the candidate's side alone.
             with builds_paused():
                 before = self._reference_alone(shares)
-                timings, alone = self._time_once(worker, result, shares, shape)
+                timings, alone = self._time_once(worker, result, shares, shape, fresh=True)
             for each, earlier in before.items():
                 alone[each].update({key: max(earlier[key], alone[each][key], key=lambda t: t.median)
                                     for key in BESIDE_AND_ALONE if key in earlier and key in alone[each]})
@@ -194,7 +203,10 @@ class Measure:
                   for each in timings}
         return Measured({}, merged, self.placement[shape])
 
-    def _time_once(self, worker: Child, result: EvalResult, shares: int, shape: str) -> tuple[Clocked, Clocked]:
+    def _time_once(self, worker: Child, result: EvalResult, shares: int, shape: str,
+                   fresh: bool = False) -> tuple[Clocked, Clocked]:
+        """The candidate and the reference beside each other, their timed outputs re-checked, and the
+        reference alone: shared from an earlier candidate of the problem unless `fresh`."""
         children, o = self.children, self.children.options
         info = children.reference_info
         rule = o.stop_rule(o.time_cap / shares)
@@ -236,11 +248,32 @@ class Measure:
                         "would make them")
             raise Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} It passed the check trials, but "
                        f"while being timed {'; '.join(checked.reasons)}. {why}.", timed_check=to_dict(checked))
+        kept = self._alone.get(shape)
+        if kept and not fresh and time.monotonic() - kept[0] < REFERENCE_ALONE_REUSE_S:
+            result.details["reference_alone_age_s"] = round(time.monotonic() - kept[0], 1)
+            alone = {clock: dict(each) for clock, each in kept[1].items()}
+        else:
+            alone = self._time_alone(shares, shape)
+            if not fresh:
+                self._alone[shape] = (time.monotonic(), {clock: dict(each) for clock, each in alone.items()})
+        if info.parameter_bytes and None in self.placement[shape].values():
+            note = (f"the reference's parameters ({gb(info.parameter_bytes)}) are too big to copy twice beside it, "
+                    "so what their placement alone does to its time was not measured; the interval does not span it")
+            if note not in result.warnings:
+                result.warnings.append(note)
+        return timings, alone
+
+    def _time_alone(self, shares: int, shape: str) -> Clocked:
+        """The reference alone in its own process, the compiled reference where asked, and the first time
+        at a shape its twins (placement_spread)."""
+        children, o = self.children, self.children.options
+        info = children.reference_info
         measure = shape not in self.placement
         budget = placement_budget(info) if measure else 0
         rule = self._alone_rule(shares)
         children.reference.send(to_dict(Request(Command.TIME_REFERENCE, compile_baseline=o.compile_baseline,
-                                                rule=rule, default_numerics=numerics, placement_budget=budget)))
+                                                rule=rule, default_numerics=info.numerics_differ,
+                                                placement_budget=budget)))
         alone = children.reference_says(self._timing_deadline(rule), ReferenceTimed,
                                         "timing the reference alone").timings
         twins = {clock: [each.pop(key) for key in [key for key in each if key.startswith("placement_")]]
@@ -251,12 +284,7 @@ class Measure:
             self.placement[shape] = {clock: None if unmeasured else speedups.placement_spread(alone[clock]["reference"],
                                                                                               twins[clock])
                                      for clock in alone}
-            if unmeasured:
-                result.warnings.append(
-                    f"the reference's parameters ({gb(info.parameter_bytes)}) are too big to copy twice "
-                    "beside it, so what their placement alone does to its time was not measured; the interval "
-                    "does not span it")
-        return timings, alone
+        return alone
 
     def _hidden_work(self, worker: Child, timings: Clocked, result: EvalResult) -> str:
         """The latency clock saw the device finish well after the caller's stream: a trace of a few

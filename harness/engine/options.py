@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from . import build as builds
+from . import build as builds, stopping
 from .process import MAX_LOG_BYTES, MAX_PROCESSES, REGISTRY, Limits, default_host_memory
 from .profile import TIME_LIMIT_S
 from .protocol import StopRule
@@ -20,7 +20,8 @@ class EvalOptions:
     cache_dir: Optional[Path] = None
     compile_baseline: bool = False
     time_cap: float = 10.0
-    target_rel_se: Optional[float] = None  # relative standard error of each median; None: by device
+    stop: str = stopping.DEFAULT  # the stopping criterion's name (stopping.CRITERIA)
+    stop_target: Optional[float] = None  # its threshold; None: the criterion's default for the device
     min_samples: int = 10
     gpu: Optional[int] = None  # physical GPU index; children see only that GPU
     policy: str = "warn"  # "strict": static findings (reference op, torch.compile, ...) reject
@@ -48,15 +49,16 @@ class EvalOptions:
     # a synchronize after each call (KernelBench's); both are measured and reported either way
     clock: str = "gpu"
 
-    def rel_se_target(self) -> float:
-        """Queued GPU samples are steady enough to stop at 0.2%; a CPU's wander more."""
-        if self.target_rel_se is not None:
-            return self.target_rel_se
-        return 0.01 if self.device == "cpu" else 0.002
+    def stop_threshold(self) -> float:
+        """The stopping criterion's threshold: as given, else its default for the device (a CPU's
+        samples wander more than queued GPU samples)."""
+        if self.stop_target is not None:
+            return self.stop_target
+        return stopping.criterion(self.stop).default_target(self.device)
 
     def stop_rule(self, time_cap: float) -> StopRule:
         """When one timing stops, with `time_cap` seconds of sampling at the most."""
-        return StopRule(self.rel_se_target(), self.min_samples, time_cap=time_cap, clock=self.clock)
+        return StopRule(self.stop, self.stop_threshold(), self.min_samples, time_cap=time_cap, clock=self.clock)
 
     def resolved_cache(self) -> Path:
         return Path(self.cache_dir) if self.cache_dir else builds.default_cache_dir()

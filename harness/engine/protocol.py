@@ -90,7 +90,8 @@ class ReferenceSpec:
 class StopRule:
     """When timing stops (timing.time_interleaved): the one rule from the options to the worker."""
 
-    target_rel_se: float = 0.002
+    criterion: str = "interval"  # stopping.CRITERIA's name: when the samples are enough
+    target: float = 0.01  # the criterion's threshold (relative)
     min_samples: int = 10
     max_samples: int = 2000
     time_cap: float = 10.0  # seconds for the whole sampling stage

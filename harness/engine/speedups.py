@@ -28,7 +28,7 @@ import math
 
 from typing import Optional
 
-from ..results import Baseline, Clock, EvalResult, HostShare, ShapeTiming, Timing
+from ..results import Baseline, Clock, Ended, EvalResult, HostShare, ShapeTiming, Timing
 from ..stats import geomean, overlap, ratio_interval
 
 # (baseline name, numerics, timings key)
@@ -188,4 +188,13 @@ def basis_text(result: EvalResult) -> str:
                  if result.placement_spread else "")
     chosen = faster_of(result.baselines, head)
     return (f"{clock.text}; over {head.label}{f' ({chosen})' if chosen else ''}, interleaved; median of {cand.n} "
-            f"samples, 95% bootstrap interval, widened ±{RESOLUTION:.1%}{placement}")
+            f"samples{stop_text(result, cand)}, 95% bootstrap interval, widened ±{RESOLUTION:.1%}{placement}")
+
+
+def stop_text(result: EvalResult, timing: Timing) -> str:
+    """Why the sampling stopped where it did, as a parenthesis ("" where the result does not say)."""
+    if timing.ended == Ended.MET.value and result.stop:
+        threshold = f" {result.stop_target:.2%}".replace(".00%", "%") if result.stop_target else ""
+        return f" (until --stop {result.stop}{threshold} was met)"
+    return {Ended.TIME_CAP.value: " (the time cap ended them)",
+            Ended.SAMPLE_CAP.value: " (the most samples a timing takes)"}.get(timing.ended, "")

@@ -19,8 +19,8 @@ On a GPU every callable is timed on two clocks, one stage each (results.Clock):
             before the caller's event, never in that tail.
 On a CPU each sample is perf_counter around the call (Clock.HOST).
 
-A stage stops when the relative standard error of every median is under the
-target, or at its share of the cap.
+A stage stops when its stopping criterion (stopping.py, `--stop`) is met after its fewest
+samples, or at its share of the cap; each Timing says which (Timing.ended).
 """
 from __future__ import annotations
 
@@ -35,8 +35,9 @@ from typing import Any, Callable, ContextManager, Optional
 
 import torch
 
-from ..results import Clock, Timing
-from ..stats import rel_se_of_median, summarize
+from ..results import Clock, Ended, Timing
+from ..stats import summarize
+from . import stopping
 from .protocol import StopRule
 
 # Taken at import, before any candidate code runs in this process.
@@ -48,8 +49,10 @@ _sleep = getattr(torch.cuda, "_sleep", None)
 
 # The headline clock's stage takes this share of the time cap, the other clock's the rest.
 HEADLINE_SHARE = 0.65
-# ...and stops at this relative standard error, or the headline's if that is coarser.
-SECOND_REL_SE = 0.005
+# ...and is reported beside the headline, never divided by it: it stops at a threshold this many
+# times coarser, after half the fewest samples (at least SECOND_MIN_SAMPLES).
+SECOND_COARSER = 2.0
+SECOND_MIN_SAMPLES = 5
 
 
 def _cudart():
@@ -242,9 +245,16 @@ def sampler_for(device: torch.device) -> Sampler:
 _EMPTY = Entry(lambda seed: [], lambda: None)
 
 
-def _converged(samples: dict[str, list[float]], rule: StopRule) -> bool:
+def _ended(samples: dict[str, list[float]], rule: StopRule, started: float, cap: float) -> Optional[Ended]:
+    """Why the stage stops now, if it does: its criterion met after the fewest samples, else a cap."""
     n = min(len(s) for s in samples.values())
-    return n >= rule.min_samples and all(rel_se_of_median(s) <= rule.target_rel_se for s in samples.values())
+    if n >= rule.min_samples and stopping.criterion(rule.criterion).met(samples, rule.target):
+        return Ended.MET
+    if n >= rule.max_samples:
+        return Ended.SAMPLE_CAP
+    if _perf_counter() - started >= cap:
+        return Ended.TIME_CAP
+    return None
 
 
 def _queued(sampler: Sampler, entries: dict[str, Entry], rule: StopRule, cap: float, rng: random.Random,
@@ -273,12 +283,13 @@ def _queued(sampler: Sampler, entries: dict[str, Entry], rule: StopRule, cap: fl
         for name, tokens in queued.items():
             samples[name].extend(sampler.elapsed(t) for t in tokens)
         n = len(samples[order[0]])
-        if _converged(samples, rule) or n >= rule.max_samples or _perf_counter() - started >= cap:
+        ended = _ended(samples, rule, started, cap)
+        if ended:
             break
         # batches of about 0.2 s, so the device runs long stretches without waiting on the host
         per_round = (_perf_counter() - batch_started) / rounds
         rounds = max(1, min(rule.max_samples - n, int(0.2 / max(per_round, 1e-6)), 200))
-    return {name: summarize(samples[name], sampler.method, submit[name], overhead, clock=clock)
+    return {name: summarize(samples[name], sampler.method, submit[name], overhead, clock=clock, ended=ended.value)
             for name in entries}
 
 
@@ -297,20 +308,21 @@ def _synchronous(sampler: Sampler, entries: dict[str, Entry], rule: StopRule, ca
             rng.shuffle(order)
             for name in order:
                 taken[name].append(sampler.synchronous(entries[name], rng.getrandbits(63)))
-        n = len(taken[order[0]])
         latencies = {name: [latency for latency, _, _ in s] for name, s in taken.items()}
-        if _converged(latencies, rule) or n >= rule.max_samples or _perf_counter() - started >= cap:
+        ended = _ended(latencies, rule, started, cap)
+        if ended:
             break
     found: dict[str, dict[str, Timing]] = {Clock.LATENCY.value: {}, Clock.ALL_STREAMS.value: {}}
     for name, s in taken.items():
         host = [h for _, _, h in s]
         tails = [tail for _, tail, _ in s]
         latency = summarize([latency for latency, _, _ in s], sampler.method, host, overhead,
-                            clock=Clock.LATENCY.value)
+                            clock=Clock.LATENCY.value, ended=ended.value)
         latency.tail, latency.tail_overhead = statistics.median(tails), tail_overhead
         found[Clock.LATENCY.value][name] = latency
         found[Clock.ALL_STREAMS.value][name] = summarize([latency + tail for latency, tail, _ in s], sampler.method,
-                                                         host, whole_overhead, clock=Clock.ALL_STREAMS.value)
+                                                         host, whole_overhead, clock=Clock.ALL_STREAMS.value,
+                                                         ended=ended.value)
     return found
 
 
@@ -330,7 +342,9 @@ def time_interleaved(entries: dict[str, Entry], device: torch.device, rule: Stop
     for i, clock in enumerate(stages):
         cap = rule.time_cap * (1.0 if len(stages) == 1 else HEADLINE_SHARE if i == 0 else 1 - HEADLINE_SHARE)
         if i:  # reported beside the headline, never divided by it: a coarser interval does
-            rule = dataclasses.replace(rule, target_rel_se=max(rule.target_rel_se, SECOND_REL_SE))
+            rule = dataclasses.replace(rule, target=rule.target * SECOND_COARSER,
+                                       min_samples=min(rule.min_samples, max(SECOND_MIN_SAMPLES,
+                                                                             rule.min_samples // 2)))
         if clock == Clock.LATENCY.value:
             found.update(_synchronous(sampler, entries, rule, cap, rng))
         else:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..engine.stopping import DEFAULT as DEFAULT_STOP
 from ..results import Tokens
 
 
@@ -85,3 +86,5 @@ class Evaluation:
     atol: Optional[float] = None  # --atol/--rtol: allclose tolerances for every dtype; None: the problem's
     rtol: Optional[float] = None
     clock: str = "gpu"  # the headline clock on a GPU (EvalOptions.clock)
+    stop: str = DEFAULT_STOP  # the stopping criterion (EvalOptions.stop)
+    stop_target: Optional[float] = None  # its threshold; None: the criterion's default

@@ -57,6 +57,11 @@ class SweepRecord:
     second_clock: str = ""
     speedup_second: Optional[float] = None
     interval_second: Optional[list[float]] = None
+    # the stopping criterion the timings sampled under (EvalResult.stop), and why the candidate's
+    # headline timing stopped (Timing.ended: met, time_cap, sample_cap); "" where it was not timed
+    stop: str = ""
+    ended: str = ""
+    samples: int = 0  # the candidate's headline samples
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -82,6 +87,7 @@ def record_of(job: Job, result: EvalResult, ready: Optional[ReferenceReady] = No
     ieee = next((b for b in result.baselines if (b.name, b.numerics) == ("eager", "ieee")), None)
     defaults = next((b for b in result.baselines if (b.name, b.numerics) == ("eager", "default")), None)
     second = result.second if result.second and result.second.baselines else None
+    timed = result.timings.get("candidate")
     return SweepRecord(job.problem.stem, job.level, job.label, job.sample, result.verdict.value,
                        result.speedup, compiled.speedup if compiled else None, result.speedup_interval,
                        round(result.seconds, 3), result.explanation[:EXPLANATION_HEAD],
@@ -92,7 +98,8 @@ def record_of(job: Job, result: EvalResult, ready: Optional[ReferenceReady] = No
                        defaults.speedup if defaults else None, defaults.interval if defaults else None,
                        result.tolerance, result.backward, result.clock,
                        second.clock if second else "", second.speedup if second else None,
-                       second.interval if second else None)
+                       second.interval if second else None, result.stop,
+                       timed.ended if timed else "", timed.n if timed else 0)
 
 
 def problem_failure(job: Job, explanation: str, seconds: float = 0.0, skipped: bool = False) -> SweepRecord:

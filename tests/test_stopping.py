@@ -1,0 +1,74 @@
+"""Stopping criteria: a stage ends early where its samples settle fast, and runs to its cap where
+they never do; the criterion and why each stage ended are on record."""
+import random
+
+import pytest
+import torch
+
+from harness.engine import stopping
+from harness.engine.protocol import StopRule
+from harness.engine.timing import Entry, Sampler, time_interleaved
+from harness.results import Ended
+
+
+class Simulated(Sampler):
+    """A clock that reads what each callable returns: the callable draws its own 'milliseconds'."""
+
+    def __init__(self):  # no flush buffer: nothing real is timed
+        pass
+
+    def queue(self, timed: Entry, seed: int):
+        return timed.fn(*timed.make_args(seed)) or 0.0, 0.0  # the empty call reads 0
+
+
+def stream(spread: float, seed: int) -> Entry:
+    rng = random.Random(seed)
+    return Entry(lambda s: [], lambda: 1.0 + rng.uniform(-spread, spread))
+
+
+def timed(spread: float, criterion: str, cap: float = 0.5, **rule):
+    entries = {"candidate": stream(spread, 1), "reference": stream(spread, 2)}
+    stop = StopRule(criterion, stopping.criterion(criterion).default_target("cuda"), time_cap=cap,
+                    warmup_calls=0, **rule)
+    return time_interleaved(entries, torch.device("cpu"), stop, Simulated())["host"]
+
+
+@pytest.mark.parametrize("criterion", ["interval", "rel-se", "settled"])
+def test_a_criterion_ends_a_stable_stream_soon_after_its_fewest_samples(criterion):
+    found = timed(0.0001, criterion, cap=60.0, min_samples=10, max_samples=10**9)
+    assert {t.ended for t in found.values()} == {Ended.MET.value}
+    assert all(10 <= t.n <= 1000 for t in found.values())  # at the first check or two past the fewest samples
+
+
+@pytest.mark.parametrize("criterion", ["interval", "rel-se", "settled", "cap"])
+def test_a_noisy_stream_runs_to_the_time_cap(criterion):
+    found = timed(0.9, criterion, cap=0.3, max_samples=10**9)
+    assert {t.ended for t in found.values()} == {Ended.TIME_CAP.value}
+    assert all(t.n > 100 for t in found.values())
+
+
+def test_the_most_samples_bound_a_stage_whatever_the_criterion():
+    found = timed(0.9, "cap", cap=60.0, max_samples=40)
+    assert {(t.ended, t.n) for t in found.values()} == {(Ended.SAMPLE_CAP.value, 40)}
+
+
+def test_the_interval_criterion_weighs_the_two_noisiest_callables():
+    steady = [1.0 + 0.0001 * (i % 7) for i in range(50)]
+    noisy = [1.0 + 0.2 * (i % 7) for i in range(50)]
+    interval = stopping.criterion("interval")
+    assert interval.met({"a": steady, "b": steady}, 0.01)
+    assert not interval.met({"a": steady, "b": noisy}, 0.01)
+    assert interval.met({"a": steady, "b": noisy}, 1.0)
+
+
+def test_settled_waits_out_a_drift_that_a_small_standard_error_would_hide():
+    drifting = [1.0 + (0.0 if i < 40 else 0.05) + 0.0001 * (i % 3) for i in range(60)]
+    flat = [1.0 + 0.0001 * (i % 3) for i in range(60)]
+    assert stopping.criterion("rel-se").met({"a": drifting}, 0.01)
+    assert not stopping.criterion("settled").met({"a": drifting}, 0.01)
+    assert stopping.criterion("settled").met({"a": flat}, 0.01)
+
+
+def test_an_unknown_criterion_names_the_known_ones():
+    with pytest.raises(ValueError, match="interval, rel-se, settled, cap"):
+        stopping.criterion("fastest")
