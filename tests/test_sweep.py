@@ -15,7 +15,7 @@ from harness.cli.main import main
 from harness.engine.pool import Builds
 from harness.sweep.sweep import by_problem, pending
 from harness.sweep.jobs import COPY_SUFFIX, Job, SuiteError, copy_jobs, find_jobs, problem_id, problem_levels
-from harness.sweep.records import PROBLEM_ERROR, RESULTS_FILE, SweepRecord, ResultLog, read_records
+from harness.sweep.records import EVENTS_FILE, PROBLEM_ERROR, RESULTS_FILE, SweepRecord, ResultLog, read_records
 from harness.sweep.summary import P_MAX, fast_p, fast_p_curves, fast_p_sure, geomean, summarize
 
 HERE = Path(__file__).parent
@@ -290,7 +290,11 @@ def test_each_bench_has_a_results_folder_of_its_own(tmp_path):
     first, second = folders = sorted((work / "sweep-results").iterdir())
     assert all(f.name.endswith(("-level1", "-level1-2")) for f in folders), folders
     for folder in folders:
-        assert sorted(p.name for p in folder.iterdir()) == sorted([RESULTS_FILE, "fast_p.png", "summary.json"])
+        assert sorted(p.name for p in folder.iterdir()) == sorted([RESULTS_FILE, EVENTS_FILE, "fast_p.png",
+                                                                   "summary.json"])
+        events = [json.loads(line) for line in (folder / EVENTS_FILE).read_text().splitlines()]
+        assert events and all(e["t"] > 0 and e["slot"] for e in events)
+        assert any(e["text"].endswith(": correct") for e in events), events
         (record,) = read_records(folder / RESULTS_FILE)
         assert (record.candidate, record.verdict) == ("level_1_problem_2_sample_0_kernel.py", "correct")
     assert f"Results in {Path('sweep-results') / second.name / RESULTS_FILE}" in outputs[1]

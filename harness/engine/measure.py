@@ -214,8 +214,11 @@ class Measure:
         if info.parameter_bytes >= PARK_BYTES:  # the reference's weights leave the device to the worker
             children.reference.send(to_dict(Request(Command.PARK)))
             children.reference_says(children.run_deadline(), Reply, "moving the reference's parameters to the host")
+        split = result.details.setdefault("time_split_s", {})  # where the time phase's seconds went
+        started = time.monotonic()
         worker.send(to_dict(Request(Command.TIME, rule=rule, default_numerics=numerics)))
         reply, message = children.talk(worker, self._timing_deadline(rule), "being timed", Timed, raw=True)
+        _add(split, "beside", started)
         refuse_on_guards(reply)
         timings = reply.timings
         # every stage observed its calls; the every-stream clock reads the latency stage's samples again
@@ -233,8 +236,10 @@ class Measure:
         seen = ""
         if result.clock != Clock.ALL_STREAMS.value and speedups.suspects_hidden_work(timings):
             seen = self._hidden_work(worker, timings, result)
+        started = time.monotonic()
         children.reference.forward(message, cmd=Command.VERIFY_TIMED.value)
         checked = children.reference_says(children.run_deadline(), Checked, "re-checking the timed outputs").check
+        _add(split, "recheck", started)
         result.timed_calls_checked = checked.trials
         if not checked.passed:
             # Trials synchronize the device before reading outputs; timed calls follow one another
@@ -253,7 +258,9 @@ class Measure:
             result.details["reference_alone_age_s"] = round(time.monotonic() - kept[0], 1)
             alone = {clock: dict(each) for clock, each in kept[1].items()}
         else:
+            started = time.monotonic()
             alone = self._time_alone(shares, shape)
+            _add(split, "alone", started)
             if not fresh:
                 self._alone[shape] = (time.monotonic(), {clock: dict(each) for clock, each in alone.items()})
         if info.parameter_bytes and None in self.placement[shape].values():
@@ -346,6 +353,10 @@ class Measure:
         if ratio > REFERENCE_SLOWDOWN_WARN:
             result.warnings.append(f"the reference ran {ratio:.2f}x slower beside the candidate than alone "
                                    f"({beside.median:.4g} ms vs {alone.median:.4g} ms)")
+
+
+def _add(split: dict[str, float], step: str, started: float) -> None:
+    split[step] = round(split.get(step, 0.0) + time.monotonic() - started, 3)
 
 
 def slowdown(beside: Timing, alone: Timing) -> float:

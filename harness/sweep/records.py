@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import json
 import os
+import threading
+import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Optional
@@ -15,6 +17,7 @@ from ..results import EvalResult, from_dict, to_dict
 from .jobs import Job, SuiteError
 
 RESULTS_FILE = "results.jsonl"
+EVENTS_FILE = "events.jsonl"
 # Not a candidate's verdict: the problem file itself could not be loaded or run.
 PROBLEM_ERROR = "problem_error"
 # Under --backward, a problem whose outputs have no gradient (argmax): nothing to check, not a failure.
@@ -62,6 +65,9 @@ class SweepRecord:
     stop: str = ""
     ended: str = ""
     samples: int = 0  # the candidate's headline samples
+    # the time phase's seconds by step: "beside" (candidate and reference interleaved, every clock),
+    # "recheck" (the timed outputs compared), "alone" (the reference alone, where not shared)
+    time_split: dict[str, float] = field(default_factory=dict)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -99,7 +105,8 @@ def record_of(job: Job, result: EvalResult, ready: Optional[ReferenceReady] = No
                        result.tolerance, result.backward, result.clock,
                        second.clock if second else "", second.speedup if second else None,
                        second.interval if second else None, result.stop,
-                       timed.ended if timed else "", timed.n if timed else 0)
+                       timed.ended if timed else "", timed.n if timed else 0,
+                       dict(result.details.get("time_split_s", {})))
 
 
 def problem_failure(job: Job, explanation: str, seconds: float = 0.0, skipped: bool = False) -> SweepRecord:
@@ -130,6 +137,24 @@ class ResultLog:
 
     def close(self) -> None:
         os.close(self._fd)
+
+
+class EventLog:
+    """events.jsonl beside the results: each step a slot announces, with its wall-clock time, so
+    where a sweep's seconds went between the recorded phases (a reference loading, a problem's
+    processes ending) can be read afterwards. Appended, never synced: it explains, the results count."""
+
+    def __init__(self, directory: Path):
+        directory.mkdir(parents=True, exist_ok=True)
+        self._file = open(directory / EVENTS_FILE, "a", buffering=1)
+        self._lock = threading.Lock()
+
+    def append(self, slot: str, text: str) -> None:
+        with self._lock:
+            self._file.write(json.dumps({"t": round(time.time(), 3), "slot": slot, "text": text}) + "\n")
+
+    def close(self) -> None:
+        self._file.close()
 
 
 def _cut_partial_line(path: Path) -> None:

@@ -33,7 +33,7 @@ from ..engine.pool import Builds, Counts, Pool
 from ..problem import ProblemError, load_problem
 from ..results import EvalResult
 from .jobs import Job
-from .records import SweepRecord, ResultLog, problem_failure, record_of
+from .records import EventLog, SweepRecord, ResultLog, problem_failure, record_of
 
 Phase = Callable[[str, str], None]  # (slot name, what it is doing)
 Recorded = Callable[[SweepRecord], None]
@@ -150,7 +150,8 @@ class Sweep:
         self.slots: list[Optional[int]] = list(gpus) if gpus and options.device != "cpu" else [None]
         self.build_jobs, self.build_memory = build_jobs, build_memory
         self.on_record = on_record or (lambda record: None)
-        self.on_phase = on_phase or (lambda slot, text: None)
+        self._told = on_phase or (lambda slot, text: None)
+        self.events: Optional[EventLog] = None  # while run() runs
         self.on_builds = on_builds
         self.builds: Optional[Builds] = None  # while run() runs, and after it, for its spans
         self._lock = threading.Lock()
@@ -166,6 +167,7 @@ class Sweep:
         groups: "queue.Queue[tuple[list[Job], Optional[list]]]" = queue.Queue()
         self.builds = Builds(self.build_jobs or default_build_jobs(self.options.device), self.build_memory,
                              self.on_builds)
+        self.events = EventLog(self.log.path.parent)
         try:
             left = pending(jobs, self.log)
             for group in by_problem(left):
@@ -173,9 +175,16 @@ class Sweep:
             run_all([threading.Thread(target=self._slot, args=(gpu, groups), daemon=True) for gpu in self.slots])
         finally:
             self.builds.close()
+            self.events.close()
         if self._errors:
             raise self._errors[0]
         return list(self.log.records)
+
+    def on_phase(self, slot: str, text: str) -> None:
+        """A slot's step, told to the live view and written to the events log."""
+        if self.events:
+            self.events.append(slot, text)
+        self._told(slot, text)
 
     def _build_ahead(self, group: list[Job]) -> Optional[list["Future[Built]"]]:
         """The group's builds, handed to the sweep's Builds now; None where its problem cannot
