@@ -10,7 +10,7 @@ import sys
 import time
 
 from conftest import CANDIDATES, PROBLEMS
-from harness.engine.cores import (BUILD_MEMORY_BYTES, CPUS_ENV, NICE_ENV, Cores, build_slots, split_cores)
+from harness.engine.cores import (BUILD_MEMORY_BYTES, CPUS_ENV, NICE_ENV, SPARE_CPUS_ENV, Cores, build_slots, split_cores)
 from harness.sweep.sweep import Sweep
 from harness.sweep.jobs import find_jobs
 from harness.sweep.records import ResultLog
@@ -109,8 +109,28 @@ def test_a_gpu_host_keeps_two_cores_a_gpu_for_timing_and_a_small_one_none():
     gpu = split_cores("cuda", sixteen, gpus=1)
     assert gpu.timing_env() == {CPUS_ENV: "14,15"}
     assert gpu.build_env() == {CPUS_ENV: ",".join(map(str, range(14))), NICE_ENV: "10"}
+    assert gpu.timing_env(spare=True) == {CPUS_ENV: "14,15", SPARE_CPUS_ENV: ",".join(map(str, range(14)))}
     small = split_cores("cuda", (0, 1), gpus=1)
-    assert small.timing_env() == {} and small.build_env() == {NICE_ENV: "10"}
+    assert small.timing_env() == small.timing_env(spare=True) == {} and small.build_env() == {NICE_ENV: "10"}
+
+
+def test_a_spare_imports_on_the_build_cores_and_takes_its_own_with_every_thread_once_it_has_work():
+    """A spare's seconds of imports stay off the timing cores; its work, threads started before included, runs on them."""
+    first, last = sorted(os.sched_getaffinity(0))[0], sorted(os.sched_getaffinity(0))[-1]
+    script = ("import json, os, threading\n"
+              "from harness.engine.cores import apply_from_env, take_own_cores\n"
+              "apply_from_env()\n"
+              "waiting = sorted(os.sched_getaffinity(0))\n"
+              "seen, go = [], threading.Event()\n"
+              "worker = threading.Thread(target=lambda: (go.wait(), seen.append(sorted(os.sched_getaffinity(0)))))\n"
+              "worker.start()\n"
+              "take_own_cores()\n"
+              "go.set(); worker.join()\n"
+              "print(json.dumps([waiting, sorted(os.sched_getaffinity(0)), seen[0]]))\n")
+    env = {**os.environ, CPUS_ENV: str(last), SPARE_CPUS_ENV: str(first)}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [[first], [last], [last]]
 
 
 def test_a_child_takes_its_cores_and_priority_and_its_compilers_inherit_them():

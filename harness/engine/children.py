@@ -291,7 +291,8 @@ class Children:
 
     def _start_env(self, spare: bool) -> dict:
         # a spare imports torch at low priority, so a timing running meanwhile keeps its CPU
-        return {**self.options.child_env(), **self.cores.timing_env(), **({"HARNESS_START_NICE": "10"} if spare else {})}
+        return {**self.options.child_env(), **self.cores.timing_env(spare),
+                **({"HARNESS_START_NICE": "10"} if spare else {})}
 
     @property
     def device_key(self) -> str:

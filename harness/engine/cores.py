@@ -34,6 +34,10 @@ BUILD_NICE = 10  # builds yield to anything else on their cores, the harness's o
 # side by side. So 4 GB: the .cu's peak with most of the binding's beside it.
 BUILD_MEMORY_BYTES = 4 << 30
 CPUS_ENV, NICE_ENV = "HARNESS_CPUS", "HARNESS_NICE"  # read by a child as it starts (workers/__main__.py)
+# A spare (a process importing torch ahead of its work) waits on these cores until it gets work, then
+# moves to its CPUS_ENV ones: its seconds of imports never take the timing cores from a timing in progress.
+SPARE_CPUS_ENV = "HARNESS_SPARE_CPUS"
+_timing_later: set[int] = set()  # a spare's own cores, taken when it gets work (take_own_cores)
 
 
 @dataclass(frozen=True)
@@ -41,8 +45,11 @@ class Cores:
     timing: tuple[int, ...]  # empty: no reservation, the timing side shares every core
     build: tuple[int, ...]
 
-    def timing_env(self) -> dict:
-        return {CPUS_ENV: _cpus(self.timing)} if self.timing else {}
+    def timing_env(self, spare: bool = False) -> dict:
+        """Where a timing process runs; a `spare` imports on the build cores first (take_own_cores)."""
+        if not self.timing:
+            return {}
+        return {CPUS_ENV: _cpus(self.timing), **({SPARE_CPUS_ENV: _cpus(self.build)} if spare and self.build else {})}
 
     def build_env(self) -> dict:
         return {**({CPUS_ENV: _cpus(self.build)} if self.timing else {}), NICE_ENV: str(BUILD_NICE)}
@@ -119,15 +126,34 @@ def build_slots(jobs: int, memory: Optional[int] = None, per_build: int = BUILD_
     return max(1, min(jobs, memory // per_build) if memory else jobs)
 
 
+def take_own_cores() -> None:
+    """In a spare that got its work: every thread of it (torch's too) onto its own cores."""
+    if _timing_later:
+        try:
+            threads = [int(t) for t in os.listdir("/proc/self/task")]
+        except OSError:
+            threads = [0]
+        _set_affinity(threads, _cpus(tuple(sorted(_timing_later))))
+        _timing_later.clear()
+
+
+def _set_affinity(threads: list[int], cpus: str) -> None:
+    if not cpus:
+        return
+    for thread in threads:
+        try:
+            os.sched_setaffinity(thread, {int(c) for c in cpus.split(",")})
+        except (AttributeError, OSError, ValueError):
+            pass  # a core gone since (hotplug, a narrower cgroup), a thread ended: run where allowed
+
+
 def apply_from_env() -> None:
     """In a child as it starts: the cores and priority its parent chose (inherited by whatever
     it runs, nvcc and ninja included)."""
-    cpus = os.environ.pop(CPUS_ENV, "")
-    if cpus:
-        try:
-            os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
-        except (AttributeError, OSError, ValueError):
-            pass  # a core gone since (hotplug, a narrower cgroup): run where allowed
+    cpus, spare = os.environ.pop(CPUS_ENV, ""), os.environ.pop(SPARE_CPUS_ENV, "")
+    if spare and cpus:
+        _timing_later.update(int(c) for c in cpus.split(","))
+    _set_affinity([0], spare or cpus)
     nice = os.environ.pop(NICE_ENV, "")
     if nice:
         os.nice(int(nice))

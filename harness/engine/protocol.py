@@ -182,6 +182,8 @@ class ReferenceReady(Reply):
     no_backward: str = ""
     # under --backward with ReferenceSpec.grad_rounding: what each gradient's atol gains, by label
     grad_allowance: dict[str, float] = field(default_factory=dict)
+    # the load's wall seconds by step (the CUDA context, the wait for the device, the model, ..., the lint)
+    load_seconds: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass

@@ -68,6 +68,8 @@ class SweepRecord:
     # the time phase's seconds by step: "beside" (candidate and reference interleaved, every clock),
     # "recheck" (the timed outputs compared), "alone" (the reference alone, where not shared)
     time_split: dict[str, float] = field(default_factory=dict)
+    # the problem's reference process loading it, by step (ReferenceReady.load_seconds), once for its candidates
+    reference_load: dict[str, float] = field(default_factory=dict)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -106,7 +108,8 @@ def record_of(job: Job, result: EvalResult, ready: Optional[ReferenceReady] = No
                        second.clock if second else "", second.speedup if second else None,
                        second.interval if second else None, result.stop,
                        timed.ended if timed else "", timed.n if timed else 0,
-                       dict(result.details.get("time_split_s", {})))
+                       dict(result.details.get("time_split_s", {})),
+                       dict(ready.load_seconds) if ready and ready.ready else {})
 
 
 def problem_failure(job: Job, explanation: str, seconds: float = 0.0, skipped: bool = False) -> SweepRecord:

@@ -13,7 +13,7 @@ import json
 import os
 import sys
 
-from ..cores import apply_from_env  # noqa: E402
+from ..cores import apply_from_env, take_own_cores  # noqa: E402
 
 apply_from_env()  # the cores and priority of this role (cores.py), before torch starts its threads
 if os.environ.get("HARNESS_START_NICE"):
@@ -62,6 +62,7 @@ def main(argv: list[str]) -> None:
     fd = int(argv[2])
     conn = channel.Channel.from_fd(fd)
     spec = channel.recv(conn).header
+    take_own_cores()  # a spare waited on the build cores; its work runs on its own
     if os.environ.get("HARNESS_START_NICE"):
         try:  # started as a spare at low priority; now it has work (raising it back needs root)
             os.setpriority(os.PRIO_PROCESS, 0, 0)

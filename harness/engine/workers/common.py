@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import random
+import time
 import sys
 import traceback
 from pathlib import Path
@@ -226,6 +227,21 @@ class State:
 
 
 SAMPLED_ELEMENTS = 2048
+
+
+class Laps:
+    """Wall seconds between named steps, each ended once the device has finished its work (so a
+    step's queued kernels count in it, not in the next)."""
+
+    def __init__(self, device: torch.device):
+        self.device, self.laps = device, {}
+        self._last = time.monotonic()
+
+    def lap(self, step: str) -> None:
+        sync(self.device)
+        now = time.monotonic()
+        self.laps[step] = round(self.laps.get(step, 0.0) + now - self._last, 3)
+        self._last = now
 
 
 def sync(device: torch.device) -> None:

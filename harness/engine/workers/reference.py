@@ -29,7 +29,7 @@ from . import backward
 from ..protocol import (Checked, Command, ReferenceHolding, ReferenceReady, ReferenceSpec, ReferenceTimed, Reply,
                         Request, ShapeSet, TrialMade)
 from ...integrity.digest import changed, checksum, digest
-from .common import (State, check_inputs, error_message, import_file, in_mode, inputs_from_seed, reference_from,
+from .common import (Laps, State, check_inputs, error_message, import_file, in_mode, inputs_from_seed, reference_from,
                      settle, sync)
 from .memory import Parking, free_cache, held_bytes, memory_available, memory_use, peak_above, tensor_bytes
 
@@ -183,14 +183,18 @@ def reference_role(conn, header: dict) -> None:
     def training() -> backward.Training:
         return backward.Training(reference, backward.own_parameters(reference))
 
+    laps = Laps(device)  # where the load's seconds go, for a sweep's records
     if device.type == "cuda":  # the context: seconds of driver work, no kernel, so before the lock
         torch.empty(1, device=device)
+    laps.lap("context")
     # Loading runs the reference (its lint too): a sweep's next problem must not do that beside the
     # current one's timing on this device, so it waits for the device here, its imports done.
     with holding_device(conn, spec):
+        laps.lap("device_wait")
         try:
             problem = import_file(spec.problem, "problem")
             reference = build_reference(problem, spec, device)
+            laps.lap("model")
             state, parking = State(reference), Parking(reference, device)
             shapes, variants, benchmarks = Shapes(problem), shape_variants(problem), benchmark_shapes(problem)
             compiled = None
@@ -210,11 +214,14 @@ def reference_role(conn, header: dict) -> None:
             # what is free, plus what this process already holds of the problem's own
             sizes["available_bytes"] = (memory_available(device) + sizes["input_bytes"] + sizes["output_bytes"]
                                         + sizes["parameter_bytes"])
+            laps.lap("inputs_and_forward")
             numerics_differ, defaults_peak = changed_by_default_numerics(reference, sample, as_list(exact), device)
+            laps.lap("numerics")
             sizes["workspace_bytes"] = max(0, max(forward_peak, defaults_peak) - sizes["output_bytes"])
             arguments = input_facts(problem, sample)
             del exact
             random_draws = lint.draws_random(reference, sample, state.restore)
+            laps.lap("random_draws")
             no_backward = ""
             if spec.backward:
                 found = backward.output_metas(reference, sample)
@@ -234,6 +241,7 @@ def reference_role(conn, header: dict) -> None:
                                                                              layout, random_draws)
                 state.restore()
             del sample
+            laps.lap("backward")
         except BaseException as exc:  # noqa: BLE001
             channel.send(conn, error_message(_failure(exc), exc))
             return
@@ -255,6 +263,7 @@ def reference_role(conn, header: dict) -> None:
                 setattr(info, name, value)
         except Exception as exc:  # noqa: BLE001 - a broken declaration is reported, not fatal
             info.warnings.append(f"the problem's roofline declaration failed: {type(exc).__name__}: {exc}")
+        laps.lap("roofline")
         try:
             info.warnings += lint.lint_reference(reference, lambda: inputs_from_seed(problem, device, new_seed()),
                                                 tolerances=tolerances)
@@ -262,6 +271,8 @@ def reference_role(conn, header: dict) -> None:
             info.warnings.append(f"the problem lint could not run: {type(exc).__name__}: {exc}")
         free_cache(device)
         info.memory = memory_use(device)
+        laps.lap("lint")
+    info.load_seconds = laps.laps
     channel.send(conn, to_dict(info))
     outputs, output_bytes = None, 0
     while True:
