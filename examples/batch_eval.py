@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the harness beside this file, installed or not
 
-from harness import EvalOptions, Judge, Request, SweepRecord  # noqa: E402
+from harness import EvalOptions, HarnessError, Judge, Request, SweepRecord  # noqa: E402
 from harness.engine.phases import Phase  # noqa: E402
 from harness.sweep.jobs import find_jobs  # noqa: E402
 
@@ -73,20 +73,29 @@ def main(argv: list[str] | None = None) -> int:
     options = EvalOptions(device=args.device)
     if args.time_cap is not None:
         options.time_cap = args.time_cap
-    batch = requests(problems, candidates, args.samples)
     gpus = [int(g) for g in args.gpus.split(",") if g.strip()]
-    print(f"{len(batch)} candidates for {len({r.problem for r in batch})} problems on "
-          f"{args.device if not gpus else 'GPUs ' + args.gpus}")
-    with Judge(options, gpus) as judge:
-        for call in range(1, args.calls + 1):
-            print(f"call {call}:")
-            started, opened = time.monotonic(), judge.opened
-            records = []
-            for record in judge.evaluate(batch, log=args.log / f"call-{call}" if args.log else None):
-                records.append(record)
-                print(line(record, started), flush=True)
-            print(summary(records, time.monotonic() - started, judge.opened - opened), flush=True)
+    try:  # no GPU, no candidates found, a results log that cannot be read: each said in a paragraph
+        batch = requests(problems, candidates, args.samples)
+        print(f"{len(batch)} candidates for {len({r.problem for r in batch})} problems on "
+              f"{args.device if not gpus else 'GPUs ' + args.gpus}")
+        with Judge(options, gpus) as judge:
+            for call in range(1, args.calls + 1):
+                evaluate(judge, batch, call, args.log)
+    except HarnessError as exc:
+        print(exc, file=sys.stderr)
+        return 1
     return 0
+
+
+def evaluate(judge: Judge, batch: list[Request], call: int, log: Path | None) -> None:
+    """One call: each record as it comes, then the call's rate and phases."""
+    print(f"call {call}:")
+    started, opened = time.monotonic(), judge.opened
+    records = []
+    for record in judge.evaluate(batch, log=log / f"call-{call}" if log else None):
+        records.append(record)
+        print(line(record, started), flush=True)
+    print(summary(records, time.monotonic() - started, judge.opened - opened), flush=True)
 
 
 if __name__ == "__main__":
