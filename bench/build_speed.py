@@ -27,7 +27,7 @@ idioms are, at build and again when the worker imports them:
    pays for it), then a second quick source with the header ready, while the
    seed build finishes; then a cached build of each;
 2. quick's evaluation, then K quick variants (threads per block differ) through
-   harness.engine.pool.evaluate_many: builds in parallel, check and timing per GPU;
+   harness.engine.pool.evaluate_batch: builds in parallel, check and timing per GPU;
 3. the evaluations of pybind, ctypes and seed.
 """
 from __future__ import annotations
@@ -59,7 +59,7 @@ from rich.table import Table  # noqa: E402
 from generate import candidate_source, write_idioms, write_quick_variants  # noqa: E402
 from harness.engine import build as builds  # noqa: E402
 from harness.engine.doctor import diagnose  # noqa: E402
-from harness import EvalOptions, EvalResult, Evaluator, ProblemError, evaluate_many, to_dict  # noqa: E402
+from harness import EvalOptions, EvalResult, Evaluator, ProblemError, evaluate_batch, to_dict  # noqa: E402
 from harness.engine.builder import Built  # noqa: E402
 from harness.engine.cores import default_build_jobs  # noqa: E402
 
@@ -165,7 +165,7 @@ def run_pool(evaluator: Evaluator, variants: list[Path], threads: list[int], opt
     log(f"pool: {len(variants)} quick candidates, {default_build_jobs()} builds at once, "
         f"timing on GPU(s) {gpus or 'of --device'}")
     started = time.monotonic()
-    results = evaluate_many(evaluator.problem, variants, options, gpus, on_event=on_event)
+    results = evaluate_batch(evaluator.problem, variants, options, gpus, on_event=on_event)
     wall = time.monotonic() - started
     rows = []
     for i, r in enumerate(results):
@@ -215,7 +215,7 @@ def print_tables(console: Console, report: dict) -> None:
     pool = report.get("pool")
     if not pool:
         return
-    table = Table(title=f"3. Pool: {pool['k']} quick candidates (harness.engine.pool.evaluate_many)", title_justify="left")
+    table = Table(title=f"3. Pool: {pool['k']} quick candidates (harness.engine.pool.evaluate_batch)", title_justify="left")
     for column in ("#", "threads", "verdict", "build s", "start s", "check s", "time s", "cand ms"):
         table.add_column(column, justify="left" if column == "verdict" else "right")
     for i, r in enumerate(pool["candidates"]):

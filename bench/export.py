@@ -24,7 +24,7 @@ sys.path.insert(0, str(REPO))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from harness import EvalOptions, HarnessError, evaluate_many, speedup_text  # noqa: E402
+from harness import EvalOptions, HarnessError, evaluate_batch, speedup_text  # noqa: E402
 from harness.export.package import export, fresh_venv  # noqa: E402
 
 # Runs in the venv, where only the installed package (and torch) is importable.
@@ -147,7 +147,7 @@ def main() -> None:
     rows.append((f"the op, {got['op_method']}", f"{got['op_ms']:.4f} ms"))
     with console.status("harness eval of the same kernel file"):
         options = EvalOptions(device=args.device, cache_dir=args.cache_dir)
-        [result] = evaluate_many(args.problem, [args.kernel], options)
+        [result] = evaluate_batch(args.problem, [args.kernel], options)
     if "candidate" in result.timings:
         ours = result.timings["candidate"].median
         rows.append(("harness eval: candidate median", f"{ours:.4f} ms ({result.verdict.value}, "

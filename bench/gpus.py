@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from harness import EvalOptions, evaluate_many  # noqa: E402
+from harness import EvalOptions, evaluate_batch  # noqa: E402
 from harness.loop.extract import Extraction, extract  # noqa: E402
 from harness.sweep.jobs import problem_levels, write_copy  # noqa: E402
 
@@ -98,7 +98,7 @@ def eval_batch(console: Console, gpus: list[int], seeds: Path, out: Path) -> int
     for setting in ([gpus[0]], gpus):
         options = EvalOptions(device="cuda", cache_dir=Path(tempfile.mkdtemp(prefix="gpus-cache-")))
         outcome, wall = timed(f"{len(candidates)} candidates on GPUs {setting}",
-                              lambda: evaluate_many(PROBLEM, candidates, options, setting))
+                              lambda: evaluate_batch(PROBLEM, candidates, options, setting))
         results[len(setting)] = {Path(r.candidate).name: {"verdict": r.verdict.value, "speedup": r.speedup,
                                                            "interval": r.speedup_interval} for r in outcome}
         walls.append(wall)

@@ -21,7 +21,7 @@ sys.path.insert(0, str(REPO))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from harness import (EvalOptions, Evaluator, ProblemError, Roofline, evaluate_many, speedup_text,  # noqa: E402
+from harness import (EvalOptions, Evaluator, ProblemError, Roofline, evaluate_batch, speedup_text,  # noqa: E402
                      to_dict)
 
 
@@ -64,7 +64,7 @@ def main() -> None:
             continue
         try:
             with console.status(f"{problem.stem}: checking and timing"):
-                [result] = evaluate_many(problem, [kernel], options)
+                [result] = evaluate_batch(problem, [kernel], options)
         except ProblemError as exc:  # one broken problem leaves the others' rows standing
             console.print(f"[red]{exc}[/red]")
             table.add_row(problem.stem, "-", "problem error", *["-"] * (len(COLUMNS) - 4), str(exc)[:160])

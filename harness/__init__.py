@@ -22,11 +22,13 @@ _API = {
     "DeviceInfo": "harness.device", "describe": "harness.device", "default_device": "harness.device",
     "evaluate": "harness.engine.evaluate", "Evaluator": "harness.engine.evaluate",
     "EvalOptions": "harness.engine.options",
-    "evaluate_many": "harness.engine.pool", "Pool": "harness.engine.pool",
+    "evaluate_batch": "harness.engine.pool", "Pool": "harness.engine.pool",
     "RunStore": "harness.runs.store", "Run": "harness.runs.store", "Round": "harness.runs.store",
     "StoreError": "harness.runs.store", "Settings": "harness.runs.settings",
     "replay": "harness.runs.history", "promote": "harness.runs.history", "HistoryError": "harness.runs.history",
     "plot": "harness.runs.plot", "run_page": "harness.runs.html", "sweep_page": "harness.sweep.html",
+    "evaluate_many": "harness.sweep.batch", "Judge": "harness.sweep.batch", "Request": "harness.sweep.batch",
+    "SweepRecord": "harness.sweep.records", "read_records": "harness.sweep.records",
     "Loop": "harness.loop.loop", "Prompts": "harness.loop.prompts",
     "main": "harness.cli.main",
 }
@@ -52,7 +54,7 @@ if TYPE_CHECKING:
     from .device import DeviceInfo, default_device, describe
     from .engine.evaluate import Evaluator, evaluate
     from .engine.options import EvalOptions
-    from .engine.pool import Pool, evaluate_many
+    from .engine.pool import Pool, evaluate_batch
     from .errors import HarnessError
     from .loop.loop import Loop
     from .loop.prompts import Prompts
@@ -64,4 +66,6 @@ if TYPE_CHECKING:
     from .runs.plot import plot
     from .runs.settings import Settings
     from .runs.store import Round, Run, RunStore, StoreError
+    from .sweep.batch import Judge, Request, evaluate_many
     from .sweep.html import sweep_page
+    from .sweep.records import SweepRecord, read_records

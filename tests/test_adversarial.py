@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pytest
 
 from conftest import HERE, PROBLEMS, REPO
-from harness import EvalOptions, Verdict, evaluate, evaluate_many
+from harness import EvalOptions, Verdict, evaluate, evaluate_batch
 
 ADVERSARIAL = HERE / "adversarial"
 SMALL = PROBLEMS / "small_layernorm.py"
@@ -124,7 +124,7 @@ def evaluate_all(jobs: list[tuple], options: EvalOptions, lanes: int, alone: lis
         for problem, name in part:
             by_problem.setdefault(problem, []).append(name)
         return {name: result for problem, names in by_problem.items() for name, result in
-                zip(names, evaluate_many(problem, [ADVERSARIAL / f"{n}.py" for n in names], options))}
+                zip(names, evaluate_batch(problem, [ADVERSARIAL / f"{n}.py" for n in names], options))}
 
     with ThreadPoolExecutor(lanes + len(alone)) as pool:
         single = {name: pool.submit(evaluate, problem, ADVERSARIAL / f"{name}.py", options) for problem, name in alone}
@@ -182,7 +182,7 @@ def test_warn_policy_shows_the_static_report(cpu_results):
 def backward_results(cpu_options):
     options = dataclasses.replace(cpu_options, time_cap=0.3, backward=True)
     names = [a.name for a in BACKWARD]
-    return dict(zip(names, evaluate_many(RMSNORM_TRAIN, [ADVERSARIAL / f"{n}.py" for n in names], options)))
+    return dict(zip(names, evaluate_batch(RMSNORM_TRAIN, [ADVERSARIAL / f"{n}.py" for n in names], options)))
 
 
 @pytest.mark.parametrize("attempt", params(BACKWARD))

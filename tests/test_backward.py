@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from conftest import CANDIDATES, PROBLEMS, REPO
-from harness import Verdict, evaluate, evaluate_many
+from harness import Verdict, evaluate, evaluate_batch
 from harness.results import tolerance_text
 from harness.cli.sweep import _backward_as_recorded
 from harness.engine.children import NoBackward
@@ -23,7 +23,7 @@ CHECKED = ["backward_cpp_rmsnorm", "backward_wrong_weight_grad", "backward_missi
 @pytest.fixture(scope="module")
 def results(cpu_options):
     options = dataclasses.replace(cpu_options, backward=True, time_cap=0.5)
-    found = evaluate_many(RMSNORM, [CANDIDATES / f"{name}.py" for name in CHECKED], options)
+    found = evaluate_batch(RMSNORM, [CANDIDATES / f"{name}.py" for name in CHECKED], options)
     return dict(zip(CHECKED, found))
 
 

@@ -2,7 +2,7 @@
 import shutil
 
 from conftest import CANDIDATES, PROBLEMS
-from harness import Evaluator, Verdict, evaluate_many
+from harness import Evaluator, Verdict, evaluate_batch
 
 SMALL = PROBLEMS / "small_layernorm.py"
 
@@ -23,7 +23,7 @@ def test_pool_builds_in_parallel_and_keeps_results_apart(tmp_path, cpu_options):
     candidates = [a, CANDIDATES / "segfault.py", a_again, b, CANDIDATES / "py_wrong.py",
                   CANDIDATES / "py_correct.py"]
     events = []
-    results = evaluate_many(SMALL, candidates, cpu_options, build_jobs=3,
+    results = evaluate_batch(SMALL, candidates, cpu_options, build_jobs=3,
                             on_event=lambda i, phase: events.append((i, phase)))
     assert [r.candidate for r in results] == [str(c) for c in candidates]
     verdicts = [r.verdict for r in results]

@@ -29,7 +29,7 @@ PITCH = ("Propose, build, check and time custom GPU kernels against a PyTorch re
 def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     from rich.live import Live
 
-    from ..engine.pool import evaluate_many
+    from ..engine.pool import evaluate_batch
     from ..results import to_dict
     from .report import phase_table, print_result
 
@@ -47,7 +47,7 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
             phases[index] = phase
             live.update(phase_table(args.candidates, phases))
 
-        results = evaluate_many(args.problem, args.candidates, options, gpus, args.jobs, on_event)
+        results = evaluate_batch(args.problem, args.candidates, options, gpus, args.jobs, on_event)
     for result in results:
         print_result(console, result)
     if args.json:

@@ -228,7 +228,7 @@ def _start(threads: list[threading.Thread]) -> None:
         thread.start()
 
 
-def evaluate_many(problem: str | Path | Problem, candidates: Sequence[str | Path], options: EvalOptions,
+def evaluate_batch(problem: str | Path | Problem, candidates: Sequence[str | Path], options: EvalOptions,
                   gpus: Optional[Sequence[int]] = None, build_jobs: Optional[int] = None,
                   on_event: Optional[Event] = None) -> list[EvalResult]:
     """One batch through a pool of its own."""
