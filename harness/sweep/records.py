@@ -57,6 +57,7 @@ class SweepRecord:
     second_clock: str = ""
     speedup_second: Optional[float] = None
     interval_second: Optional[list[float]] = None
+    built_on: str = ""  # under --ray, the node whose cores built the candidate ("" on one host)
 
     @property
     def key(self) -> tuple[str, str, str]:
