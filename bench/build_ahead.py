@@ -27,6 +27,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -196,7 +197,7 @@ def main() -> int:
           f"running: {' '.join(command)}", flush=True)
     started = time.monotonic()
     sweep = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    arrivals = watch(results / "results.jsonl", sweep, started)
+    (arrivals,) = watch(sweep, started, lambda: line_count(results / "results.jsonl"))
     wall = time.monotonic() - started
     lines = (results / "results.jsonl").read_text().splitlines() if (results / "results.jsonl").is_file() else []
     records = [json.loads(line) for line in lines if line.strip()]
@@ -214,14 +215,18 @@ def main() -> int:
     return sweep.returncode
 
 
-def watch(results: Path, sweep: subprocess.Popen, started: float) -> list[float]:
-    """Seconds from the start at which each line of results.jsonl appeared (polled every 0.2 s)
-    until the sweep ends: when each evaluation finished, which says where the wall time went."""
-    arrivals: list[float] = []
+def line_count(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.is_file() else 0
+
+
+def watch(sweep: subprocess.Popen, started: float, *counts: Callable[[], int]) -> list[list[float]]:
+    """For each count (the lines of results.jsonl: the evaluations finished), the seconds from the
+    start at which it rose, polled every 0.2 s until the sweep ends: which says where the wall time went."""
+    arrivals: list[list[float]] = [[] for _ in counts]
     while True:
         ended = sweep.poll() is not None
-        count = len(results.read_text().splitlines()) if results.is_file() else 0
-        arrivals += [time.monotonic() - started] * (count - len(arrivals))
+        for count, seen in zip(counts, arrivals):
+            seen += [time.monotonic() - started] * (count() - len(seen))
         if ended:
             return arrivals
         time.sleep(0.2)

@@ -1,16 +1,22 @@
 """`harness sweep --ray`: the CPU sweep suite on a local Ray cluster of two nodes gives the local
 sweep's verdicts and figures; a node removed mid-suite loses nothing and duplicates nothing; a
-candidate that kills its actor every time ends as a crashed record, not a hang."""
+candidate that kills its actor every time ends as a crashed record, not a hang; with one node
+offering the timing slot, the others build, and what they built loads where it is timed."""
+import dataclasses
 import json
 import shutil
 import threading
+from types import SimpleNamespace
 
 import pytest
 
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
+from conftest import CANDIDATES as FILES, PROBLEMS as PROBLEM_FILES  # noqa: E402
 from harness.cli.main import main  # noqa: E402
+from harness.engine.build import BuildEntry  # noqa: E402
+from harness.engine.shipping import Toolchain, land, pack  # noqa: E402
 from harness.sweep.jobs import find_jobs  # noqa: E402
 from harness.sweep.records import RESULTS_FILE, ResultLog, read_records  # noqa: E402
 from test_sweep import CANDIDATES, EXPECTED, PROBLEMS  # noqa: E402
@@ -32,8 +38,8 @@ def cluster():
     cluster.shutdown()
 
 
-def sweep(out, cache_dir, *extra):
-    return main(["sweep", str(PROBLEMS), str(CANDIDATES), "--device", "cpu", "--time-cap", "1",
+def sweep(out, cache_dir, *extra, problems=PROBLEMS, candidates=CANDIDATES):
+    return main(["sweep", str(problems), str(candidates), "--device", "cpu", "--time-cap", "1",
                  "--cache-dir", str(cache_dir), "-o", str(out), *extra])
 
 
@@ -92,3 +98,61 @@ def test_a_candidate_that_keeps_killing_its_actor_is_recorded_as_crashed(cluster
     assert records["1/sample_0.py"].verdict == "correct"  # retried alone, away from the other
     assert records["1/sample_1.py"].verdict == "crashed"
     assert "died 3 times" in records["1/sample_1.py"].explanation
+
+
+def test_builds_run_on_the_nodes_that_do_not_time_and_load_where_timed(cluster, tmp_path):
+    """One node offers the timing slot (the TIMING resource); the others time nothing and build:
+    the C++ candidate compiles on one of them, into a fresh cache, and the others' builds (one with
+    nothing to compile, one refused unparsed) end there too. The verdicts are a local sweep's, and
+    the C++ entry, carried as bytes into an emptied cache, loads there without a build."""
+    from harness.sweep.ray_backend import TIMING
+
+    timing = cluster.add_node(num_cpus=1, resources={TIMING: 1})
+    cluster.wait_for_nodes()
+    problems, candidates = tmp_path / "problems", tmp_path / "candidates" / "small_layernorm"
+    problems.mkdir()
+    candidates.mkdir(parents=True)
+    shutil.copy(PROBLEM_FILES / "small_layernorm.py", problems)
+    for name in ("cpp_layernorm", "py_wrong"):
+        shutil.copy(FILES / f"{name}.py", candidates)
+    (candidates / "unparsed.py").write_text("class ModelNew(:\n")  # refused before any build, there
+    cache = tmp_path / "cache"  # fresh: the C++ candidate is built in this sweep, where the test can see
+    try:
+        assert sweep(tmp_path / "ray", cache, "--ray", cluster.address, problems=problems,
+                     candidates=candidates.parent) == 0
+    finally:
+        cluster.remove_node(timing)
+    remote = {r.key: r for r in read_records(tmp_path / "ray" / RESULTS_FILE)}
+    builders = {node.node_id[:6] for node in cluster.list_all_nodes()}  # the timing node is gone from it
+    assert timing.node_id[:6] not in builders
+    for record in remote.values():
+        assert "builds" in record.built_on and record.built_on.split()[1] in builders, record
+    cpp = remote[("problems", "small_layernorm", "small_layernorm/cpp_layernorm.py")]
+    assert cpp.phases["build"] > 0  # compiled there, not found in a cache
+
+    (entry,) = [BuildEntry(cache, (FILES / "cpp_layernorm.py").read_text(), "cpu")]
+    library = next(entry.dir.rglob("*.so"))
+    built = library.stat().st_mtime_ns
+    data = pack(entry)
+    shutil.rmtree(entry.dir)  # as on a node of its own: the entry is not there until it lands
+    land(entry, data)
+    assert sweep(tmp_path / "local", cache, problems=problems, candidates=candidates.parent) == 0
+    local = {r.key: r for r in read_records(tmp_path / "local" / RESULTS_FILE)}
+    assert {k: r.verdict for k, r in local.items()} == {k: r.verdict for k, r in remote.items()} == {
+        ("problems", "small_layernorm", f"small_layernorm/{name}.py"): verdict for name, verdict in
+        (("cpp_layernorm", "correct"), ("unparsed", "import_error"), ("py_wrong", "incorrect"))}
+    assert local[cpp.key].phases["build"] == 0 and library.stat().st_mtime_ns == built  # loaded, not rebuilt
+
+
+def test_nodes_whose_builds_would_not_load_on_each_other_stop_the_sweep_saying_what_differs(tmp_path):
+    from harness.sweep.jobs import SuiteError
+    from harness.sweep.ray_actors import Facts
+    from harness.sweep.ray_backend import RaySweep
+
+    here = Toolchain.here(tmp_path)
+    gpu = Facts("10.0.0.1 a1b2c3 gpu 0", here, "9.0", 14)
+    farm = Facts("10.0.0.2 d4e5f6 builds", dataclasses.replace(here, torch="2.10.0+cu128"), "", 16)
+    RaySweep._check(SimpleNamespace(address="head:6379"), gpu, dataclasses.replace(farm, toolchain=here))
+    with pytest.raises(SuiteError, match=r"10.0.0.1 a1b2c3 gpu 0 and 10.0.0.2 d4e5f6 builds differ in torch .* "
+                                         r"against 2.10.0\+cu128\. Give every node the same torch"):
+        RaySweep._check(SimpleNamespace(address="head:6379"), gpu, farm)

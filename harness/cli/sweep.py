@@ -209,7 +209,7 @@ def sweep_main(args: argparse.Namespace, console: Console) -> int:
             if args.ray:
                 from ..sweep.ray_backend import RaySweep
 
-                sweep = RaySweep(args.ray, options, log, args.jobs, on_record, on_phase)
+                sweep = RaySweep(args.ray, options, log, args.jobs, on_record, on_phase, on_builds)
             else:
                 sweep = Sweep(options, gpus, log, args.jobs, on_record, on_phase, on_builds)
             console.print(f"{len(jobs)} evaluations of {len({(j.level, j.problem) for j in jobs})} problems; "

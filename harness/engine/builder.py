@@ -16,7 +16,7 @@ from ..integrity import static
 from ..problem import Problem
 from ..results import BuildResult, EvalResult, Verdict, to_dict
 from . import build as builds
-from .cores import split_cores
+from .cores import Cores, split_cores
 from .options import EvalOptions
 from .phases import Notify, Phase, quiet
 from .process import Child
@@ -65,14 +65,17 @@ def import_spec(path: Path, entry: builds.BuildEntry) -> BuildSpec:
 
 
 class Builder:
-    """Builds the candidates of one problem under one set of options."""
+    """Builds the candidates of one problem under one set of options. By default for this host's
+    GPU and on the cores its timing side leaves; a host that builds for others is given the
+    timing GPUs' `arch` list and its own `cores`."""
 
-    def __init__(self, problem: Problem, options: EvalOptions):
+    def __init__(self, problem: Problem, options: EvalOptions, arch: Optional[str] = None,
+                 cores: Optional[Cores] = None):
         self.problem, self.options = problem, options
         self.backward = options.backward or problem.backward  # a problem's BACKWARD = True asks for it too
         self.cache = options.resolved_cache()
-        self.arch = gpu_arch(options.device, options.gpu)
-        self.cores = split_cores(options.device)  # builds on the cores the timing side does not keep
+        self.arch = arch or gpu_arch(options.device, options.gpu)
+        self.cores = cores or split_cores(options.device)
         self.limits, self.registry = options.limits(), options.registry()
 
     def build(self, candidate: str | Path, on_phase: Optional[Notify] = None) -> Built:

@@ -70,6 +70,7 @@ class SweepRecord:
     time_split: dict[str, float] = field(default_factory=dict)
     # the problem's reference process loading it, by step (ReferenceReady.load_seconds), once for its candidates
     reference_load: dict[str, float] = field(default_factory=dict)
+    built_on: str = ""  # under --ray, the node whose cores built the candidate ("" on one host)
 
     @property
     def key(self) -> tuple[str, str, str]:

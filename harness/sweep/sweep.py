@@ -30,7 +30,7 @@ from ..engine.footprint import footprint
 from ..engine.options import EvalOptions
 from ..engine.phases import Phase as Step
 from ..engine.pool import Builds, Counts, Pool
-from ..problem import ProblemError, load_problem
+from ..problem import Problem, ProblemError, load_problem
 from ..results import EvalResult
 from .jobs import Job
 from .records import EventLog, SweepRecord, ResultLog, problem_failure, record_of
@@ -55,6 +55,15 @@ def by_problem(jobs: Sequence[Job]) -> list[list[Job]]:
     for job in jobs:
         groups.setdefault((job.level, job.problem), []).append(job)
     return list(groups.values())
+
+
+def loadable(group: list[Job]) -> Optional[Problem]:
+    """The group's problem, read without running it, to build its candidates ahead; None where
+    it cannot be read: nothing is built ahead then, and its pool says why, in a record per candidate."""
+    try:
+        return load_problem(group[0].problem)
+    except ProblemError:
+        return None
 
 
 # the next problem's reference starts beside the current one only while the current one needs
@@ -188,11 +197,11 @@ class Sweep:
 
     def _build_ahead(self, group: list[Job]) -> Optional[list["Future[Built]"]]:
         """The group's builds, handed to the sweep's Builds now; None where its problem cannot
-        be loaded (its pool says why, in a record per candidate)."""
-        try:
-            builder = Builder(load_problem(group[0].problem), replace(self.options, gpu=self.slots[0]))
-        except ProblemError:
+        be loaded."""
+        problem = loadable(group)
+        if problem is None:
             return None
+        builder = Builder(problem, replace(self.options, gpu=self.slots[0]))
         assert self.builds is not None
         return [self.builds.submit(builder, job.candidate) for job in group]
 

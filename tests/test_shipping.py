@@ -1,0 +1,95 @@
+"""A built cache entry packed on one host lands whole in another's cache, each file's mtime to the
+nanosecond (ninja builds again what looks newer than its logs); a good entry already there stays;
+an entry too large to carry is not packed; two toolchains say how they differ, and an entry
+made for another key or other GPUs is named unfit."""
+import dataclasses
+import os
+
+import pytest
+
+from harness.engine import shipping
+from harness.engine.build import BuildEntry
+from harness.engine.shipping import Toolchain, land, landed, misfits, pack
+from harness.results import BuildResult
+
+SOURCE = "# a candidate's source: the key is its hash\n"
+
+
+def built_entry(cache) -> BuildEntry:
+    """An entry as a build leaves it: its record, its log, an extension's files with odd mtimes."""
+    entry = BuildEntry(cache, SOURCE, "cpu")
+    ext = entry.dir / "ext" / "op"
+    ext.mkdir(parents=True)
+    for n, name in enumerate(("main.cpp", "main.o", "op.so", ".ninja_log", ".ninja_deps")):
+        (ext / name).write_bytes(os.urandom(1000 * (n + 1)))
+        os.utime(ext / name, ns=(1_700_000_000_123_456_789 + n, 1_700_000_000_123_456_789 + n))
+    entry.log_path.write_text("built\n")
+    entry.record(BuildResult(True, 12.5, key=entry.key, log_path=str(entry.log_path)))
+    return entry
+
+
+def files(directory) -> dict:
+    return {str(p.relative_to(directory)): (p.read_bytes(), p.stat().st_mtime_ns, p.stat().st_mode)
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def test_an_entry_lands_whole_with_its_files_and_their_nanosecond_mtimes(tmp_path):
+    made = built_entry(tmp_path / "a")
+    data = pack(made)
+    there = BuildEntry(tmp_path / "b", SOURCE, "cpu")
+    assert not landed(there)
+    land(there, data)
+    assert landed(there) and there.recorded().seconds == 12.5
+    assert files(there.dir) == files(made.dir)
+    assert not list(there.dir.parent.glob("*.partial"))
+
+
+def test_a_good_entry_already_there_is_left_as_it_is_and_a_broken_one_is_replaced(tmp_path):
+    data = pack(built_entry(tmp_path / "a"))
+    there = built_entry(tmp_path / "b")
+    (there.dir / "ext" / "op" / "op.so").write_bytes(b"in use")  # a shared filesystem: the same build
+    land(there, data)
+    assert (there.dir / "ext" / "op" / "op.so").read_bytes() == b"in use"
+
+    half = BuildEntry(tmp_path / "c", SOURCE, "cpu")
+    (half.dir / "ext" / "op").mkdir(parents=True)
+    (half.dir / "ext" / "op" / "main.o").write_bytes(b"cut short")  # a build that died: no record
+    land(half, data)
+    assert files(half.dir) == files(BuildEntry(tmp_path / "a", SOURCE, "cpu").dir)
+
+
+def test_an_entry_over_the_limit_is_not_packed(tmp_path, monkeypatch):
+    entry = built_entry(tmp_path)
+    monkeypatch.setattr(shipping, "SHIP_LIMIT_BYTES", 4000)
+    assert pack(entry) is None
+
+
+def test_toolchains_name_what_differs(tmp_path):
+    here = Toolchain.here(tmp_path)
+    assert here.differences(Toolchain.here(tmp_path)) == []
+    other = dataclasses.replace(here, torch="2.10.0", cache="/elsewhere")
+    assert here.differences(other) == [f"torch {here.torch} against 2.10.0", f"cache {here.cache} against /elsewhere"]
+
+
+@pytest.mark.parametrize("name", ["../escape", "/abs"])
+def test_a_packed_entry_that_names_a_path_outside_its_place_is_refused(tmp_path, name):
+    import io
+    import tarfile
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo(name)
+        info.size, info.pax_headers = 1, {shipping.MTIME_NS: "1"}
+        tar.addfile(info, io.BytesIO(b"x"))
+    with pytest.raises(tarfile.TarError):
+        land(BuildEntry(tmp_path, SOURCE, "cpu"), buffer.getvalue())
+    assert not (tmp_path.parent / "escape").exists()
+
+
+def test_an_entry_made_for_another_key_or_other_gpus_is_unfit(tmp_path):
+    made = BuildEntry(tmp_path / "a", SOURCE, "8.0;9.0")
+    assert misfits(BuildEntry(tmp_path / "b", SOURCE, "8.0;9.0"), made, "9.0") == []
+    made.key = "0" * 64  # as torch, CUDA or Python of another version give
+    unfit = misfits(BuildEntry(tmp_path / "b", SOURCE, "8.0;9.0"), made, "10.0")
+    assert len(unfit) == 2 and "cache key" in unfit[0]
+    assert unfit[1] == "it was built for 8.0;9.0, and this node's GPU is 10.0"
