@@ -6,10 +6,16 @@ store can read and write them without reaching up into the command line.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Optional
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Optional
 
 from ..results import Tokens
+
+if TYPE_CHECKING:
+    from ..engine.options import EvalOptions
+
+# The proposer of a run whose candidates a coding agent hands in through `harness mcp`.
+AGENT = "agent (mcp)"
 
 
 @dataclass
@@ -85,3 +91,10 @@ class Evaluation:
     atol: Optional[float] = None  # --atol/--rtol: allclose tolerances for every dtype; None: the problem's
     rtol: Optional[float] = None
     clock: str = "gpu"  # the headline clock on a GPU (EvalOptions.clock)
+
+    def options(self, base: "EvalOptions") -> "EvalOptions":
+        """`base` (the device, limits and cache, which a run does not record) evaluating as these say."""
+        return replace(base, trials=self.trials, time_cap=self.time_cap, policy=self.policy, shapes=self.shapes,
+                       compile_baseline=self.compile_baseline, model_mode=self.model_mode, backward=self.backward,
+                       profile=self.profile, profile_kernel=self.profile_kernel, atol=self.atol, rtol=self.rtol,
+                       clock=self.clock)
