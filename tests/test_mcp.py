@@ -53,6 +53,7 @@ def test_a_session_describes_evaluates_and_refuses_bad_input_in_one_paragraph(ca
     outside = tmp_path / "elsewhere.py"
     outside.write_text((CANDIDATES / "py_correct.py").read_text())
     seen: list[str] = []
+    phases: list[tuple[str, str]] = []  # (call, phase) in the order the notifications came
 
     async def progress(step: float, total, message) -> None:
         seen.append(message)
@@ -61,12 +62,19 @@ def test_a_session_describes_evaluates_and_refuses_bad_input_in_one_paragraph(ca
         async with stdio(*flags(cache_dir, tmp_path / "runs")) as client:
             said = {"tools": {tool.name: tool for tool in (await client.list_tools()).tools}}
             said["describe"] = await client.call_tool("describe_problem", {"problem": SMALL})
-            said["correct"] = await client.call_tool("evaluate", {"problem": SMALL, "path": CPP},
-                                                     progress_callback=progress)
-            said["progress"] = list(seen)
+
+            async def call(name: str, path: str) -> None:  # two at once, as two agents would
+                async def told(step: float, total, message) -> None:
+                    phases.append((name, message))
+
+                said[name] = await client.call_tool("evaluate", {"problem": SMALL, "path": path},
+                                                    progress_callback=told)
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(call, "correct", CPP)
+                group.start_soon(call, "python", CORRECT)
             said["profile"] = await client.call_tool("profile", {"problem": SMALL, "path": CPP})
             said["wrong"] = await client.call_tool("evaluate", {"problem": SMALL, "path": WRONG})
-            seen.clear()
             said["syntax"] = await client.call_tool("evaluate", {"problem": SMALL, "source": "class ModelNew(:\n"},
                                                     progress_callback=progress)
             said["syntax_progress"] = list(seen)
@@ -90,11 +98,15 @@ def test_a_session_describes_evaluates_and_refuses_bad_input_in_one_paragraph(ca
     assert set(described.structured_content["reference"]) == {"host"}
 
     correct = said["correct"]
+    assert said["python"].structured_content["result"]["verdict"] == "correct", text(said["python"])
     assert not correct.is_error, text(correct)
-    assert text(correct).startswith("## Round 1: correct") and "## How it was timed" in text(correct)
+    assert ": correct\nThe candidate built" in text(correct) and "## How it was timed" in text(correct)
     assert correct.structured_content["result"]["verdict"] == "correct"
     assert "samples" not in correct.structured_content["result"]["timings"]["candidate"]
-    assert {"building", "checking", "timing"} <= set(said["progress"])  # told as each phase began
+    assert {"building", "checking", "timing"} <= {phase for call, phase in phases if call == "correct"}
+    # one candidate at a time past its build: the other's check never comes amid this one's
+    on_device = [call for call, phase in phases if phase in ("checking", "timing", "checking other shapes")]
+    assert on_device == sorted(on_device, key=on_device.index), phases
 
     profiled = said["profile"]  # no ncu on a CPU: the torch profiler's ops, and why
     assert not profiled.is_error and profiled.structured_content["profile"]["tool"] == "torch-cpu", text(profiled)
@@ -102,8 +114,7 @@ def test_a_session_describes_evaluates_and_refuses_bad_input_in_one_paragraph(ca
 
     wrong = said["wrong"]
     assert not wrong.is_error and wrong.structured_content["result"]["verdict"] == "incorrect"
-    # the session's second evaluation of the problem, the first in its table
-    assert "## Round 2: incorrect" in text(wrong) and "do not match the reference" in text(wrong)
+    assert ": incorrect\nThe candidate ran but its outputs do not match the reference." in text(wrong)
     assert "Fix correctness first" in text(wrong)
 
     assert said["syntax"].is_error and said["syntax_progress"] == []  # refused before any build
@@ -260,6 +271,18 @@ def test_timing_waits_for_builds_and_builds_for_timing_where_they_share_the_core
     with devices.timing([Slot()], Job()), pytest.raises(Cancelled):
         with devices.timing([Slot()], waiting):
             pass
+
+
+def test_calls_at_once_take_the_free_gpu_of_their_pool(cache_dir):
+    devices = Devices(EvalOptions(device="cuda", cache_dir=cache_dir))
+
+    class Slot:
+        def __init__(self, gpu: int):
+            self.options = EvalOptions(device="cuda", gpu=gpu)
+
+    pool = [Slot(0), Slot(1)]
+    with devices.timing(pool, Job()) as first, devices.timing(pool, Job()) as second:
+        assert (first, second) == (pool[0], pool[1])
 
 
 def _time(devices: Devices, slot, job: Job, events: list[str]) -> None:
