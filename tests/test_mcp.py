@@ -251,21 +251,22 @@ def test_timing_waits_for_builds_and_builds_for_timing_where_they_share_the_core
         options = EvalOptions(device="cpu")
 
     events: list[str] = []
-    job = Job()
+    job = Job(events.append)  # told where it waits
     with devices.building(job):
         timer = threading.Thread(target=lambda: _time(devices, Slot(), job, events))
         timer.start()
         time.sleep(0.5)
         events.append("build done")
     timer.join(10)
-    later = Job()
+    later = Job(events.append)
     with devices.timing([Slot()], later):
         builder = threading.Thread(target=lambda: _build(devices, later, events))
         builder.start()
         time.sleep(0.5)
         events.append("timing done")
     builder.join(10)
-    assert events == ["build done", "timed", "timing done", "built"]
+    assert events == ["waiting for the builds in flight to end: they share the timing's cores", "build done", "timed",
+                      "waiting to build: a candidate is being timed on these cores", "timing done", "built"]
     waiting = Job()
     waiting.cancel()
     with devices.timing([Slot()], Job()), pytest.raises(Cancelled):

@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 from ..engine.builder import builds_of
 from ..engine.cores import build_slots, default_build_jobs, split_cores
@@ -133,7 +133,9 @@ class Devices:
     def building(self, job: Job) -> Iterator[None]:
         with self._turns:
             self._wait(job, lambda: self._building < self._slots
-                       and not (self._apart and (self._timing or self._waiting)))
+                       and not (self._apart and (self._timing or self._waiting)),
+                       lambda: f"waiting to build: {self._building} build(s) at once here" if self._building
+                       >= self._slots else "waiting to build: a candidate is being timed on these cores")
             self._building += 1
         try:
             yield
@@ -150,7 +152,10 @@ class Devices:
             self._waiting += 1
             try:
                 self._wait(job, lambda: any(k not in self._timing for k in keys)
-                           and not (self._apart and self._building))
+                           and not (self._apart and self._building),
+                           lambda: "waiting for the device: another call's candidate is timed there"
+                           if all(k in self._timing for k in keys) else
+                           "waiting for the builds in flight to end: they share the timing's cores")
             finally:
                 self._waiting -= 1
             key = next(k for k in keys if k not in self._timing)
@@ -162,8 +167,11 @@ class Devices:
                 self._timing.discard(key)
                 self._turns.notify_all()
 
-    def _wait(self, job: Job, ready) -> None:
-        """Until `ready()` (the turns' condition held); a cancelled job stops waiting."""
+    def _wait(self, job: Job, ready: Callable[[], bool], why: Callable[[], str]) -> None:
+        """Until `ready()` (the turns' condition held), the job told `why()` once where it must wait;
+        a cancelled job stops waiting."""
+        if not ready():
+            job.phase(why())
         while not ready():
             if job.cancelled.is_set():
                 raise Cancelled()

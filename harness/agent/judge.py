@@ -247,6 +247,8 @@ class Judge:
 
     def _session(self, run: str, problem: Problem, job: Job) -> Session:
         """The run `run` names: open in this server, else an agent's run under runs_dir, opened again."""
+        if Path(run).is_dir():  # a run's directory named outright: it is written to, so only under the roots
+            self.roots.inside(run, "Run directory")
         session = self.sessions.get(run, problem)
         if session is not None:
             return session

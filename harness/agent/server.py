@@ -40,10 +40,10 @@ Run = Annotated[str, Field(description="A run id from start_run (or a unique pre
 
 
 class Options(TypedDict, total=False):
-    """Evaluation options over the server's, as `harness eval`'s flags of the same names."""
+    """Evaluation options over the server's own (its flags), as `harness eval`'s flags of the same names."""
 
-    trials: Annotated[int, Field(ge=1, description="correctness trials, each on fresh inputs (default 5)")]
-    time_cap: Annotated[float, Field(gt=0, description="most seconds spent sampling times (default 10)")]
+    trials: Annotated[int, Field(ge=1, description="correctness trials, each on fresh inputs")]
+    time_cap: Annotated[float, Field(gt=0, description="most seconds spent sampling times")]
     model_mode: Annotated[Literal["train", "eval"], Field(description="both models in training mode, as "
                                                                       "constructed (default), or in eval()")]
     backward: Annotated[bool, Field(description="check and time the backward pass too")]

@@ -42,6 +42,8 @@ def answer_of(source: str, note: str) -> str:
 
 @dataclass
 class Session:
+    """A run this server fills, held (locked) while it is open."""
+
     store: RunStore
     run: Run
     rounds: list[Round]
@@ -128,7 +130,6 @@ class Sessions:
               ceiling: Optional[float], notes: list[str]) -> Session:
         store, run = new_run(settings, evaluation, problem)
         run.ceiling, run.notes = ceiling, notes
-        run.status = Status.RUNNING
         store.save_run(run)
         session = Session(store, run, [], problem, first)
         with self._lock:
@@ -136,10 +137,13 @@ class Sessions:
         return session
 
     def get(self, run_id: str, problem: Problem) -> Optional[Session]:
-        """The open run `run_id` names (an id, a unique prefix of one, or a directory); None where it is an
-        agent's run this server has not opened (`reopen` opens it)."""
+        """The open run `run_id` names (an id, a unique prefix of one, or its directory); None where it is
+        none this server holds (`reopen` opens an agent's)."""
+        name = Path(run_id).name if Path(run_id).is_dir() else run_id
         with self._lock:
-            session = self.open.get(run_id) or next((s for i, s in self.open.items() if i.startswith(run_id)), None)
+            matches = [s for i, s in self.open.items() if i.startswith(name)]
+            # an ambiguous prefix falls through to reopen, whose lookup says which runs it names
+            session = self.open.get(name) or (matches[0] if len(matches) == 1 else None)
         if session and session.problem.path != problem.path:
             raise AgentError(f"Run {session.run.id} is of problem {session.problem.path}, not {problem.path}: "
                              "evaluate against the run's own problem, or start_run for this one.")
