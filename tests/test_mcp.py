@@ -88,6 +88,7 @@ def test_a_session_describes_evaluates_and_refuses_bad_input_in_one_paragraph(ca
     tools = said["tools"]
     assert set(tools) == TOOLS
     assert all(tool.description and tool.input_schema["type"] == "object" for tool in tools.values())
+    assert not [tool.name for tool in tools.values() if "\n " in tool.description]  # read as written, unindented
     assert {"problem", "source", "path", "run", "options"} <= set(tools["evaluate"].input_schema["properties"])
 
     described = said["describe"]

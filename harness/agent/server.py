@@ -8,6 +8,7 @@ one paragraph naming the file and what is wrong) comes back as a tool error, nev
 from __future__ import annotations
 
 import hmac
+import inspect
 import itertools
 from typing import Annotated, Any, Callable, Literal, Optional
 
@@ -103,7 +104,15 @@ def build_server(judge: Judge) -> MCPServer:
     reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     runs = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 
-    @server.tool(annotations=reads, structured_output=False)
+    def tool(annotations: ToolAnnotations) -> Callable[[Callable], Callable]:
+        """A tool whose description is its docstring, unindented: the text a model reads."""
+        def register(fn: Callable) -> Callable:
+            server.add_tool(fn, description=inspect.cleandoc(fn.__doc__), annotations=annotations,
+                            structured_output=False)
+            return fn
+        return register
+
+    @tool(reads)
     async def describe_problem(problem: Problem, ctx: Context) -> CallToolResult:
         """The problem as a candidate must meet it: the rules it must keep, the inputs forward receives
         (shapes, dtypes), the tolerance its outputs must match, the reference's own time on each clock,
@@ -111,7 +120,7 @@ def build_server(judge: Judge) -> MCPServer:
         it takes seconds the first time (the reference is loaded and timed), none after."""
         return await _call(ctx, lambda job: judge.describe(problem, job))
 
-    @server.tool(annotations=runs, structured_output=False)
+    @tool(runs)
     async def start_run(problem: Problem, ctx: Context,
                         accept: Annotated[float, Field(gt=0, description="the acceptable speedup")] = 1.5,
                         target: Annotated[float, Field(gt=0, description="the speedup that ends the run")] = 2.0,
@@ -121,7 +130,7 @@ def build_server(judge: Judge) -> MCPServer:
         stands against `accept` and `target`, and when you can stop."""
         return await _call(ctx, lambda job: judge.start_run(problem, accept, target, options, job))
 
-    @server.tool(annotations=runs, structured_output=False)
+    @tool(runs)
     async def evaluate(problem: Problem, ctx: Context, source: Source = None, path: CandidatePath = None,
                        run: Annotated[Optional[str], Field(description="A run id from start_run: the evaluation "
                                                                        "is kept as its next round.")] = None,
@@ -135,7 +144,7 @@ def build_server(judge: Judge) -> MCPServer:
         seconds (a cached build) to minutes (a first CUDA build); progress is reported as it goes."""
         return await _call(ctx, lambda job: judge.evaluate(problem, source, path, run, options, note, job))
 
-    @server.tool(annotations=reads, structured_output=False)
+    @tool(reads)
     async def profile(problem: Problem, ctx: Context, source: Source = None, path: CandidatePath = None,
                       kernel: Annotated[Optional[str], Field(description="Only kernels whose name matches this "
                                                                          "regular expression.")] = None
@@ -145,17 +154,17 @@ def build_server(judge: Judge) -> MCPServer:
         occupancy, memory and compute throughput, and plain findings on what limits them."""
         return await _call(ctx, lambda job: judge.profile(problem, source, path, kernel, job))
 
-    @server.tool(annotations=reads, structured_output=False)
+    @tool(reads)
     async def history(ctx: Context, run: Run = "latest") -> CallToolResult:
         """A run's rounds: each one's verdict, speedup and times, and where the run stands."""
         return await _call(ctx, lambda job: judge.records.history(run))
 
-    @server.tool(annotations=reads, structured_output=False)
+    @tool(reads)
     async def best(ctx: Context, run: Run = "latest") -> CallToolResult:
         """A run's fastest correct candidate: its round, its speedup, and its whole source."""
         return await _call(ctx, lambda job: judge.records.best(run))
 
-    @server.tool(annotations=reads, structured_output=False)
+    @tool(reads)
     async def show_round(run: Run, ctx: Context,
                          round: Annotated[int, Field(ge=1, description="The round's number, from 1.")]
                          ) -> CallToolResult:
