@@ -32,7 +32,7 @@ from ..engine.options import EvalOptions
 from ..engine.process import MAX_PROCESSES
 from ..engine.stopping import CRITERIA
 from ..errors import HarnessError
-from ..runs.settings import PRICE_KINDS, Evaluation, Settings
+from ..runs.settings import AGENT, PRICE_KINDS, Evaluation, Settings
 
 PROPOSERS = ("openai", "human", "files")
 
@@ -187,7 +187,11 @@ def accept_note(flags: dict[str, Any], settings: Settings, before: float) -> str
 
 def check(s: Settings, dry_run: bool = False) -> None:
     problems = []
-    if s.proposer not in PROPOSERS and not (dry_run and not s.proposer):
+    if s.proposer == AGENT:
+        problems.append(f"the run's candidates came from an agent through `harness mcp` (proposer {AGENT}); give "
+                        "its id to that server's evaluate tool to carry it on there, or --proposer openai --model "
+                        "NAME to carry it on with a model")
+    elif s.proposer not in PROPOSERS and not (dry_run and not s.proposer):
         problems.append(f"--proposer must be one of {', '.join(PROPOSERS)}, not `{s.proposer}`")
     if s.proposer == "openai" and not s.model and not dry_run:
         problems.append("the openai proposer needs a model: give --model NAME or `model` in [endpoint] "
@@ -340,14 +344,9 @@ def add_eval_options(parser: argparse.ArgumentParser) -> None:
 def eval_options(args: argparse.Namespace, evaluation: Optional[Evaluation] = None) -> EvalOptions:
     """EvalOptions from the flags; `evaluation` (a run's) fills what they leave out, defaults the rest."""
     evaluation = evaluation or evaluation_options(args)[0]
-    return EvalOptions(device=args.device or default_device(), trials=evaluation.trials,
-                       build_timeout=args.build_timeout, run_timeout=args.run_timeout,
-                       time_cap=evaluation.time_cap, compile_baseline=evaluation.compile_baseline,
-                       cache_dir=args.cache_dir, policy=evaluation.policy, model_mode=evaluation.model_mode,
-                       shapes=evaluation.shapes, profile=evaluation.profile, profile_kernel=evaluation.profile_kernel,
-                       backward=evaluation.backward, atol=evaluation.atol, rtol=evaluation.rtol,
-                       clock=evaluation.clock, stop=evaluation.stop, stop_target=evaluation.stop_target,
-                       max_host_memory=args.max_host_memory, max_processes=args.max_processes)
+    return evaluation.options(EvalOptions(device=args.device or default_device(), build_timeout=args.build_timeout,
+                                          run_timeout=args.run_timeout, cache_dir=args.cache_dir,
+                                          max_host_memory=args.max_host_memory, max_processes=args.max_processes))
 
 
 def take_free_gpu(options: EvalOptions, gpus: Optional[list[int]], say: Callable[[str], None]) -> EvalOptions:

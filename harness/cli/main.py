@@ -18,6 +18,7 @@ from ..version import __version__
 from .sweep import DESCRIPTION as SWEEP_DESCRIPTION, add_sweep_arguments, sweep_main
 from .config import COUNT, add_eval_options, device_choice, eval_options, parse_gpus, pin_gpu, take_free_gpu
 from .display import print_error
+from .mcp_command import DESCRIPTION as MCP_DESCRIPTION, add_mcp_arguments, mcp_main
 from .report_command import DESCRIPTION as REPORT_DESCRIPTION, add_report_arguments, report_main
 from .run_command import DESCRIPTION, EPILOG, add_run_arguments, run_main
 
@@ -288,6 +289,10 @@ def build_parser() -> argparse.ArgumentParser:
                     description=REPORT_DESCRIPTION)
     add_report_arguments(p)
     p.set_defaults(handler=report_main)
+    p = add_command(commands, "mcp", description=MCP_DESCRIPTION,
+                    help="serve the harness to a coding agent as MCP tools; its sessions are stored as runs")
+    add_mcp_arguments(p)
+    p.set_defaults(handler=mcp_main)
     return parser
 
 
@@ -312,7 +317,7 @@ class _Signalled:
 
 
 # The commands that start processes of their own; the others (listings, show, promote, ...) end nothing.
-STARTS_PROCESSES = frozenset({"eval", "doctor", "profile", "run", "sweep", "replay"})
+STARTS_PROCESSES = frozenset({"eval", "doctor", "profile", "run", "sweep", "replay", "mcp"})
 
 
 def _end_leftovers(args: argparse.Namespace, console: Console) -> None:
@@ -336,6 +341,8 @@ def main(argv: list[str] | None = None) -> int:
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console = Console(width=PIPED_WIDTH)
     args = build_parser().parse_args(argv)
+    if args.command == "mcp":  # its stdout carries the protocol
+        console = errors
     signalled = _Signalled()
     try:
         pin_gpu(args)

@@ -35,9 +35,10 @@ class Built:
     failed: bool = False
 
 
-# The build children running in this process, any builder's (a sweep runs many): the retimes
-# before an accusation stop them, so the compiler's load is not on the candidate's side alone.
-_RUNNING_BUILDS: set[Child] = set()
+# The build children running in this process, any builder's (a sweep runs many), each with the thread
+# waiting on it: the retimes before an accusation stop them all, so the compiler's load is not on the
+# candidate's side alone, and a request cancelled from another thread ends its own (builds_of).
+_RUNNING_BUILDS: dict[Child, int] = {}
 _BUILDS_LOCK = threading.Lock()
 
 
@@ -57,6 +58,12 @@ def builds_paused():
     """Every build child of this process stopped while the block runs."""
     with _BUILDS_LOCK:
         return paused(list(_RUNNING_BUILDS))
+
+
+def builds_of(thread: int) -> list[Child]:
+    """The build children thread `thread` (its threading.get_ident()) is waiting on."""
+    with _BUILDS_LOCK:
+        return [child for child, waiting in _RUNNING_BUILDS.items() if waiting == thread]
 
 
 def import_spec(path: Path, entry: builds.BuildEntry) -> BuildSpec:
@@ -140,14 +147,14 @@ class Builder:
                       limits=self.limits, registry=self.registry)
         limit = self.options.build_timeout
         with _BUILDS_LOCK:
-            _RUNNING_BUILDS.add(child)
+            _RUNNING_BUILDS[child] = threading.get_ident()
         try:
             child.send(to_dict(import_spec(path, entry)))
             done = read_reply(BuildDone, received(child, Deadline(started + limit, limit, "the build timeout"),
                                                   "building"))
         finally:
             with _BUILDS_LOCK:
-                _RUNNING_BUILDS.discard(child)
+                _RUNNING_BUILDS.pop(child, None)
             child.stop()
         seconds = time.monotonic() - started
         if done.error:

@@ -96,6 +96,10 @@ class Evaluator:
     def time_reference(self) -> Timing:
         return self.measure.reference()
 
+    def time_reference_clocks(self) -> dict[str, Timing]:
+        """The reference alone on every clock the device has (Measure.reference_clocks)."""
+        return self.measure.reference_clocks()
+
     def evaluate(self, candidate: str | Path, on_phase: Optional[Notify] = None) -> EvalResult:
         """Build, check and time one candidate."""
         return self.run(self.build(candidate, on_phase), on_phase)

@@ -93,6 +93,10 @@ class Measure:
     def reference(self) -> Timing:
         """The reference alone under the faster numerics setting, before any candidate, on the headline
         clock: its time for a run's first prompt and the ceiling a run can reach. Holds the device's lock."""
+        return self.reference_clocks()[self.headline()]
+
+    def reference_clocks(self) -> dict[str, Timing]:
+        """The reference alone, as reference() times it, on every clock the device has, by clock."""
         children = self.children
         children.start_reference()
         numerics = children.reference_info.numerics_differ
@@ -101,9 +105,9 @@ class Measure:
             children.reference.send(to_dict(Request(Command.TIME_REFERENCE, rule=rule, default_numerics=numerics)))
             timings = children.reference_says(self._timing_deadline(rule), ReferenceTimed,
                                               "timing the reference before the first candidate").timings
-        timings = timings[self.headline()]
-        # the headline's baseline: the faster numerics setting (speedups.ranked)
-        return min((timings[key] for key in BESIDE_AND_ALONE if key in timings), key=lambda t: t.median)
+        # each clock's baseline: the faster numerics setting (speedups.ranked)
+        return {clock: min((by_key[key] for key in BESIDE_AND_ALONE if key in by_key), key=lambda t: t.median)
+                for clock, by_key in timings.items() if any(key in by_key for key in BESIDE_AND_ALONE)}
 
     def _figures(self, result: EvalResult, measured: list[Measured]) -> None:
         """The verdict's clock into the result's own fields, the other clock beside them; the

@@ -462,6 +462,11 @@ class Child:
         with _live_lock:
             _live.discard(self)
 
+    def end(self) -> None:
+        """End its processes from another thread: the thread talking to it reads the death as any other
+        (ChildDied) and closes the channel, which stays its own."""
+        end_processes({self.proc.pid} if self.alive() else set(), self.mark + "\0", spare=self.proc.pid)
+
     def stop(self) -> None:
         """Done with the child. The reference process, which runs no candidate code, is asked to exit
         first; a child that ran candidate code is killed at once, with its tree still whole."""

@@ -75,6 +75,7 @@ def conclusion(run: Run, rounds: list[Round], thresholds: Thresholds) -> str:
                              else "when the proposer failed",
         StopReason.PLATEAU: f"after {run.settings.plateau} round(s) without a measurable gain",
         StopReason.BUDGET: "at the --budget-usd budget",
+        StopReason.SESSION: "when the agent's session ended",
         StopReason.CEILING: f"at the physical ceiling (about {run.ceiling or 0:.2f}x: the reference's time over "
                             "its floor plus host time)",
     }
@@ -143,21 +144,14 @@ class Loop:
             run.stop_reason, run.status = StopReason.ERROR, Status.FAILED
             raise
         finally:
-            run.outcome = outcome(run.best, self.thresholds)
-            summary = conclusion(run, self.rounds, self.thresholds)
-            run.message = f"{run.message} {summary}".strip() if run.message else summary
-            run.seconds = self.elapsed()
-            self.store.save_run(run)
-            self.store.event("stop", status=run.status, reason=run.stop_reason, outcome=run.outcome)
+            settle(run, self.store, self.rounds, self.thresholds, self.elapsed())
         return run
 
     def _stop_reason(self) -> StopReason:
         """The rule that ends the run now; NONE (falsy) while none does."""
         s = self.run.settings
-        if self.run.best and self.run.best.speedup >= self.thresholds.target:
-            return StopReason.TARGET
-        if self.run.best and self.run.ceiling and self.run.best.speedup >= CEILING_SHARE * self.run.ceiling:
-            return StopReason.CEILING
+        if reached := goal_reached(self.run, self.thresholds):
+            return reached
         if s.rounds is not None and len(self.rounds) >= s.rounds:
             return StopReason.ROUNDS
         if s.wall_time is not None and self.elapsed() >= s.wall_time:
@@ -321,9 +315,7 @@ class Loop:
             if sample.eval is None:
                 sample.eval, sample.same_as = _repeated(samples[first[_digest(sample.candidate)]].eval), n
         for i, sample in enumerate(samples):
-            self.store.write_eval(n, i, sample.eval)
-            self.store.event("result", round=n, sample=i + 1, verdict=sample.eval.verdict.value,
-                             speedup=sample.eval.speedup if sample.eval.ok else None)
+            keep_result(self.store, n, i, sample.eval)
         self.store.event("evaluated", round=n, seconds=round(time.monotonic() - t0, 3))
 
     def _remember(self, rnd: Round) -> None:
@@ -333,13 +325,7 @@ class Loop:
 
     def _record(self, rnd: Round) -> None:
         self._remember(rnd)
-        self.store.save_round(rnd)
-        absorb(self.run, self.store, rnd)
-        self.run.seconds = self.elapsed()
-        self.store.save_run(self.run)
-        self.store.event("round", round=rnd.n, verdict=rnd.eval.verdict.value,
-                         speedup=rnd.eval.speedup if rnd.eval.ok else None,
-                         tokens=rnd.tokens.total, seconds=round(rnd.seconds, 3))
+        keep_round(self.run, self.store, rnd, self.elapsed())
         note = self._fallback_note(rnd)
         if note:
             self.observer.say(f"{note}.")
@@ -372,6 +358,44 @@ def absorb(run: Run, store: RunStore, rnd: Round) -> None:
                                    speedup=rnd.eval.speedup if rnd.eval.ok else None,
                                    tokens=rnd.tokens.total, seconds=rnd.seconds,
                                    samples=len(rnd.samples), profile_seconds=rnd.profile_seconds))
+
+
+def keep_result(store: RunStore, n: int, i: int, result: EvalResult) -> None:
+    """Sample i's result of round n on disk, and its line in the events."""
+    store.write_eval(n, i, result)
+    store.event("result", round=n, sample=i + 1, verdict=result.verdict.value,
+                speedup=result.speedup if result.ok else None)
+
+
+def keep_round(run: Run, store: RunStore, rnd: Round, seconds: float) -> None:
+    """A finished round (its samples' files already written) recorded: round.json, the run's summary
+    with `seconds` spent on the run so far, and its line in the events."""
+    store.save_round(rnd)
+    absorb(run, store, rnd)
+    run.seconds = seconds
+    store.save_run(run)
+    store.event("round", round=rnd.n, verdict=rnd.eval.verdict.value, speedup=rnd.eval.speedup if rnd.eval.ok else None,
+                tokens=rnd.tokens.total, seconds=round(rnd.seconds, 3))
+
+
+def goal_reached(run: Run, thresholds: Thresholds) -> StopReason:
+    """TARGET or CEILING where the run's best reaches one, NONE (falsy) while it reaches neither."""
+    best = run.best
+    if best and best.speedup >= thresholds.target:
+        return StopReason.TARGET
+    if best and run.ceiling and best.speedup >= CEILING_SHARE * run.ceiling:
+        return StopReason.CEILING
+    return StopReason.NONE
+
+
+def settle(run: Run, store: RunStore, rounds: list[Round], thresholds: Thresholds, seconds: float) -> None:
+    """A stopping run's outcome and closing sentence (after any message of its own), recorded."""
+    run.outcome = outcome(run.best, thresholds)
+    summary = conclusion(run, rounds, thresholds)
+    run.message = f"{run.message} {summary}".strip() if run.message else summary
+    run.seconds = seconds
+    store.save_run(run)
+    store.event("stop", status=run.status, reason=run.stop_reason, outcome=run.outcome)
 
 
 def restore(run: Run, store: RunStore, rounds: list[Round]) -> None:

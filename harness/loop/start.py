@@ -10,6 +10,7 @@ from ..device import describe
 from ..engine.pool import Pool
 from ..integrity.roofline import Headroom, headroom
 from ..problem import Problem, ProblemError
+from ..results import Timing
 from ..runs.settings import Evaluation, Settings
 from ..runs.store import ProblemRef, Round, Run, RunStore, utc_now
 from .loop import CEILING_SHARE, Loop, restore
@@ -98,13 +99,13 @@ def same_problem(problem: Problem, run: Run) -> None:
                            "Start a new run.")
 
 
-def first_for(pool: Pool, prompts: Prompts, problem: Problem, settings: Settings, trials: int
-              ) -> tuple[str, list[str], Headroom]:
+def first_for(pool: Pool, prompts: Prompts, problem: Problem, settings: Settings, trials: int,
+              reference: Optional[Timing] = None) -> tuple[str, list[str], Headroom]:
     """The first prompt, with the facts the reference process finds (hardware, inputs, peaks,
-    the reference's own time); the problem's warnings, which every result carries and no
-    candidate can act on; and the headroom the reference leaves."""
+    the reference's own time, timed here unless given); the problem's warnings, which every result
+    carries and no candidate can act on; and the headroom the reference leaves."""
     facts, environment = pool.facts()
-    reference = pool.reference_time()
+    reference = reference or pool.reference_time()
     # the declared bytes and the reference's time are the main shape's: no ceiling for a speedup
     # that is a geometric mean over benchmark shapes
     room = headroom(reference.median, reference.overhead, {} if facts.benchmark_shapes else facts.roofline,

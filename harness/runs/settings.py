@@ -6,11 +6,17 @@ store can read and write them without reaching up into the command line.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Optional
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Optional
 
 from ..engine.stopping import DEFAULT as DEFAULT_STOP
 from ..results import Tokens
+
+if TYPE_CHECKING:
+    from ..engine.options import EvalOptions
+
+# The proposer of a run whose candidates a coding agent hands in through `harness mcp`.
+AGENT = "agent (mcp)"
 
 
 @dataclass
@@ -88,3 +94,10 @@ class Evaluation:
     clock: str = "gpu"  # the headline clock on a GPU (EvalOptions.clock)
     stop: str = DEFAULT_STOP  # the stopping criterion (EvalOptions.stop)
     stop_target: Optional[float] = None  # its threshold; None: the criterion's default
+
+    def options(self, base: "EvalOptions") -> "EvalOptions":
+        """`base` (the device, limits and cache, which a run does not record) evaluating as these say."""
+        return replace(base, trials=self.trials, time_cap=self.time_cap, policy=self.policy, shapes=self.shapes,
+                       compile_baseline=self.compile_baseline, model_mode=self.model_mode, backward=self.backward,
+                       profile=self.profile, profile_kernel=self.profile_kernel, atol=self.atol, rtol=self.rtol,
+                       clock=self.clock, stop=self.stop, stop_target=self.stop_target)
