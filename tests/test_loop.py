@@ -533,7 +533,8 @@ def test_a_second_writer_is_refused_and_a_killed_run_reads_as_interrupted(tmp_pa
     listed = capsys.readouterr().out
     assert "interrupted" in listed and "running" not in listed
     assert harness(["show", str(path)]) == 0
-    assert "status interrupted" in capsys.readouterr().out
+    shown = capsys.readouterr().out
+    assert "status interrupted" in shown and f"Nothing is lost: `harness run --resume {path}` carries it on." in shown
 
     # Two resumes of one run: the first carries it on, the second is refused and touches nothing.
     resumed = start_waiting(["--resume", str(path)], runs, tmp_path / "resumed.log", asks=2)
@@ -675,6 +676,7 @@ def test_a_failed_run_says_why_in_runs_and_show(tmp_path, cache_dir, capsys, mon
     shown = capsys.readouterr().out
     assert "why: The endpoint" in shown and "messages[1]: the content is malformed" in shown
     assert "No round was evaluated." in shown and "unknown device" not in shown and "on cpu (nothing measured)" in shown
+    assert f"Nothing is lost: `harness run --resume {only_run(runs)}` carries it on." in shown
 
 
 def test_dry_run_prints_the_first_request_and_asks_nobody(tmp_path, capsys):
