@@ -266,7 +266,7 @@ def _run(args: argparse.Namespace, console: Console, held: ExitStack) -> int:
                   + f"; stored in {store.path}", markup=False, highlight=False, soft_wrap=True)
     if args.resume:
         console.print(resumed, markup=False, highlight=False, soft_wrap=True)
-    elif note := accept_note(flags, settings, Settings.accept):
+    if note := accept_note(settings):
         console.print(note, markup=False, highlight=False, soft_wrap=True)
     options = take_free_gpu(options, run.evaluation.gpus,
                             partial(console.print, markup=False, highlight=False, soft_wrap=True))
@@ -343,6 +343,8 @@ def _run_suite(args: argparse.Namespace, flags: dict, console: Console, errors: 
                   markup=False, highlight=False, soft_wrap=True)
     if resumed:
         console.print(resumed, markup=False, highlight=False, soft_wrap=True)
+    if note := accept_note(s):
+        console.print(note, markup=False, highlight=False, soft_wrap=True)
     options = take_free_gpu(options, record.evaluation.gpus,
                             partial(console.print, markup=False, highlight=False, soft_wrap=True))
     seconds_before = record.seconds
