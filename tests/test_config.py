@@ -110,12 +110,20 @@ def test_impossible_numbers_are_refused_with_a_one_line_reason(argv, message, ca
 def test_a_target_below_the_default_accept_lowers_it_and_says_so():
     from harness.cli.config import accept_note
 
-    given = flags(proposer="human", target=1.3)
-    s = resolve(given)
+    s = resolve(flags(proposer="human", target=1.3))
     assert (s.accept, s.target) == (1.3, 1.3)
-    assert accept_note(given, s, Settings.accept) == ("--target 1.3 is below the acceptable 1.5x, so the acceptable "
-                                                      "speedup is 1.3x too (give --accept to set it apart).")
-    assert accept_note(flags(proposer="human"), resolve(flags(proposer="human")), Settings.accept) == ""
+    note = ("--target 1.3 is below the acceptable 1.5x, so the acceptable speedup is 1.3x too (give --accept to set "
+            "it apart).")
+    assert accept_note(s) == note
+    assert accept_note(resolve(flags(proposer="human"))) == ""
+    assert accept_note(resolve(flags(proposer="human", target=1.3, accept=1.3))) == ""  # set by hand: nothing lowered
+    # resumed: the bar stays lowered and is said the same way; a new target moves it, --accept sets it apart
+    assert (resolve({}, base=s).accept, accept_note(resolve({}, base=s))) == (1.3, note)
+    lowered = resolve({"target": 1.2}, base=s)
+    assert (lowered.accept, lowered.accept_lowered_from) == (1.2, 1.5)
+    raised = resolve({"target": 3.0}, base=s)
+    assert (raised.accept, accept_note(raised)) == (1.5, "")
+    assert (resolve({"accept": 1.1}, base=s).accept, accept_note(resolve({"accept": 1.1}, base=s))) == (1.1, "")
     with pytest.raises(ConfigError, match=r"accept 1.6 and target 1.3: lower --accept to 1.3 or less, or raise "
                                           r"--target to 1.6 or more"):
         resolve(flags(proposer="human", target=1.3, accept=1.6))

@@ -83,7 +83,7 @@ def test_pch_status_never_builds_the_header():
     assert time.monotonic() - started < 15  # building it takes 45 s or more
 
 
-def test_prepare_pch_holds_the_lock_and_calls_torch_without_extra_flags(tmp_path, monkeypatch):
+def test_prepare_pch_holds_the_lock_and_calls_torch_with_the_device_idioms_flags(tmp_path, monkeypatch):
     from torch.utils import cpp_extension
 
     calls = []
@@ -98,7 +98,8 @@ def test_prepare_pch_holds_the_lock_and_calls_torch_without_extra_flags(tmp_path
     monkeypatch.setattr(build, "pch_path", lambda: tmp_path / "torch" / "extension.h.gch")
     (tmp_path / "torch").mkdir()
     assert build.prepare_pch(tmp_path) >= 0
-    assert calls == [(None, None)]
+    assert build.prepare_pch(tmp_path, device="cpu") >= 0
+    assert calls == [(None, None), (["-O3"], None)]  # the GPU idiom passes no extra_cflags, the CPU one -O3
 
 
 def test_prepare_pch_failure_is_one_paragraph_with_the_compiler_error(tmp_path, monkeypatch):

@@ -91,6 +91,10 @@ def test_a_server_lost_after_an_acceptable_candidate_keeps_it(tmp_path, cache_di
     assert f"`harness run --resume {path}` carries it on" in err
     record = stored(path)
     assert record["best"]["round"] == 1 and record["outcome"] == "accepted"
+    # show says what the exit said: what is kept, and the command that carries the run on
+    assert harness(["show", str(path)]) == 0
+    said = err[err.index("Nothing is lost: "):].strip()
+    assert said.endswith("carries it on.") and said in capsys.readouterr().out
     assert (path / "rounds" / "002" / "prompt.md").is_file()  # the round in flight, set aside by --resume
 
 

@@ -533,7 +533,8 @@ def test_a_second_writer_is_refused_and_a_killed_run_reads_as_interrupted(tmp_pa
     listed = capsys.readouterr().out
     assert "interrupted" in listed and "running" not in listed
     assert harness(["show", str(path)]) == 0
-    assert "status interrupted" in capsys.readouterr().out
+    shown = capsys.readouterr().out
+    assert "status interrupted" in shown and f"Nothing is lost: `harness run --resume {path}` carries it on." in shown
 
     # Two resumes of one run: the first carries it on, the second is refused and touches nothing.
     resumed = start_waiting(["--resume", str(path)], runs, tmp_path / "resumed.log", asks=2)
@@ -553,11 +554,17 @@ def test_a_second_writer_is_refused_and_a_killed_run_reads_as_interrupted(tmp_pa
         resumed.wait()
 
 
-def test_resume_takes_the_recorded_evaluation_options_unless_a_flag_overrides_one(tmp_path, cache_dir, capsys):
+def two_slow(tmp_path: Path) -> Path:
+    """A --files directory of two slow (correct, below accept) candidates: a run of one round, resumed for one more."""
     cands = tmp_path / "cands"
     cands.mkdir()
     for name in ("a_slow.py", "b_slow.py"):
         (cands / name).write_text(SLOW)
+    return cands
+
+
+def test_resume_takes_the_recorded_evaluation_options_unless_a_flag_overrides_one(tmp_path, cache_dir, capsys):
+    cands = two_slow(tmp_path)
     runs = tmp_path / "runs"
     assert main([str(PROBLEM), "--files", str(cands), "--runs-dir", str(runs), "--rounds", "1", "--trials", "2",
                  "--atol", "0.001", "--stop", "settled", *eval_flags(cache_dir)]) == 1
@@ -580,6 +587,21 @@ def test_resume_takes_the_recorded_evaluation_options_unless_a_flag_overrides_on
     assert second["check"]["trials"] == 2 and second["environment"]["device"] == "cpu"
     assert second["tolerance"] == [0.001, 0.0001] and second["tolerance_given"]
     assert second["stop"] == "settled" and second["timings"]["candidate"]["ended"] in ("met", "time_cap")
+
+
+def test_a_resumed_run_keeps_the_accept_its_target_lowered_and_says_so(tmp_path, cache_dir, capsys):
+    cands = two_slow(tmp_path)
+    runs = tmp_path / "runs"
+    note = ("--target 1.3 is below the acceptable 1.5x, so the acceptable speedup is 1.3x too (give --accept to set "
+            "it apart).")
+    assert main([str(PROBLEM), "--files", str(cands), "--runs-dir", str(runs), "--rounds", "1", "--target", "1.3",
+                 *eval_flags(cache_dir)]) == 1
+    assert note in capsys.readouterr().out
+    path = only_run(runs)
+    assert main(["--resume", str(path), "--rounds", "2", *eval_flags(cache_dir)]) == 1
+    assert note in capsys.readouterr().out
+    settings = run_json(path)["settings"]
+    assert (settings["accept"], settings["target"], settings["accept_lowered_from"]) == (1.3, 1.3, 1.5)
 
 
 def test_human_proposer_evaluates_each_save(tmp_path, cache_dir, capsys):
@@ -677,6 +699,7 @@ def test_a_failed_run_says_why_in_runs_and_show(tmp_path, cache_dir, capsys, mon
     shown = capsys.readouterr().out
     assert "why: The endpoint" in shown and "messages[1]: the content is malformed" in shown
     assert "No round was evaluated." in shown and "unknown device" not in shown and "on cpu (nothing measured)" in shown
+    assert f"Nothing is lost: `harness run --resume {only_run(runs)}` carries it on." in shown
 
 
 def test_dry_run_prints_the_first_request_and_asks_nobody(tmp_path, capsys):

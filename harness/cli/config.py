@@ -154,8 +154,12 @@ def resolve(flags: dict[str, Any], base: Optional[Settings] = None, *, dry_run: 
             settings.rounds = None
         if "device" not in given and "device" not in from_file:
             settings.device = default_device()
-    if "accept" not in given and "accept" not in from_file and 0 < settings.target < settings.accept:
-        settings.accept = settings.target  # a target below the default bar is the bar (accept_note says so)
+    if "accept" in given or "accept" in from_file:
+        settings.accept_lowered_from = None
+    else:  # a target below the bar is the bar (accept_note says so); a resumed run's bar is the one it lowered
+        bar = settings.accept_lowered_from or settings.accept
+        settings.accept, settings.accept_lowered_from = (settings.target, bar) if 0 < settings.target < bar \
+            else (bar, None)
     check(settings, dry_run)
     require_cuda(settings.device)
     return settings
@@ -175,14 +179,13 @@ def proposer_reason(flags: dict[str, Any], settings: Settings) -> str:
     return "an endpoint is configured: " + (", ".join(named) or "$OPENAI_BASE_URL")
 
 
-def accept_note(flags: dict[str, Any], settings: Settings, before: float) -> str:
-    """A line where resolve() lowered the acceptable speedup to a --target below it; `before` is the
-    acceptable speedup the target was set under (the default, or a resumed run's)."""
-    from_file = load_config(flags["config"]) if flags.get("config") else {}
-    if flags.get("accept") is not None or "accept" in from_file or settings.accept >= before:
+def accept_note(settings: Settings) -> str:
+    """A line where resolve() lowered the acceptable speedup to a --target below it: said when a run
+    starts and again when it is resumed, the lowered bar still standing."""
+    if settings.accept_lowered_from is None:
         return ""
-    return (f"--target {settings.target:g} is below the acceptable {before:g}x, so the acceptable speedup is "
-            f"{settings.accept:g}x too (give --accept to set it apart).")
+    return (f"--target {settings.target:g} is below the acceptable {settings.accept_lowered_from:g}x, so the "
+            f"acceptable speedup is {settings.accept:g}x too (give --accept to set it apart).")
 
 
 def check(s: Settings, dry_run: bool = False) -> None:

@@ -7,6 +7,7 @@ round's result is one plain line.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Callable, Optional
 
 from rich.console import Console
@@ -189,3 +190,10 @@ def summary(console: Console, run: Run, rounds: list[Round], where: str, message
         console.print(f"Best candidate: {where}/{run.best.candidate}", markup=False,
                       highlight=False, soft_wrap=True)
     console.print(f"Run stored in {where}", markup=False, highlight=False, soft_wrap=True)
+
+
+def resume_line(run: Run, rounds: list[Round], path: Path) -> str:
+    """What a stopped run keeps, and the command that carries it on."""
+    kept = (f"the run keeps its {len(rounds)} finished round(s)"
+            + (f" and its best, {run.best.speedup:.2f}x," if run.best else "") + " and ") if rounds else ""
+    return f"Nothing is lost: {kept}`harness run --resume {path}` carries it on."

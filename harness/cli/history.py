@@ -13,10 +13,10 @@ from ..runs.history import (ROUND_FILES, HistoryError, Replay, RunEntry, list_ru
                              resolve, summarize)
 from ..results import speedup_text
 from ..runs.settings import Settings
-from ..runs.store import RunStore
+from ..runs.store import RunStore, Status
 from ..runs.suites import SuiteRecord, SuiteStore, is_suite
 from ..stats import geomean
-from .display import dollars, standing
+from .display import dollars, resume_line, standing
 
 
 def _usd(value: Optional[float]) -> str:
@@ -150,6 +150,8 @@ def print_show(console: Console, run: str, runs_dir: Path, round_n: Optional[int
         console.print(("why: " if record.status == "failed" else "") + record.message,
                       style="red" if record.status == "failed" else None, markup=False, highlight=False,
                       soft_wrap=True)
+    if record.status in (Status.FAILED, Status.INTERRUPTED):  # stopped early: the loop said this at its exit
+        console.print(resume_line(record, rounds, store.path), markup=False, highlight=False, soft_wrap=True)
     if not rounds:
         console.print("No round was evaluated" + (f": {damage}" if damage else "."), highlight=False)
         return 0

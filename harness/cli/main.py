@@ -259,7 +259,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="what to check for (default: cuda when a GPU is present)")
     p.add_argument("--cache-dir", type=Path, default=None, help="build cache (default ~/.cache/harness)")
     p.add_argument("--prepare", action="store_true",
-                   help="build torch's precompiled header now (about 45 s, once per torch install)")
+                   help="build torch's precompiled header now, with the flags the device's idiom passes "
+                        "(about 45 s, once per torch install)")
     p.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write the findings as JSON")
     p.set_defaults(handler=cmd_doctor)
     p = add_command(commands, "profile", help="one forward of a candidate (or the reference) under Nsight Compute: "

@@ -33,7 +33,7 @@ from ..runs.store import Outcome, Round, Run, RunStore, Status
 from ..runs.suites import SuiteRecord, SuiteStore, is_suite
 from .config import (COUNT, POSITIVE, PROPOSERS, SECONDS, ConfigError, Settings, accept_note, add_eval_options,
                      eval_options, evaluation_options, number, parse_gpus, proposer_reason, resolve, take_free_gpu)
-from .display import Display, SuiteDisplay, print_error, summary
+from .display import Display, SuiteDisplay, print_error, resume_line, summary
 from .history import print_suite
 
 EXIT_OK, EXIT_SHORT, EXIT_USAGE, EXIT_PROPOSER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -266,7 +266,7 @@ def _run(args: argparse.Namespace, console: Console, held: ExitStack) -> int:
                   + f"; stored in {store.path}", markup=False, highlight=False, soft_wrap=True)
     if args.resume:
         console.print(resumed, markup=False, highlight=False, soft_wrap=True)
-    elif note := accept_note(flags, settings, Settings.accept):
+    if note := accept_note(settings):
         console.print(note, markup=False, highlight=False, soft_wrap=True)
     options = take_free_gpu(options, run.evaluation.gpus,
                             partial(console.print, markup=False, highlight=False, soft_wrap=True))
@@ -298,13 +298,6 @@ def _run(args: argparse.Namespace, console: Console, held: ExitStack) -> int:
     if failed and not acceptable:
         return EXIT_PROPOSER
     return EXIT_OK if acceptable else EXIT_SHORT
-
-
-def resume_line(run: Run, rounds: list[Round], path: Path) -> str:
-    """What a stopped run keeps, and the command that carries it on."""
-    kept = (f"the run keeps its {len(rounds)} finished round(s)"
-            + (f" and its best, {run.best.speedup:.2f}x," if run.best else "") + " and ") if rounds else ""
-    return f"Nothing is lost: {kept}`harness run --resume {path}` carries it on."
 
 
 def _open_suite(args: argparse.Namespace, flags: dict, held: ExitStack) -> tuple[SuiteStore, SuiteRecord, str]:
@@ -350,6 +343,8 @@ def _run_suite(args: argparse.Namespace, flags: dict, console: Console, errors: 
                   markup=False, highlight=False, soft_wrap=True)
     if resumed:
         console.print(resumed, markup=False, highlight=False, soft_wrap=True)
+    if note := accept_note(s):
+        console.print(note, markup=False, highlight=False, soft_wrap=True)
     options = take_free_gpu(options, record.evaluation.gpus,
                             partial(console.print, markup=False, highlight=False, soft_wrap=True))
     seconds_before = record.seconds

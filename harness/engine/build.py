@@ -141,9 +141,20 @@ def pch_path() -> Path:
     return Path(torch.__file__).parent / "include" / "torch" / "extension.h.gch"
 
 
-def pch_status() -> str:
-    """"ready", "missing", "stale" (built with other flags or by another torch), or
-    "unsupported" (torch precompiles only with g++ on Linux).
+# The extra_cflags the CPU idiom passes with use_pch=True (prompts/idiom_cpu.py.j2): torch makes its one
+# header with a build's own flags and remakes it for others, so on a CPU the header is made with these.
+# The GPU idiom passes none (its host code is a thin wrapper).
+CPU_CFLAGS = ("-O3",)
+
+
+def pch_cflags(device: str) -> Optional[list[str]]:
+    """The extra_cflags torch's header is made with for candidates on `device` ("cpu", "cuda", "cuda:1")."""
+    return list(CPU_CFLAGS) if device == "cpu" else None
+
+
+def pch_status(device: str = "cuda") -> str:
+    """"ready", "missing", "stale" (built with other flags, such as another device's, or by another
+    torch), or "unsupported" (torch precompiles only with g++ on Linux), for candidates on `device`.
 
     Runs torch's own check with its compile step intercepted, so the answer follows
     torch's signature rule without copying it (see _header_compile)."""
@@ -165,7 +176,7 @@ def pch_status() -> str:
 
     try:
         with _header_compile(would_build):
-            check(None, None)
+            check(pch_cflags(device), None)
     except _WouldBuild:
         return "stale"
     return "ready"
@@ -229,16 +240,16 @@ def pch_ready() -> bool:
     return pch_status() == "ready"
 
 
-def prepare_pch(cache_dir: Path, runner: Sequence[str] = ()) -> float:
-    """Build the precompiled header as a candidate with no extra cflags needs it,
+def prepare_pch(cache_dir: Path, runner: Sequence[str] = (), device: str = "cuda") -> float:
+    """Build the precompiled header as the idiom for `device` needs it (pch_cflags),
     unless it is ready; returns the seconds spent. Holds the lock that build
     children take around the same step. Raises PchError. `runner` prefixes the
     compiler's command (`nice`, `taskset`: a sweep keeps it on its build cores)."""
     with file_lock(pch_lock_path(cache_dir)):
-        return _make_pch(runner)
+        return _make_pch(runner, pch_cflags(device))
 
 
-def _make_pch(runner: Sequence[str]) -> float:
+def _make_pch(runner: Sequence[str], cflags: Optional[list[str]] = None) -> float:
     """prepare_pch's work, its lock held by the caller. The header is compiled into a file of its
     own and renamed over torch's at the end, so builds may run meanwhile: g++ opens the old
     header, none, or the whole new one, never a half-written one."""
@@ -264,7 +275,7 @@ def _make_pch(runner: Sequence[str]) -> float:
     started = time.monotonic()
     with _header_compile(compile_aside):
         try:
-            cpp_extension._check_and_build_extension_h_precompiler_headers(None, None)
+            cpp_extension._check_and_build_extension_h_precompiler_headers(cflags, None)
         except RuntimeError as exc:
             output = getattr(exc.__cause__, "output", None) or b""
             errors = first_errors(output.decode(errors="replace") if isinstance(output, bytes) else str(output))

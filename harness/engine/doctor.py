@@ -242,8 +242,8 @@ def check_cache(cache_dir: Path) -> tuple[Check, int]:
 PCH_FIXES = {
     "missing": "Run harness doctor --prepare once (about 45 s), so the first quick-idiom candidate "
                "does not pay for it.",
-    "stale": "It was built with other flags or by another torch: run harness doctor --prepare "
-             "(about 45 s).",
+    "stale": "It was built with other flags (another device's idiom's, or a candidate's own) or by another "
+             "torch: run harness doctor --prepare (about 45 s).",
     "unsupported": "torch precompiles headers only with g++ on Linux; candidates still build, "
                    "about 10 s slower each.",
 }
@@ -280,12 +280,12 @@ def diagnose(device: Optional[str] = None, cache_dir: Optional[Path] = None, pre
         diagnosis.pch = "unsupported"
         checks.append(check_pch("unsupported", prepare))
         return diagnosis
-    diagnosis.pch = build.pch_status()
+    diagnosis.pch = build.pch_status(device)
     error = ""
     if prepare and diagnosis.pch in ("missing", "stale") and torch_check.ok and cache_check.ok:
         try:
-            diagnosis.pch_seconds = build.prepare_pch(cache)
-            diagnosis.pch = build.pch_status()
+            diagnosis.pch_seconds = build.prepare_pch(cache, device=device)
+            diagnosis.pch = build.pch_status(device)
         except build.PchError as exc:
             error = str(exc)
     checks.append(check_pch(diagnosis.pch, prepare, diagnosis.pch_seconds, error))

@@ -46,6 +46,9 @@ class Settings:
     rounds: Optional[int] = 10  # None: no limit (a person at an editor stops with Ctrl-C)
     accept: float = 1.5
     target: float = 2.0
+    # the acceptable speedup a --target below it lowered `accept` from; None: accept stands as given.
+    # Kept so that a resume knows the bar, and says it is lowered, as the start did.
+    accept_lowered_from: Optional[float] = None
     samples: int = 1
     beam: int = 0  # the best correct candidates kept as parents; 0: one chain from the best
     wall_time: Optional[float] = None  # seconds

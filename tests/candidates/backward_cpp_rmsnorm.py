@@ -55,7 +55,7 @@ std::vector<torch::Tensor> rms_backward(torch::Tensor grad, torch::Tensor x, tor
 """
 
 ext = load_inline(name="backward_cpp_rmsnorm_test", cpp_sources=cpp_source,
-                  functions=["rms_forward", "rms_backward"], extra_cflags=["-O2"])
+                  functions=["rms_forward", "rms_backward"], extra_cflags=["-O3"], use_pch=True)
 
 
 class RMSNorm(torch.autograd.Function):

@@ -30,7 +30,7 @@ torch::Tensor layer_norm(torch::Tensor x, torch::Tensor weight, torch::Tensor bi
 """
 
 ext = load_inline(name="cpp_layernorm_broken", cpp_sources=cpp_source, functions=["layer_norm"],
-                  extra_cflags=["-O2"])
+                  extra_cflags=["-O3"], use_pch=True)
 
 
 class ModelNew(nn.Module):

@@ -27,7 +27,8 @@ torch::Tensor scaled_softmax(torch::Tensor x, torch::Tensor scale) {
 }
 """
 
-ext = load_inline(name="cpp_fixed_rows_test", cpp_sources=cpp_source, functions=["scaled_softmax"])
+ext = load_inline(name="cpp_fixed_rows_test", cpp_sources=cpp_source, functions=["scaled_softmax"],
+                  extra_cflags=["-O3"], use_pch=True)
 
 
 class ModelNew(nn.Module):
