@@ -72,3 +72,19 @@ def test_settled_waits_out_a_drift_that_a_small_standard_error_would_hide():
 def test_an_unknown_criterion_names_the_known_ones():
     with pytest.raises(ValueError, match="interval, rel-se, settled, cap"):
         stopping.criterion("fastest")
+
+
+def test_the_basis_says_what_stopped_the_sampling():
+    from harness.engine.speedups import basis_text, baselines
+    from harness.results import EvalResult, Timing, Verdict
+
+    def timing(ended):
+        return Timing(median=1.0, iqr=0.01, mean=1.0, min=0.99, n=41, rel_se=0.001, method="cuda_events",
+                      samples=[1.0] * 41, clock="gpu", ended=ended)
+
+    for ended, said in ((Ended.MET.value, "median of 41 samples (until --stop interval 1% was met)"),
+                        (Ended.TIME_CAP.value, "median of 41 samples (the time cap ended them)")):
+        timings = {"candidate": timing(ended), "reference": timing(ended)}
+        result = EvalResult(Verdict.CORRECT, "", timings=timings, baselines=baselines(timings), clock="gpu",
+                            stop="interval", stop_target=0.01)
+        assert said in basis_text(result)
