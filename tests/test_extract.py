@@ -3,7 +3,7 @@ import pytest
 
 from harness.loop.extract import Extraction, extract, fenced_blocks, strip_reasoning
 
-from conftest import SEEDS
+from conftest import CANDIDATES, SEEDS
 
 MODELNEW = "import torch.nn as nn\n\nclass ModelNew(nn.Module):\n    pass\n"
 
@@ -92,3 +92,14 @@ def test_the_approach_is_not_cut_at_a_heading_colon():
         "fuse mean and variance into one pass."
     assert approach("I keep a row loop: each row is read once. Then more." + block, "x = 1", 80) == \
         "I keep a row loop: each row is read once."
+
+
+def test_a_file_without_prose_is_summed_up_by_its_docstring_or_first_comment_never_by_its_code():
+    from harness.loop.extract import approach
+
+    cpp = (CANDIDATES / "cpp_layernorm.py").read_text()  # a comment, then a C++ source closed by a line of quotes
+    assert approach(cpp, cpp, 200) == "LayerNorm as a C++ extension (CPU), built by load_inline at import."
+    documented = '"""Row-wise softmax in one pass.\n\nDetails."""\nimport torch\n# a comment\n'
+    assert approach(documented, documented, 200) == "Row-wise softmax in one pass."
+    broken = "# Tiled GEMM, 128x128 blocks.\ndef f(:\n"
+    assert approach(broken, broken, 200) == "Tiled GEMM, 128x128 blocks."

@@ -6,6 +6,7 @@ often quote the prompt's code or sketch drafts before the final answer.
 """
 from __future__ import annotations
 
+import ast
 import enum
 import re
 from dataclasses import dataclass
@@ -115,8 +116,20 @@ def extract(answer: str, *, cut_off: bool = False) -> Extracted:
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 # A short heading before a colon ("Approach:", "My plan:"), which names the summary rather than being it.
 _LABEL = re.compile(r"^\W*\w+(?:\s+\w+){0,2}\s*:\s+(?=\S)")
-_DOCSTRING = re.compile(r'^\s*(?:"""|\'\'\')\s*(.+?)\s*$', re.MULTILINE)
 _COMMENT = re.compile(r"^#\s*(\S.*)$", re.MULTILINE)
+
+
+def _file_summary(code: str) -> str:
+    """The first line of the file's own docstring, else its first comment. Python's parser finds the
+    docstring: a line that merely starts with quotes may close a string (a CUDA source) instead."""
+    try:
+        doc = ast.get_docstring(ast.parse(code))
+    except (SyntaxError, ValueError):
+        doc = None
+    if doc and doc.strip():
+        return doc.strip().splitlines()[0]
+    found = _COMMENT.search(code)
+    return found.group(1) if found else ""
 
 
 def approach(answer: str, code: Optional[str], limit: int) -> str:
@@ -132,8 +145,7 @@ def approach(answer: str, code: Optional[str], limit: int) -> str:
             prose.append(line.strip().lstrip("*#>- ").strip())
     words = " ".join(prose).replace("**", "").replace("__", "")
     if not words and code:
-        found = _DOCSTRING.search(code) or _COMMENT.search(code)
-        words = found.group(1).rstrip("\"'") if found else ""
+        words = _file_summary(code)
     words = _LABEL.sub("", words.strip())
     words = _SENTENCE_END.split(words, maxsplit=1)[0] if words else ""
     return words if len(words) <= limit else words[:limit - 3].rstrip() + "..."
