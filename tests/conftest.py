@@ -41,3 +41,19 @@ def cpu_options(cache_dir):
 
     return EvalOptions(device="cpu", cache_dir=cache_dir, run_timeout=60, build_timeout=300,
                        time_cap=1.0, min_samples=5)
+
+
+@pytest.fixture
+def reference_starts(monkeypatch):
+    """The problem of every reference process the engine starts (Children._spawn_reference)."""
+    started = []
+    from harness.engine.children import Children
+
+    spawn = Children._spawn_reference
+
+    def counted(self, spare=False):
+        started.append(self.problem.name)
+        return spawn(self, spare)
+
+    monkeypatch.setattr(Children, "_spawn_reference", counted)
+    return started

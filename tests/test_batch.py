@@ -14,7 +14,6 @@ from conftest import CANDIDATES, PROBLEMS, REPO
 from harness import EvalOptions, Judge, Request, evaluate, evaluate_many, read_records, to_dict
 from harness.device import visible_gpus
 from harness.engine.builder import Builder
-from harness.engine.children import Children
 from harness.sweep.batch import BatchError, _Chunk, default_judge
 from harness.sweep.jobs import Job
 
@@ -26,20 +25,6 @@ SAMPLES = CANDIDATES / "sweep" / "level1"
 @pytest.fixture
 def fast(cpu_options):
     return dataclasses.replace(cpu_options, time_cap=0.3)
-
-
-@pytest.fixture
-def reference_starts(monkeypatch):
-    """The problem of every reference process the engine starts (Children._spawn_reference)."""
-    started = []
-    spawn = Children._spawn_reference
-
-    def counted(self, spare=False):
-        started.append(self.problem.name)
-        return spawn(self, spare)
-
-    monkeypatch.setattr(Children, "_spawn_reference", counted)
-    return started
 
 
 def reference_pids(judge: Judge) -> dict:

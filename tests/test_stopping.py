@@ -44,7 +44,7 @@ def test_a_criterion_ends_a_stable_stream_soon_after_its_fewest_samples(criterio
 def test_a_noisy_stream_runs_to_the_time_cap(criterion):
     found = timed(0.9, criterion, cap=0.3, max_samples=10**9)
     assert {t.ended for t in found.values()} == {Ended.TIME_CAP.value}
-    assert all(t.n > 100 for t in found.values())
+    assert all(t.n >= 10 for t in found.values())  # past the fewest samples, the criterion never met
 
 
 def test_the_most_samples_bound_a_stage_whatever_the_criterion():

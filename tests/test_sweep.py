@@ -394,7 +394,8 @@ def test_the_next_problem_is_told_once_when_the_first_candidate_is_checked(tmp_p
     assert [r.verdict for r in records] == ["correct", "correct"]
 
 
-def test_three_candidates_of_one_problem_in_one_sweep_start_one_reference_process(tmp_path, cpu_options):
+def test_three_candidates_of_one_problem_in_one_sweep_start_one_reference_process(tmp_path, cpu_options,
+                                                                                   reference_starts):
     """Per-problem work once per batch: one reference process for the problem's candidates."""
     from harness.sweep.sweep import Opened, evaluate_problem
 
@@ -404,8 +405,7 @@ def test_three_candidates_of_one_problem_in_one_sweep_start_one_reference_proces
     opened = Opened(three, cpu_options, None, Builds(1))
     try:
         evaluate_problem("cpu", opened, records.append, lambda slot, text: None, lambda pool: None)
-        children = opened.pool.evaluators[0].children
-        assert children.reference_starts == 1
+        assert reference_starts == [job.problem.stem]
     finally:
         opened.close()
     assert [r.verdict for r in records] == ["correct"] * 3

@@ -54,7 +54,6 @@ class Children:
         self._staged: Optional[tuple[Built, Child]] = None  # the next candidate, importing ahead
         self._blank_reference: Optional[Child] = None  # a reference process importing, not yet told the problem
         self._spawned = 0
-        self.reference_starts = 0  # reference processes started: one per problem and device, unless one died
         self.current: Optional[Child] = None  # the worker in flight
         self._closed = False  # after close, a timing thread still running starts no process
 
@@ -125,7 +124,6 @@ class Children:
 
     def _spawn_reference(self, spare: bool = False) -> Child:
         log = self.logs / f"reference-{self.problem.name}-{os.getpid()}-{self.options.gpu or 0}.log"
-        self.reference_starts += 1
         return Child("reference", log, env=self._start_env(spare), registry=self.registry)
 
     def spawn(self) -> None:

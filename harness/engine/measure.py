@@ -277,16 +277,10 @@ class Measure:
     def _time_alone(self, shares: int, shape: str) -> Clocked:
         """The reference alone in its own process, the compiled reference where asked, and the first time
         at a shape its twins (placement_spread)."""
-        children, o = self.children, self.children.options
-        info = children.reference_info
+        info = self.children.reference_info
         measure = shape not in self.placement
-        budget = placement_budget(info) if measure else 0
-        rule = self._alone_rule(shares)
-        children.reference.send(to_dict(Request(Command.TIME_REFERENCE, compile_baseline=o.compile_baseline,
-                                                rule=rule, default_numerics=info.numerics_differ,
-                                                placement_budget=budget)))
-        alone = children.reference_says(self._timing_deadline(rule), ReferenceTimed,
-                                        "timing the reference alone").timings
+        alone = self._reference_alone(shares, self.children.options.compile_baseline,
+                                      placement_budget(info) if measure else 0)
         twins = {clock: [each.pop(key) for key in [key for key in each if key.startswith("placement_")]]
                  for clock, each in alone.items()}
         if measure:
@@ -319,12 +313,14 @@ class Measure:
         result.warnings.append(f"{seen}; every timing of this verdict counts the whole device (latency, every stream)")
         return seen
 
-    def _reference_alone(self, shares: int) -> Clocked:
-        """The reference alone, at each numerics setting the candidate's timing has, and nothing else."""
+    def _reference_alone(self, shares: int, compile_baseline: bool = False, twin_budget: int = 0) -> Clocked:
+        """The reference alone, at each numerics setting the candidate's timing has; the compiled reference
+        and the twins only where asked."""
         children = self.children
         rule = self._alone_rule(shares)
-        children.reference.send(to_dict(Request(Command.TIME_REFERENCE, rule=rule,
-                                                default_numerics=children.reference_info.numerics_differ)))
+        children.reference.send(to_dict(Request(Command.TIME_REFERENCE, rule=rule, compile_baseline=compile_baseline,
+                                                default_numerics=children.reference_info.numerics_differ,
+                                                placement_budget=twin_budget)))
         alone = children.reference_says(self._timing_deadline(rule), ReferenceTimed, "timing the reference alone")
         return alone.timings
 
