@@ -23,7 +23,7 @@ _API = {
     "evaluate": "harness.engine.evaluate", "Evaluator": "harness.engine.evaluate",
     "EvalOptions": "harness.engine.options",
     "evaluate_batch": "harness.engine.pool", "Pool": "harness.engine.pool",
-    "RunStore": "harness.runs.store", "Run": "harness.runs.store", "Round": "harness.runs.store",
+    "RunStore": "harness.runs.store", "Run": "harness.runs.records", "Round": "harness.runs.records",
     "StoreError": "harness.runs.store", "Settings": "harness.runs.settings",
     "replay": "harness.runs.history", "promote": "harness.runs.history", "HistoryError": "harness.runs.history",
     "plot": "harness.runs.plot", "run_page": "harness.runs.html", "sweep_page": "harness.sweep.html",
@@ -65,7 +65,8 @@ if TYPE_CHECKING:
     from .runs.html import run_page
     from .runs.plot import plot
     from .runs.settings import Settings
-    from .runs.store import Round, Run, RunStore, StoreError
+    from .runs.records import Round, Run
+    from .runs.store import RunStore, StoreError
     from .sweep.batch import Judge, Request, evaluate_many
     from .sweep.html import sweep_page
     from .sweep.records import SweepRecord, read_records

@@ -18,7 +18,7 @@ from rich.text import Text
 from ..loop.feedback import headline
 from ..results import Tokens, Verdict, speedup_text
 from ..runs.settings import cost_usd
-from ..runs.store import Round, Run
+from ..runs.records import Round, Run
 from ..runs.suites import SuiteProblem, SuiteRecord
 
 

@@ -17,7 +17,7 @@ from ..engine.speedups import basis_text
 from ..results import EvalResult, Verdict, speedup_text
 from .plot import failed_text, use_log_scale
 from .settings import cost_usd
-from .store import Round, Run, Sample
+from .records import Round, Run, Sample
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'"  # nothing loads, nothing runs
 
