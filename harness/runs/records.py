@@ -8,7 +8,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..results import Environment, EvalResult, Tokens, Verdict
+from ..results import Environment, EvalResult, Verdict
+from ..tokens import Tokens
 from .settings import Evaluation, Settings
 
 
