@@ -16,14 +16,14 @@ _API = {
     "Verdict": "harness.results", "BuildResult": "harness.results", "CheckResult": "harness.results",
     "Timing": "harness.results", "EvalResult": "harness.results", "Environment": "harness.results",
     "Roofline": "harness.results", "Baseline": "harness.results", "speedup_text": "harness.results",
-    "Tokens": "harness.results", "to_json": "harness.results", "from_json": "harness.results",
+    "Tokens": "harness.tokens", "to_json": "harness.results", "from_json": "harness.results",
     "to_dict": "harness.results", "from_dict": "harness.results",
     "Problem": "harness.problem", "ProblemError": "harness.problem", "load_problem": "harness.problem",
     "DeviceInfo": "harness.device", "describe": "harness.device", "default_device": "harness.device",
     "evaluate": "harness.engine.evaluate", "Evaluator": "harness.engine.evaluate",
     "EvalOptions": "harness.engine.options",
     "evaluate_batch": "harness.engine.pool", "Pool": "harness.engine.pool",
-    "RunStore": "harness.runs.store", "Run": "harness.runs.store", "Round": "harness.runs.store",
+    "RunStore": "harness.runs.store", "Run": "harness.runs.records", "Round": "harness.runs.records",
     "StoreError": "harness.runs.store", "Settings": "harness.runs.settings",
     "replay": "harness.runs.history", "promote": "harness.runs.history", "HistoryError": "harness.runs.history",
     "plot": "harness.runs.plot", "run_page": "harness.runs.html", "sweep_page": "harness.sweep.html",
@@ -59,13 +59,15 @@ if TYPE_CHECKING:
     from .loop.loop import Loop
     from .loop.prompts import Prompts
     from .problem import Problem, ProblemError, load_problem
-    from .results import (Baseline, BuildResult, CheckResult, Environment, EvalResult, Roofline, Timing, Tokens,
-                          Verdict, from_dict, from_json, speedup_text, to_dict, to_json)
+    from .results import (Baseline, BuildResult, CheckResult, Environment, EvalResult, Roofline, Timing, Verdict,
+                          from_dict, from_json, speedup_text, to_dict, to_json)
     from .runs.history import HistoryError, promote, replay
     from .runs.html import run_page
     from .runs.plot import plot
+    from .runs.records import Round, Run
     from .runs.settings import Settings
-    from .runs.store import Round, Run, RunStore, StoreError
+    from .runs.store import RunStore, StoreError
     from .sweep.batch import Judge, Request, evaluate_many
     from .sweep.html import sweep_page
     from .sweep.records import SweepRecord, read_records
+    from .tokens import Tokens

@@ -1,6 +1,7 @@
 """The layers import only downward, and no modules import each other in a circle.
 
-    cli -> agent -> loop -> sweep -> export -> runs -> engine -> integrity -> leaves (results, stats, problem, device, errors, files, version)
+    cli -> agent -> loop -> sweep -> export -> runs -> engine -> integrity -> leaves (results, profiles, tokens, stats,
+    problem, device, errors, files, version, pages)
 
 Every import counts: module-level, inside functions, and under TYPE_CHECKING.
 """
@@ -12,7 +13,7 @@ from pathlib import Path
 import harness
 
 PACKAGE = Path(harness.__file__).parent
-LEAVES = ("results", "stats", "problem", "device", "errors", "files", "version")
+LEAVES = ("results", "profiles", "tokens", "stats", "problem", "device", "errors", "files", "version", "pages")
 LAYERS = ("integrity", "engine", "runs", "export", "sweep", "loop", "agent", "cli")  # lowest first
 
 

@@ -24,7 +24,8 @@ from harness.cli.display import Display
 from harness.loop.proposers.base import Exhausted, Proposal, ProposerError
 from harness.cli.run_command import SYSTEM_LABEL, USER_LABEL, main
 from harness.loop.prompts import system_prompt
-from harness.runs.store import ProblemRef, utc_now
+from harness.runs.records import ProblemRef
+from harness.runs.store import utc_now
 
 from conftest import PROBLEMS, REPO, SEEDS
 

@@ -11,7 +11,7 @@ from harness.engine import ncu
 from harness.engine.torch_trace import cpu_ops, gpu_kernels
 from harness.loop.feedback import feedback_text
 from harness.loop.profile_text import fallback_note, profile_lines
-from harness.results import Profile
+from harness.profiles import Profile
 
 from test_feedback import T, correct, incorrect
 

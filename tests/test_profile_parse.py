@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from harness.engine import ncu
-from harness.results import KernelProfile, Profile, from_json, to_json
+from harness.profiles import KernelProfile, Profile
+from harness.results import from_json, to_json
 
 PROFILES = Path(__file__).parent / "profiles"
 

@@ -20,7 +20,7 @@ from harness.runs.history import load, load_rounds
 from harness import run_page
 from harness.runs.html import parent_of, round_ticks
 from harness.loop.proposers.base import ProposerError
-from harness.results import KernelProfile, Profile
+from harness.profiles import KernelProfile, Profile
 from harness.cli.run_command import main as run
 
 from conftest import CANDIDATES, PROBLEMS

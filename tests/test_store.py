@@ -5,8 +5,8 @@ import re
 import pytest
 
 from harness import BuildResult, EvalResult, Settings, Tokens, Verdict, from_json, to_json
-from harness.runs.store import (Best, ProblemRef, Round, Run, RunStore, Sample, StoreError, new_run_id,
-                           utc_now)
+from harness.runs.records import Best, ProblemRef, Round, Run, Sample
+from harness.runs.store import RunStore, StoreError, new_run_id, utc_now
 
 
 def make_run(store: RunStore) -> Run:

@@ -26,7 +26,8 @@ from ..loop.profile_text import profile_lines
 from ..loop.prompts import Prompts, tolerance_text
 from ..loop.start import ceiling_note, first_for
 from ..problem import Problem
-from ..results import CLOCK_NAMES, Clock, Environment, EvalResult, Profile, Timing
+from ..profiles import Profile
+from ..results import CLOCK_NAMES, Clock, Environment, EvalResult, Timing
 from ..runs.settings import Evaluation, Settings
 from ..runs.store import utc_now
 from .devices import Devices, Job, Warm

@@ -9,7 +9,8 @@ from typing import Optional
 from ..loop.feedback import Past, Thresholds, history_table, speedup_line
 from ..loop.prompts import Prompts
 from ..runs.history import load, load_rounds
-from ..runs.store import Best, Round, RoundSummary, Run, RunStore
+from ..runs.records import Best, Round, RoundSummary, Run
+from ..runs.store import RunStore
 from .inputs import AgentError, Roots
 from .sessions import told
 

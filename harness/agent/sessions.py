@@ -25,7 +25,8 @@ from ..problem import Problem
 from ..results import EvalResult, speedup_text
 from ..runs.history import HistoryError, resolve
 from ..runs.settings import AGENT, Evaluation, Settings
-from ..runs.store import Round, Run, RunStore, Sample, Status, StopReason
+from ..runs.records import Round, Run, Sample, Status, StopReason
+from ..runs.store import RunStore
 from .inputs import AgentError
 
 

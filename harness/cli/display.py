@@ -16,10 +16,11 @@ from rich.table import Table
 from rich.text import Text
 
 from ..loop.feedback import headline
-from ..results import Tokens, Verdict, speedup_text
+from ..results import Verdict, speedup_text
 from ..runs.settings import cost_usd
-from ..runs.store import Round, Run
+from ..runs.records import Round, Run
 from ..runs.suites import SuiteProblem, SuiteRecord
+from ..tokens import Tokens
 
 
 def print_error(errors: Console, error: Exception | str, prefix: bool = True) -> None:

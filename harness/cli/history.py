@@ -13,7 +13,8 @@ from ..runs.history import (ROUND_FILES, HistoryError, Replay, RunEntry, list_ru
                              resolve, summarize)
 from ..results import speedup_text
 from ..runs.settings import Settings
-from ..runs.store import RunStore, Status
+from ..runs.records import Status
+from ..runs.store import RunStore
 from ..runs.suites import SuiteRecord, SuiteStore, is_suite
 from ..stats import geomean
 from .display import dollars, resume_line, standing

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..engine.ncu import TOOL_NAMES, dims_text, occupancy_text, pct_text, short_name
-from ..results import KernelProfile, Profile
+from ..profiles import KernelProfile, Profile
 
 
 COLUMNS = ("kernel", "grid", "block", "time", "regs", "smem", "occ (theor.)", "DRAM", "SM", "L2 hit", "top stalls",

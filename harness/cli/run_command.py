@@ -29,7 +29,8 @@ from ..loop.suite import resume_suite, run_suite, start_suite
 from ..problem import load_problem
 from ..runs.history import resolve as resolve_run
 from ..runs.settings import Evaluation
-from ..runs.store import Outcome, Round, Run, RunStore, Status
+from ..runs.records import Outcome, Round, Run, Status
+from ..runs.store import RunStore
 from ..runs.suites import SuiteRecord, SuiteStore, is_suite
 from .config import (COUNT, POSITIVE, PROPOSERS, SECONDS, ConfigError, Settings, accept_note, add_eval_options,
                      eval_options, evaluation_options, number, parse_gpus, proposer_reason, resolve, take_free_gpu)

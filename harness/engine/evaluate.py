@@ -25,7 +25,8 @@ from typing import Callable, Optional
 from ..device import require_cuda
 from ..errors import HarnessError
 from ..problem import Problem, load_problem
-from ..results import EvalResult, Profile, Timing
+from ..profiles import Profile
+from ..results import EvalResult, Timing
 from . import trials
 from .builder import Built, Builder
 from .children import Children

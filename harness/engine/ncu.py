@@ -12,7 +12,7 @@ import re
 from typing import Callable, Optional
 
 from ..errors import HarnessError
-from ..results import KernelProfile, Stall
+from ..profiles import KernelProfile, Stall
 
 
 class ProfileParseError(HarnessError):

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import HarnessError
-from ..results import Profile, from_json
+from ..profiles import Profile
+from ..results import from_json
 from .ncu import findings, parse_raw
 from .process import pythonpath
 

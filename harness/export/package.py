@@ -308,7 +308,6 @@ def _autograd_ops(kernel: _Kernel, lib: str, op: str, signature: str, names: str
     name, source = kernel.autograd
     impl = f"_{name}"
     source = source.replace(f"class {name}(", f"class {impl}(", 1)
-    tensors = f"[t for t in ({names},) if isinstance(t, torch.Tensor)]"
     return f'''
 class _Extension:
     """The candidate's extension, built at first use."""
@@ -351,10 +350,24 @@ def _({names}):
     return torch.empty_like({first})
 
 
-@torch.library.custom_op("{lib}::{op}_backward", mutates_args=())
+{_backward_op(lib, op, impl, signature, names, len(kernel.args))}
+
+
+class {name}:
+    """What the candidate's ModelNew applies: here, the op, whose backward is registered."""
+
+    apply = staticmethod({op})
+'''
+
+
+def _backward_op(lib: str, op: str, impl: str, signature: str, names: str, count: int) -> str:
+    """The backward op, `impl`'s (the Function's) forward run again and then its backward, and what
+    register_autograd joins it to the forward op with."""
+    tensors = f"[t for t in ({names},) if isinstance(t, torch.Tensor)]"
+    return f'''@torch.library.custom_op("{lib}::{op}_backward", mutates_args=())
 def {op}_backward(grad: torch.Tensor, {signature}) -> list[torch.Tensor]:
     """The gradient of each tensor argument (zeros where the Function gives none)."""
-    ctx = _Saved({len(kernel.args)})
+    ctx = _Saved({count})
     {impl}.forward(ctx, {names})
     grads = {impl}.backward(ctx, grad)
     return [g if g is not None else torch.zeros_like(t) for g, t in zip(grads, ({names},))
@@ -377,14 +390,7 @@ def _backward(ctx, grad):
     return tuple(next(grads) if p is None else None for p in ctx.plain)
 
 
-{op}.register_autograd(_backward, setup_context=_setup_context)
-
-
-class {name}:
-    """What the candidate's ModelNew applies: here, the op, whose backward is registered."""
-
-    apply = staticmethod({op})
-'''
+{op}.register_autograd(_backward, setup_context=_setup_context)'''
 
 
 def _readme(module: str, lib: str, op: str, candidate: Path, figures, backward: bool) -> str:

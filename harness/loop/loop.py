@@ -21,10 +21,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Callable, Iterable, Iterator, Optional, Protocol
 
-from ..results import EvalResult, Tokens, Verdict
+from ..results import EvalResult, Verdict
+from ..runs.records import Best, Outcome, Parent, Round, RoundSummary, Run, Sample, Status, StopReason
 from ..runs.settings import cost_usd
-from ..runs.store import (CANDIDATE_FILE, Best, Outcome, Parent, Round, RoundSummary, Run, RunStore, Sample,
-                          Status, StopReason, utc_now)
+from ..runs.store import CANDIDATE_FILE, RunStore, utc_now
+from ..tokens import Tokens
 from . import search
 from .extract import approach, extract, strip_reasoning
 from .feedback import (APPROACH_CHARS, Past, Thresholds, direction_line, feedback_text, parent_note, pinned_note,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ..runs.store import Round, Run
+from ..runs.records import Round, Run
 from ..runs.suites import SuiteProblem
 
 

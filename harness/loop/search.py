@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from typing import Optional
 
-from ..runs.store import Parent, Round
+from ..runs.records import Parent, Round
 
 # Distinct ways to make a kernel faster, one per sample of a round.
 DIRECTIONS = (

@@ -12,7 +12,8 @@ from ..integrity.roofline import Headroom, headroom
 from ..problem import Problem, ProblemError
 from ..results import Timing
 from ..runs.settings import Evaluation, Settings
-from ..runs.store import ProblemRef, Round, Run, RunStore, utc_now
+from ..runs.records import ProblemRef, Round, Run
+from ..runs.store import RunStore, utc_now
 from .loop import CEILING_SHARE, Loop, restore
 from .observer import Observer
 from .prompts import Prompts, candidate_template, first_prompt, system_prompt

@@ -23,7 +23,8 @@ from ..engine.pool import Builds, Pool
 from ..errors import HarnessError
 from ..problem import load_problem
 from ..runs.settings import Evaluation, Settings
-from ..runs.store import RUN_FILE, Round, Run, Status, utc_now
+from ..runs.records import Round, Run, Status
+from ..runs.store import RUN_FILE, utc_now
 from ..runs.suites import Standing, SuiteProblem, SuiteRecord, SuiteStore
 from ..sweep.jobs import SuiteError, candidates_of, problem_levels
 from .observer import SuiteObserver

@@ -10,15 +10,16 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
 from ..errors import HarnessError
 from ..stats import overlap
 from ..results import EvalResult
+from .records import Round, Run
 from .settings import cost_usd
 from .suites import SUITE_PREFIX, SuiteRecord, SuiteStore, is_suite
-from .store import (ANSWER_FILE, BUILD_LOG, CANDIDATE_FILE, EVAL_FILE, PROMPT_FILE, ROUND_FILE, RUN_FILE, Round, Run,
-                    RunStore, StoreError)
+from .store import (ANSWER_FILE, BUILD_LOG, CANDIDATE_FILE, EVAL_FILE, PROMPT_FILE, ROUND_FILE, RUN_FILE, RunStore,
+                    Store, StoreError)
 
 if TYPE_CHECKING:
     from ..engine.options import EvalOptions
@@ -60,7 +61,7 @@ def read_entry(path: Path) -> RunEntry:
         return RunEntry(path, None, Path(record.directory).name, record.created, record.status, suite=record)
     try:
         store = RunStore.open(path)
-        run = store.load_run()
+        run = store.read()
     except StoreError as exc:
         missing = not (path / "run.json").is_file()
         status = "corrupt: no run.json" if missing else "corrupt: run.json unreadable"
@@ -68,7 +69,6 @@ def read_entry(path: Path) -> RunEntry:
         parts = path.name.split("-")
         problem = "-".join(parts[1:-1]) if len(parts) >= 3 else "?"
         return RunEntry(path, None, problem, parts[0] if parts else "", f"{status} ({exc})")
-    run.status = store.status(run)
     return RunEntry(path, run, run.problem.name, run.created, _damage(store, run) or run.status)
 
 
@@ -129,24 +129,26 @@ def newest(runs_dir: Path, suite: bool = False) -> Path:
 
 
 def load(run: str, runs_dir: Path) -> tuple[RunStore, Run]:
-    store = RunStore.open(resolve(run, runs_dir))
-    try:
-        record = store.load_run()
-    except StoreError as exc:
-        raise HistoryError(str(exc)) from None
-    record.status = store.status(record)
-    return store, record
+    """A run's record from its directory, `latest` or a unique prefix of its id under runs_dir."""
+    return _opened(RunStore, run, runs_dir)
 
 
 def load_suite(suite: str | Path, runs_dir: Path) -> tuple[SuiteStore, SuiteRecord]:
     """A suite's record from its directory or a unique prefix of its id under runs_dir."""
+    return _opened(SuiteStore, str(suite), runs_dir, suite=True)
+
+
+_S = TypeVar("_S", bound=Store)
+
+
+def _opened(kind: type[_S], name: str, runs_dir: Path, suite: bool = False) -> tuple[_S, Any]:
+    """The store `name` resolves to, and its record as it stands; what is wrong with either, as a HistoryError."""
+    path = resolve(name, runs_dir, suite)
     try:
-        store = SuiteStore.open(resolve(str(suite), runs_dir, suite=True))
-        record = store.load()
+        store = kind.open(path)
+        return store, store.read()
     except StoreError as exc:
         raise HistoryError(str(exc)) from None
-    record.status = store.status(record)
-    return store, record
 
 
 def load_rounds(store: RunStore) -> tuple[list[Round], Optional[str]]:

@@ -7,6 +7,8 @@ from typing import Optional
 
 from ..results import Verdict
 from .history import HistoryError, load, load_rounds
+from .records import Run
+from .store import RunStore
 
 
 @dataclass
@@ -76,37 +78,10 @@ def plot(runs: list[str], runs_dir: Path, out: Optional[Path] = None) -> Plot:
         lines.append((ceiling, f"ceiling {ceiling:.2f}x (the most the hardware allows)", "-", "#cf222e"))
     marks = speedups + ends + [value for value, *_ in lines] + [1.0]
     log = use_log_scale(marks)
-    if log:  # 0.6x and 20x both readable; failed rounds on a strip at the bottom
-        ax.set_yscale("log")
-        top, bottom = max(marks) * 1.8, min(marks) / 3
-        strip = bottom * 1.5
-        # speedups read as 0.5x, 1x, 2x, 5x, 10x rather than powers of ten
-        ticks = [t * 10.0 ** e for e in range(-3, 5) for t in (1, 2, 5) if bottom <= t * 10.0 ** e <= top]
-        ax.set_yticks(ticks, [f"{t:g}x" for t in ticks])
-        ax.minorticks_off()
-    else:
-        top = max(marks) * 1.15
-        strip = -top * 0.06
-        bottom = strip * 2.5
-    drawn_bars = 0
-    for (store, record), by_round, color in zip(loaded, intervals,
-                                                plt.rcParams["axes.prop_cycle"].by_key()["color"] * 10):
-        good = [(r.n, r.speedup) for r in record.rounds if r.speedup is not None]
-        if good:
-            best = "" if record.best is None else f", best {record.best.speedup:.2f}x in round {record.best.round}"
-            ax.plot(*zip(*good), "-o", color=color, label=f"{store.id}{best}")
-            bars = [(n, s, by_round[n]) for n, s in good if by_round.get(n)]
-            if bars:
-                ns, ss, spans = zip(*bars)
-                below, above = [s - i[0] for s, i in zip(ss, spans)], [i[1] - s for s, i in zip(ss, spans)]
-                ax.errorbar(ns, ss, yerr=[below, above], fmt="none", ecolor=color, capsize=4, linewidth=1.2)
-                drawn_bars += len(bars)
-        for r in record.rounds:
-            if r.speedup is None:
-                ax.plot(r.n, strip, _FAILED_MARKERS.get(r.verdict, "x"), color=color, markersize=9)
-                # neighbouring labels on two levels, so that long verdicts do not overlap
-                ax.annotate(failed_text(r.verdict), (r.n, strip), textcoords="offset points",
-                            xytext=(0, -12 - 9 * (r.n % 2)), ha="center", fontsize=7, color=color)
+    bottom, top, strip = _speedup_axis(ax, marks, log)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"] * 10
+    drawn_bars = sum(_draw_run(ax, store.id, record, by_round, color, strip)
+                     for (store, record), by_round, color in zip(loaded, intervals, colors))
     for value, name, style, color in lines:
         ax.axhline(value, linestyle=style, color=color, linewidth=1.2, label=name)
     ax.axhline(1.0, color="lightgray", linewidth=0.8)
@@ -122,13 +97,59 @@ def plot(runs: list[str], runs_dir: Path, out: Optional[Path] = None) -> Plot:
     drawn = ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8, frameon=False)
     legend = [t.get_text() for t in drawn.get_texts()]
     fig.tight_layout()
-    out = Path(out) if out is not None else loaded[0][0].path / PLOT_FILE
-    if out.is_dir():  # a directory: the plot goes into it, named after the first run
-        out = out / f"{loaded[0][0].id}.png"
-    elif not out.suffix:  # matplotlib would add .png: the path returned is the one written
-        out = out.with_suffix(".png")
+    out = _out_path(out, loaded[0][0])
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out)
     plt.close(fig)
     return Plot(out, problem, [store.id for store, _ in loaded], "round", ax.get_ylabel(),
                 (int(PLOT_SIZE[0] * PLOT_DPI), int(PLOT_SIZE[1] * PLOT_DPI)), log, legend, drawn_bars)
+
+
+def _speedup_axis(ax, marks: list[float], log: bool) -> tuple[float, float, float]:
+    """The speedup axis's bottom and top around `marks`, and the height of the failed rounds' strip."""
+    if log:  # 0.6x and 20x both readable; failed rounds on a strip at the bottom
+        ax.set_yscale("log")
+        top, bottom = max(marks) * 1.8, min(marks) / 3
+        strip = bottom * 1.5
+        # speedups read as 0.5x, 1x, 2x, 5x, 10x rather than powers of ten
+        ticks = [t * 10.0 ** e for e in range(-3, 5) for t in (1, 2, 5) if bottom <= t * 10.0 ** e <= top]
+        ax.set_yticks(ticks, [f"{t:g}x" for t in ticks])
+        ax.minorticks_off()
+    else:
+        top = max(marks) * 1.15
+        strip = -top * 0.06
+        bottom = strip * 2.5
+    return bottom, top, strip
+
+
+def _draw_run(ax, run_id: str, record: Run, by_round: dict[int, Optional[list[float]]], color: str,
+              strip: float) -> int:
+    """One run's speedups with their 95% bars, and its failed rounds on the strip; the bars drawn."""
+    drawn = 0
+    good = [(r.n, r.speedup) for r in record.rounds if r.speedup is not None]
+    if good:
+        best = "" if record.best is None else f", best {record.best.speedup:.2f}x in round {record.best.round}"
+        ax.plot(*zip(*good), "-o", color=color, label=f"{run_id}{best}")
+        bars = [(n, s, by_round[n]) for n, s in good if by_round.get(n)]
+        if bars:
+            ns, ss, spans = zip(*bars)
+            below, above = [s - i[0] for s, i in zip(ss, spans)], [i[1] - s for s, i in zip(ss, spans)]
+            ax.errorbar(ns, ss, yerr=[below, above], fmt="none", ecolor=color, capsize=4, linewidth=1.2)
+            drawn = len(bars)
+    for r in record.rounds:
+        if r.speedup is None:
+            ax.plot(r.n, strip, _FAILED_MARKERS.get(r.verdict, "x"), color=color, markersize=9)
+            # neighbouring labels on two levels, so that long verdicts do not overlap
+            ax.annotate(failed_text(r.verdict), (r.n, strip), textcoords="offset points",
+                        xytext=(0, -12 - 9 * (r.n % 2)), ha="center", fontsize=7, color=color)
+    return drawn
+
+
+def _out_path(out: Optional[Path], first: RunStore) -> Path:
+    """Where the plot goes: `out`, else PLOT_FILE in the first run's directory."""
+    out = Path(out) if out is not None else first.path / PLOT_FILE
+    if out.is_dir():  # a directory: the plot goes into it, named after the first run
+        return out / f"{first.id}.png"
+    if not out.suffix:  # matplotlib would add .png: the path returned is the one written
+        return out.with_suffix(".png")
+    return out

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Optional
 
 from ..engine.stopping import DEFAULT as DEFAULT_STOP
-from ..results import Tokens
+from ..tokens import Tokens
 
 if TYPE_CHECKING:
     from ..engine.options import EvalOptions

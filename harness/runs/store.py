@@ -1,4 +1,6 @@
-"""runs/: the record of every optimization run, and the types it holds.
+"""runs/ on disk: a directory per run (and per suite run, suites.py), each holding its record as
+JSON, written by one process at a time. `Store` is what both kinds share; `RunStore` adds a run's
+rounds and its heartbeat. The types a run's files hold are records.py's.
 
     runs/20261122T0315Z-layernorm_4d-a1b2c3/
       run.json              settings, problem hash, environment, status, best round
@@ -21,20 +23,18 @@ key, so none reaches this directory.
 from __future__ import annotations
 
 import datetime as dt
-import enum
 import fcntl
 import json
 import os
 import secrets
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TypeVar
 
 from ..errors import HarnessError
 from ..files import write_atomic
-from ..results import Environment, EvalResult, Tokens, Verdict, from_dict, from_json, to_dict, to_json
-from .settings import Evaluation, Settings
+from ..results import EvalResult, from_dict, from_json, to_dict, to_json
+from .records import Round, Run, Status
 
 RUN_FILE = "run.json"
 LOCK_FILE = "run.lock"
@@ -55,153 +55,6 @@ class StoreError(HarnessError):
     """A run directory that cannot be read; the message is one paragraph for a person."""
 
 
-@dataclass
-class Sample:
-    """One answer of a round and what became of it."""
-
-    answer: str
-    origin: str
-    extraction: str  # an extract.Extraction value, or "given" where the answer is the file
-    candidate: Optional[str]
-    eval: EvalResult
-    tokens: Tokens = field(default_factory=Tokens)
-    ask_seconds: float = 0.0
-    eval_seconds: float = 0.0
-    cut_off: bool = False
-    approach: str = ""  # the approach in the answer's own words, cut short
-    same_as: Optional[int] = None  # the round whose identical candidate's verdict this repeats
-    direction: str = ""  # the direction this sample was asked to take (--samples K)
-    parent: Optional["Parent"] = None  # the candidate it was asked to improve (--beam N)
-
-
-@dataclass
-class Parent:
-    """A correct earlier candidate a sample starts from."""
-
-    round: int
-    sample: int  # 0-based
-    speedup: float
-
-
-@dataclass
-class Round:
-    n: int
-    prompt: str
-    samples: list[Sample]
-    chosen: int = 0  # the sample the conversation carries on from
-    started: str = ""
-    seconds: float = 0.0
-    fresh: bool = False  # its prompt restarted the conversation from the best candidate
-
-    @property
-    def sample(self) -> Sample:
-        return self.samples[self.chosen]
-
-    @property
-    def answer(self) -> str:
-        return self.sample.answer
-
-    @property
-    def candidate(self) -> Optional[str]:
-        return self.sample.candidate
-
-    @property
-    def eval(self) -> EvalResult:
-        return self.sample.eval
-
-    @property
-    def profile_seconds(self) -> float:
-        """What profiling its samples cost (--profile)."""
-        return sum(s.eval.profile.seconds for s in self.samples if s.eval and s.eval.profile)
-
-    @property
-    def tokens(self) -> Tokens:
-        total = Tokens()
-        for s in self.samples:
-            total = total + s.tokens
-        return total
-
-
-@dataclass
-class RoundSummary:
-    n: int
-    verdict: Verdict
-    speedup: Optional[float]
-    tokens: int
-    seconds: float
-    samples: int = 1
-    profile_seconds: float = 0.0  # of `seconds`, spent profiling (--profile)
-
-
-@dataclass
-class ProblemRef:
-    path: str
-    name: str
-    sha256: str
-
-
-@dataclass
-class Best:
-    round: int
-    sample: int  # 0-based index into the round's samples
-    speedup: float
-    candidate: str  # path relative to the run directory
-
-
-class Status(enum.StrEnum):
-    RUNNING = "running"
-    FINISHED = "finished"
-    INTERRUPTED = "interrupted"
-    FAILED = "failed"
-
-
-class StopReason(enum.StrEnum):
-    NONE = ""  # still running
-    TARGET = "target"
-    ROUNDS = "rounds"
-    WALL_TIME = "wall_time"
-    TOKENS = "tokens"
-    FILES_EXHAUSTED = "files_exhausted"
-    PLATEAU = "plateau"  # rounds without a measurable gain, after a restart from the best
-    BUDGET = "budget"  # --budget-usd spent
-    CEILING = "ceiling"  # the best is within reach of the physical ceiling: no target above it is reachable
-    INTERRUPTED = "interrupted"
-    PROPOSER = "proposer"  # the endpoint (or the files) failed past its retries; --resume carries the run on
-    SESSION = "session"  # the agent's session through `harness mcp` ended (settings.AGENT's runs)
-    ERROR = "error"
-
-
-class Outcome(enum.StrEnum):
-    NONE = ""  # not decided yet
-    TARGET = "target"
-    ACCEPTED = "accepted"
-    BELOW_ACCEPT = "below_accept"
-    NO_CORRECT = "no_correct"
-
-
-@dataclass
-class Run:
-    id: str
-    settings: Settings
-    problem: ProblemRef
-    created: str
-    updated: str = ""
-    status: Status = Status.RUNNING
-    stop_reason: StopReason = StopReason.NONE
-    outcome: Outcome = Outcome.NONE
-    message: str = ""
-    environment: Optional[Environment] = None
-    seconds: float = 0.0  # time spent running, summed over resumes
-    tokens: Tokens = field(default_factory=Tokens)
-    best: Optional[Best] = None
-    rounds: list[RoundSummary] = field(default_factory=list)
-    evaluation: Optional[Evaluation] = None  # None in runs recorded before it was kept
-    heartbeat: str = ""  # refreshed while a process runs it; "" in runs recorded before it was kept
-    # the highest speedup the hardware allows: the reference's time over its floor plus host time
-    ceiling: Optional[float] = None
-    notes: list[str] = field(default_factory=list)  # said at the start, for whoever reads the run later
-
-
 def utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
 
@@ -209,7 +62,6 @@ def utc_now() -> str:
 def new_run_id(problem_name: str, now: Optional[dt.datetime] = None) -> str:
     now = now or dt.datetime.now(dt.timezone.utc)
     return f"{now:%Y%m%dT%H%MZ}-{problem_name}-{secrets.token_hex(3)}"
-
 
 
 def hold(path: Path, refusal: Callable[[str], str]) -> int:
@@ -242,65 +94,155 @@ def held(path: Path) -> bool:
         os.close(fd)
 
 
-class RunStore:
+_S = TypeVar("_S", bound="Store")
+
+
+class Store:
+    """A directory under the runs dir holding one record (`record_file`, JSON, of `record_type`),
+    written by the one process that holds `lock_file`. Reading it gives a record or a StoreError
+    that says, in one paragraph, what is wrong with which file."""
+
+    kind = ""  # what messages call it: run, suite
+    record_file = ""
+    record_type: Any = None
+    lock_file = ""
+    prefix = ""  # of the directory's name, before the id
+    open_hint = ""  # said after "is not a ... directory"
+
     def __init__(self, path: Path):
         self.path = Path(path)
-        self._writing = threading.Lock()  # run.json: the loop's saves and the heartbeat's
         self._lock_fd: Optional[int] = None
-        self._stop_beating = threading.Event()  # one per lock(), set by release()
 
     @classmethod
-    def create(cls, runs_dir: str | Path, problem_name: str) -> "RunStore":
+    def create(cls: type[_S], runs_dir: str | Path, name: str) -> _S:
+        """A new directory under runs_dir, named for the time and `name`."""
         runs_dir = Path(runs_dir)
         runs_dir.mkdir(parents=True, exist_ok=True)
         while True:
-            path = runs_dir / new_run_id(problem_name)
+            path = runs_dir / (cls.prefix + new_run_id(name))
             try:
                 path.mkdir()
-                break
+                return cls(path)
             except FileExistsError:
                 continue
-        (path / "rounds").mkdir()
-        return cls(path)
 
     @classmethod
-    def open(cls, path: str | Path) -> "RunStore":
+    def open(cls: type[_S], path: str | Path) -> _S:
         store = cls(Path(path))
-        if not (store.path / RUN_FILE).is_file():
-            raise StoreError(f"{path} is not a run directory: it has no {RUN_FILE}. Give the "
-                             "directory that `harness run` printed, such as runs/<id>.")
+        if not (store.path / cls.record_file).is_file():
+            raise StoreError(f"{path} is not a {cls.kind} directory: it has no {cls.record_file}.{cls.open_hint}")
         return store
 
     @property
     def id(self) -> str:
         return self.path.name
 
+    def lock(self) -> None:
+        """Take the directory for this process; one another process holds is a StoreError."""
+        self._lock_fd = hold(self.path / self.lock_file, self._in_use)
+
+    def _in_use(self, holder: str) -> str:
+        """The refusal where another process holds the lock; `holder`: " (pid N)", or ""."""
+        raise NotImplementedError
+
+    def release(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def status(self, record: Any) -> Status:
+        """A record written as running whose process is gone (its lock free) was interrupted."""
+        if record.status is Status.RUNNING and not held(self.path / self.lock_file):
+            return Status.INTERRUPTED
+        return record.status
+
+    def read(self) -> Any:
+        """The record as it stands: its status says interrupted where its process is gone."""
+        record = self._load()
+        record.status = self.status(record)
+        return record
+
+    def _save(self, record: Any) -> None:
+        write_atomic(self.path / self.record_file, to_json(record))
+
+    def _load(self) -> Any:
+        return self._load_json(self.path / self.record_file, self.record_type)
+
+    def _unreadable(self, path: Path, exc: Exception) -> str:
+        """What to say of a file of this directory that cannot be read (`exc` says why)."""
+        raise NotImplementedError
+
+    def _read(self, path: Path, missing_ok: bool = False) -> Optional[str]:
+        try:
+            return path.read_text()
+        except FileNotFoundError as exc:
+            if missing_ok:
+                return None
+            raise StoreError(self._unreadable(path, exc)) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StoreError(self._unreadable(path, exc)) from None
+
+    def _load_json(self, path: Path, cls: Any) -> Any:
+        text = self._read(path)
+        try:
+            return from_json(cls, text) if cls else json.loads(text)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise StoreError(self._unreadable(path, exc)) from None
+
+
+class RunStore(Store):
+    kind, record_file, record_type, lock_file = "run", RUN_FILE, Run, LOCK_FILE
+    open_hint = " Give the directory that `harness run` printed, such as runs/<id>."
+
+    def __init__(self, path: Path):
+        super().__init__(path)
+        self._writing = threading.Lock()  # run.json: the loop's saves and the heartbeat's
+        self._stop_beating = threading.Event()  # one per lock(), set by release()
+
+    @classmethod
+    def create(cls, runs_dir: str | Path, problem_name: str) -> "RunStore":
+        store = super().create(runs_dir, problem_name)
+        (store.path / "rounds").mkdir()
+        return store
+
     # --- the run ---------------------------------------------------------
 
     def save_run(self, run: Run) -> None:
         with self._writing:
             run.updated = run.heartbeat = utc_now()
-            write_atomic(self.path / RUN_FILE, to_json(run))
+            self._save(run)
+
+    def load_run(self) -> Run:
+        return self._load()
+
+    def _unreadable(self, path: Path, exc: Exception) -> str:
+        if isinstance(exc, FileNotFoundError):
+            return f"Run file {path} is missing; the run directory is incomplete."
+        if isinstance(exc, (OSError, UnicodeDecodeError)):
+            return f"Run file {path} cannot be read: {exc}."
+        return (f"Run file {path} is not valid: {exc}. It was probably edited or cut short; the rest of the run "
+                "directory is intact.")
 
     # --- one writer, and whether it lives ----------------------------------
 
     def lock(self) -> None:
         """Take the run for this process, and keep its heartbeat going until release().
         A run another process holds is a StoreError: two writers would overwrite each other's rounds."""
-        self._lock_fd = hold(self.path / LOCK_FILE, lambda holder: (
-            f"Run {self.path} is in use by another harness process{holder}: it is still running, and two "
-            "processes writing one run would overwrite each other's rounds. Wait for that run to end, or "
-            "stop it (Ctrl-C), then --resume it."))
+        super().lock()
         self._stop_beating = threading.Event()
         threading.Thread(target=self._beat, args=(self._stop_beating,), name="run-heartbeat",
                          daemon=True).start()
+
+    def _in_use(self, holder: str) -> str:
+        return (f"Run {self.path} is in use by another harness process{holder}: it is still running, and two "
+                "processes writing one run would overwrite each other's rounds. Wait for that run to end, or "
+                "stop it (Ctrl-C), then --resume it.")
 
     def release(self) -> None:
         if self._lock_fd is not None:
             self._stop_beating.set()
             with self._writing:  # not while a heartbeat writes
-                os.close(self._lock_fd)
-                self._lock_fd = None
+                super().release()
 
     def _beat(self, stop: threading.Event) -> None:
         path = self.path / RUN_FILE
@@ -317,19 +259,15 @@ class RunStore:
     def status(self, run: Run) -> Status:
         """The run's status as it stands: a run recorded as running whose process is gone
         (its lock free, or its heartbeat stale) was interrupted."""
-        if run.status is not Status.RUNNING:
-            return run.status
-        if not held(self.path / LOCK_FILE):
-            return Status.INTERRUPTED  # never locked (recorded before locks, or killed at its start), or free
+        status = super().status(run)
+        if status is not Status.RUNNING:
+            return status  # its own, or interrupted: never locked (recorded before locks, or killed at its start)
         try:
             beat = dt.datetime.fromisoformat(run.heartbeat or run.updated)
         except ValueError:
             return Status.INTERRUPTED
         stale = (dt.datetime.now(dt.timezone.utc) - beat).total_seconds() > STALE_SECONDS
         return Status.INTERRUPTED if stale else Status.RUNNING
-
-    def load_run(self) -> Run:
-        return self._load_json(self.path / RUN_FILE, Run)
 
     def event(self, event: str, **fields: Any) -> None:
         line = json.dumps({"time": utc_now(), "event": event, **fields}) + "\n"
@@ -416,21 +354,3 @@ class RunStore:
             return from_dict(Round, meta)
         except (TypeError, KeyError, ValueError) as exc:
             raise StoreError(f"Run file {directory / ROUND_FILE} does not describe a round: {exc}.") from None
-
-    def _read(self, path: Path, missing_ok: bool = False) -> Optional[str]:
-        try:
-            return path.read_text()
-        except FileNotFoundError:
-            if missing_ok:
-                return None
-            raise StoreError(f"Run file {path} is missing; the run directory is incomplete.") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise StoreError(f"Run file {path} cannot be read: {exc}.") from None
-
-    def _load_json(self, path: Path, cls: Any) -> Any:
-        text = self._read(path)
-        try:
-            return from_json(cls, text) if cls else json.loads(text)
-        except (ValueError, TypeError, KeyError) as exc:
-            raise StoreError(f"Run file {path} is not valid: {exc}. It was probably edited or "
-                             "cut short; the rest of the run directory is intact.") from None

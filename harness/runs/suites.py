@@ -12,15 +12,13 @@ resumed suite skips the finished problems and carries on the others' runs.
 from __future__ import annotations
 
 import enum
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ..files import write_atomic
-from ..results import from_json, to_json
+from .records import Status
 from .settings import Evaluation, Settings
-from .store import Status, StoreError, held, hold, new_run_id, utc_now
+from .store import Store, utc_now
 
 SUITE_FILE = "suite.json"
 SUITE_LOCK = "suite.lock"
@@ -69,66 +67,28 @@ class SuiteRecord:
         return sum(1 for p in self.problems if p.standing is Standing.FINISHED)
 
 
-class SuiteStore:
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self._lock_fd: Optional[int] = None
-
-    @classmethod
-    def create(cls, runs_dir: str | Path, name: str) -> "SuiteStore":
-        runs_dir = Path(runs_dir)
-        runs_dir.mkdir(parents=True, exist_ok=True)
-        while True:
-            path = runs_dir / (SUITE_PREFIX + new_run_id(name))
-            try:
-                path.mkdir()
-                return cls(path)
-            except FileExistsError:
-                continue
-
-    @classmethod
-    def open(cls, path: str | Path) -> "SuiteStore":
-        store = cls(Path(path))
-        if not is_suite(store.path):
-            raise StoreError(f"{path} is not a suite directory: it has no {SUITE_FILE}.")
-        return store
-
-    @property
-    def id(self) -> str:
-        return self.path.name
+class SuiteStore(Store):
+    kind, record_file, record_type, lock_file, prefix = "suite", SUITE_FILE, SuiteRecord, SUITE_LOCK, SUITE_PREFIX
 
     @property
     def runs_dir(self) -> Path:
         """Where the suite's runs are: beside it."""
         return self.path.parent
 
-    def lock(self) -> None:
-        self._lock_fd = hold(self.path / SUITE_LOCK, lambda holder: (
-            f"Suite {self.path} is in use by another harness process{holder}: wait for it to end, or stop "
-            "it (Ctrl-C), then --resume it."))
-
-    def release(self) -> None:
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+    def _in_use(self, holder: str) -> str:
+        return (f"Suite {self.path} is in use by another harness process{holder}: wait for it to end, or stop "
+                "it (Ctrl-C), then --resume it.")
 
     def save(self, record: SuiteRecord) -> None:
         record.updated = utc_now()
-        write_atomic(self.path / SUITE_FILE, to_json(record))
+        self._save(record)
 
     def load(self) -> SuiteRecord:
-        path = self.path / SUITE_FILE
-        try:
-            return from_json(SuiteRecord, path.read_text())
-        except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError) as exc:
-            raise StoreError(f"Suite file {path} cannot be read: {exc}. It was probably edited or cut "
-                             "short; the runs beside it are intact.") from None
+        return self._load()
 
-    def status(self, record: SuiteRecord) -> Status:
-        """A suite recorded as running whose process is gone (its lock free) was interrupted."""
-        if record.status is Status.RUNNING and not held(self.path / SUITE_LOCK):
-            return Status.INTERRUPTED
-        return record.status
+    def _unreadable(self, path: Path, exc: Exception) -> str:
+        return (f"Suite file {path} cannot be read: {exc}. It was probably edited or cut short; the runs beside "
+                "it are intact.")
 
 
 def is_suite(path: Path) -> bool:

@@ -1,10 +1,10 @@
 """`harness report --sweep`: a sweep's results as one self-contained HTML page: fast_p against p
 per level, the summary per level, every evaluation, and the failures grouped by verdict. Pure:
-records in, text out; the page's parts are runs/html.py's."""
+records in, text out; the page's parts are pages.py's."""
 from __future__ import annotations
 
+from ..pages import PALETTE, Chart, Rule, Series, badge, esc, facts, folded, page, svg_chart, table
 from ..results import speedup_text
-from ..runs.html import PALETTE, Chart, Rule, Series, badge, esc, facts, folded, page, svg_chart, table
 from .records import PROBLEM_ERROR, SweepRecord
 from .summary import P_MAX, LevelSummary, fast_p_curves, summarize, summary_rows
 

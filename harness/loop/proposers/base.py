@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional, Protocol
 
 from ...errors import HarnessError
-from ...results import Tokens
+from ...tokens import Tokens
 
 
 class ProposerError(HarnessError):
