@@ -32,7 +32,7 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
 
     from ..engine.pool import evaluate_batch
     from ..results import to_dict
-    from .report import phase_table, print_result
+    from .eval_panel import phase_table, print_result
 
     for candidate in args.candidates:
         if not Path(candidate).is_file():
