@@ -15,14 +15,10 @@ from ..results import Tokens
 if TYPE_CHECKING:
     from ..engine.options import EvalOptions
 
-# The proposer of a run whose candidates a coding agent hands in through `harness mcp`.
-AGENT = "agent (mcp)"
-
-
 @dataclass
 class Settings:
     problem: str = ""
-    proposer: str = "human"
+    proposer: str = "human"  # a kind's name (loop/proposers/kinds.py)
     model: Optional[str] = None
     base_url: Optional[str] = None
     api_key_env: str = "OPENAI_API_KEY"
