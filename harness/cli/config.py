@@ -9,7 +9,7 @@ The TOML file has up to three tables:
                  request_timeout, max_retries, retry_for, stream
     [limits]     rounds, accept, target, samples, beam, wall_time, token_budget, budget_usd,
                  window, restart_after, plateau
-    [run]        proposer, device, prompts, runs_dir
+    [run]        proposer, command, device, prompts, runs_dir
 
 API keys are read only from the environment (the variable named by
 `api_key_env`, OPENAI_API_KEY by default), never from a file, and are never
@@ -46,7 +46,7 @@ _TABLES = {
                  "retry_for", "stream"),
     "limits": ("rounds", "accept", "target", "samples", "beam", "wall_time", "token_budget", "budget_usd",
                "window", "restart_after", "plateau"),
-    "run": ("proposer", "device", "prompts", "runs_dir"),
+    "run": ("proposer", "command", "device", "prompts", "runs_dir"),
 }
 _TYPES = {f.name: f.type for f in fields(Settings)}
 _DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(s|m|min|h)?\s*$")

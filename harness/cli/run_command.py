@@ -65,7 +65,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     model = parser.add_argument_group("model: where candidates come from and how the endpoint is asked")
     model.add_argument("--proposer", choices=kinds.names(),
                        help="where candidates come from (default: openai when an endpoint or model is "
-                            "configured, files with --files; human, a person at an editor, only when asked)")
+                            "configured, files with --files, command with --command; human, a person at an "
+                            "editor, only when asked)")
     model.add_argument("--model", metavar="NAME", help="model name at the endpoint")
     model.add_argument("--base-url", metavar="URL", dest="base_url",
                        help="OpenAI-compatible endpoint, such as http://localhost:8000/v1 (default: "
@@ -76,6 +77,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--files", nargs="+", metavar="F",
                        help="candidate .py files or recorded answers (.txt/.md), or a "
                             "directory of them, one per round")
+    model.add_argument("--command", metavar="\"PROGRAM ARGS\"",
+                       help="a program that answers each prompt, run without a shell: the prompt on its stdin, "
+                            "the answer (as a model's) on its stdout, within --request-timeout (config: "
+                            "`command` in [run])")
     model.add_argument("--max-tokens", metavar="N", dest="max_tokens", type=COUNT, help="most tokens per answer")
     model.add_argument("--token-param", dest="token_param", choices=["max_tokens", "max_completion_tokens"],
                        help="the name --max-tokens is sent as (default max_tokens; reasoning models on "

@@ -57,6 +57,7 @@ class Settings:
     prompts: Optional[str] = None
     runs_dir: str = "runs"
     files: list[str] = field(default_factory=list)
+    command: Optional[str] = None  # the command proposer's program and its arguments, as a shell would take them
     config: Optional[str] = None
 
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 from typing import Optional
 
 from ...runs.settings import Settings
-from . import agent, files, human, openai_kind
+from . import agent, command, files, human, openai_kind
 from .base import Kind, ProposerError
 
 KINDS: tuple[Kind, ...] = (
     openai_kind.KIND,
     human.KIND,
     files.KIND,
+    command.KIND,
     agent.KIND,
 )
 _BY_NAME = {kind.name: kind for kind in KINDS}
