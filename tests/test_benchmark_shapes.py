@@ -7,7 +7,7 @@ from rich.console import Console
 
 from conftest import PROBLEMS
 from harness import Evaluator, Verdict, from_json, to_json
-from harness.cli.report import eval_panel
+from harness.cli.eval_panel import eval_panel
 from harness.loop.feedback import Thresholds, feedback_context
 from harness.problem import ProblemError
 from harness.results import EvalResult

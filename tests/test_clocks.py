@@ -48,7 +48,7 @@ EAGER = {GPU: (2.320, 0.2), LATENCY: (2.608, 0.3, 0.012), ALL: (2.620, 0.3)}
 def eval_text(result: EvalResult) -> str:
     from rich.console import Console
 
-    from harness.cli.report import eval_panel
+    from harness.cli.eval_panel import eval_panel
 
     console = Console(record=True, width=400)
     console.print(eval_panel(result))

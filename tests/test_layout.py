@@ -1,4 +1,5 @@
-"""The layers import only downward, and no modules import each other in a circle.
+"""The layers import only downward, no modules import each other in a circle, and proposer names are
+compared only in loop/proposers/, where the kinds live.
 
     cli -> agent -> loop -> sweep -> export -> runs -> engine -> integrity -> leaves (results, profiles, tokens, stats,
     problem, device, errors, files, version, pages)
@@ -11,6 +12,7 @@ import sys
 from pathlib import Path
 
 import harness
+from harness.loop.proposers.kinds import KINDS
 
 PACKAGE = Path(harness.__file__).parent
 LEAVES = ("results", "profiles", "tokens", "stats", "problem", "device", "errors", "files", "version", "pages")
@@ -90,6 +92,24 @@ def violations(modules: dict[str, tuple[str, bool]]) -> list[str]:
     return problems
 
 
+def name_comparisons(modules: dict[str, tuple[str, bool]]) -> list[str]:
+    """Proposer names compared (==, !=, in, and their negations) outside loop/proposers/, where the
+    kinds live: elsewhere a kind is looked up in the registry and asked, never told apart by its name."""
+    names = {kind.name for kind in KINDS}
+    found = []
+    for module, (source, _) in modules.items():
+        if module.startswith("harness.loop.proposers"):
+            continue
+        for node in ast.walk(ast.parse(source)):
+            if not isinstance(node, ast.Compare):
+                continue
+            operands = [node.left, *node.comparators]
+            operands += [e for o in operands if isinstance(o, (ast.Tuple, ast.List, ast.Set)) for e in o.elts]
+            said = {o.value for o in operands if isinstance(o, ast.Constant)} & names
+            found += [f"{module}:{node.lineno} compares the proposer name `{name}`" for name in sorted(said)]
+    return found
+
+
 def test_every_module_belongs_to_a_layer():
     for module in sources():
         rank(module)  # raises ValueError for a folder that is no layer
@@ -99,21 +119,34 @@ def test_imports_run_only_downward_and_never_in_a_circle():
     assert violations(sources()) == []
 
 
-def test_an_upward_import_inside_a_function_is_caught():
+def sneaked(added: dict[str, str]) -> dict[str, tuple[str, bool]]:
+    """The package's sources, code added at the end of the modules `added` names."""
     modules = sources()
-    source, is_package = modules["harness.engine.evaluate"]
-    modules["harness.engine.evaluate"] = (source + "\n\ndef sneak():\n    from harness.cli import main\n",
-                                          is_package)
+    for module, code in added.items():
+        source, is_package = modules[module]
+        modules[module] = (source + code, is_package)
+    return modules
+
+
+def test_an_upward_import_inside_a_function_is_caught():
+    modules = sneaked({"harness.engine.evaluate": "\n\ndef sneak():\n    from harness.cli import main\n"})
     assert any("harness.engine.evaluate" in v and "higher layer" in v for v in violations(modules))
 
 
 def test_a_circle_is_caught():
-    modules = sources()
-    source, is_package = modules["harness.results"]
-    modules["harness.results"] = (source + "\n\ndef sneak():\n    from .problem import Problem\n", is_package)
-    source, is_package = modules["harness.problem"]
-    modules["harness.problem"] = (source + "\nfrom .results import Verdict\n", is_package)
+    modules = sneaked({"harness.results": "\n\ndef sneak():\n    from .problem import Problem\n",
+                       "harness.problem": "\nfrom .results import Verdict\n"})
     assert any(v.startswith("circle:") for v in violations(modules))
+
+
+def test_proposer_kinds_are_asked_not_compared_by_name():
+    assert name_comparisons(sources()) == []
+
+
+def test_a_proposer_name_compared_is_caught():
+    modules = sneaked({"harness.cli.display": "\n\ndef sneak(s):\n    return s.proposer in ('x', 'files')\n",
+                       "harness.loop.loop": "\n\ndef sneak(s):\n    return 'openai' != s.proposer\n"})
+    assert [v.split(":")[0] for v in name_comparisons(modules)] == ["harness.cli.display", "harness.loop.loop"]
 
 
 def test_the_loop_never_imports_rich():

@@ -8,7 +8,7 @@ from rich.console import Console
 
 from conftest import CANDIDATES, PROBLEMS
 from harness import EvalOptions, EvalResult, Timing, Verdict, evaluate, from_json, to_json
-from harness.cli.report import eval_panel
+from harness.cli.eval_panel import eval_panel
 from harness.engine import speedups
 from harness.runs.history import Replay
 from harness.stats import overlap, ratio_interval

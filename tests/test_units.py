@@ -118,7 +118,7 @@ def test_parameters_are_matched_by_shape_then_by_size():
 def test_gpu_results_show_host_submit_and_cpu_results_do_not():
     from rich.console import Console
 
-    from harness.cli.report import eval_panel
+    from harness.cli.eval_panel import eval_panel
     from harness.results import EvalResult, Timing, Verdict, from_json, to_json
 
     def shown(method: str) -> str:

@@ -1,5 +1,5 @@
 """An agent's session kept as a run: each candidate it evaluates with the run's id is a round,
-written as `harness run` writes one (loop.keep_result, loop.keep_round), with proposer AGENT. A
+written as `harness run` writes one (loop.keep_result, loop.keep_round), with proposer `agent (mcp)`. A
 round's prompt is what the agent had been told before it: the problem as describe_problem gives it
 for the first, the feedback on the round before for the others. So `harness show`, `replay`,
 `compare`, `plot`, `report` and `export` read an agent's work as they read a model's.
@@ -20,11 +20,12 @@ from ..loop.extract import approach
 from ..loop.feedback import APPROACH_CHARS, Past, Thresholds, feedback_text
 from ..loop.loop import conclusion, goal_reached, keep_result, keep_round, settle
 from ..loop.prompts import Prompts
+from ..loop.proposers import agent
 from ..loop.start import new_run, reopen, same_problem
 from ..problem import Problem
 from ..results import EvalResult, speedup_text
 from ..runs.history import HistoryError, resolve
-from ..runs.settings import AGENT, Evaluation, Settings
+from ..runs.settings import Evaluation, Settings
 from ..runs.records import Round, Run, Sample, Status, StopReason
 from ..runs.store import RunStore
 from .inputs import AgentError
@@ -162,7 +163,7 @@ class Sessions:
             raise AgentError(f"{exc} start_run gives a new run's id.") from None
         store, run, rounds = reopen(path)
         try:
-            if run.settings.proposer != AGENT:
+            if not agent.is_agents(run.settings):
                 raise AgentError(f"Run {run.id} is not an agent's: its candidates came from `harness run` "
                                  f"(proposer {run.settings.proposer}). start_run gives a run of your own.")
             same_problem(problem, run)
@@ -194,5 +195,5 @@ def agent_settings(problem: Problem, device: str, accept: float, target: float, 
     """An agent's run: no round budget nor restarts, for the agent decides when it is done."""
     if not 0 < accept <= target:
         raise AgentError(f"Need 0 < accept <= target, got accept {accept:g} and target {target:g}.")
-    return Settings(problem=problem.path, proposer=AGENT, rounds=None, accept=accept, target=target,
+    return Settings(problem=problem.path, proposer=agent.KIND.name, rounds=None, accept=accept, target=target,
                     restart_after=0, plateau=0, device=device, runs_dir=str(runs_dir))

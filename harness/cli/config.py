@@ -9,7 +9,7 @@ The TOML file has up to three tables:
                  request_timeout, max_retries, retry_for, stream
     [limits]     rounds, accept, target, samples, beam, wall_time, token_budget, budget_usd,
                  window, restart_after, plateau
-    [run]        proposer, device, prompts, runs_dir
+    [run]        proposer, command, device, prompts, runs_dir
 
 API keys are read only from the environment (the variable named by
 `api_key_env`, OPENAI_API_KEY by default), never from a file, and are never
@@ -32,9 +32,8 @@ from ..engine.options import EvalOptions
 from ..engine.process import MAX_PROCESSES
 from ..engine.stopping import CRITERIA
 from ..errors import HarnessError
-from ..runs.settings import AGENT, PRICE_KINDS, Evaluation, Settings
-
-PROPOSERS = ("openai", "human", "files")
+from ..loop.proposers import kinds
+from ..runs.settings import PRICE_KINDS, Evaluation, Settings
 
 
 class ConfigError(HarnessError):
@@ -47,7 +46,7 @@ _TABLES = {
                  "retry_for", "stream"),
     "limits": ("rounds", "accept", "target", "samples", "beam", "wall_time", "token_budget", "budget_usd",
                "window", "restart_after", "plateau"),
-    "run": ("proposer", "device", "prompts", "runs_dir"),
+    "run": ("proposer", "command", "device", "prompts", "runs_dir"),
 }
 _TYPES = {f.name: f.type for f in fields(Settings)}
 _DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(s|m|min|h)?\s*$")
@@ -134,10 +133,10 @@ def resolve(flags: dict[str, Any], base: Optional[Settings] = None, *, dry_run: 
     """Settings from flags (None where not given) over the config file over `base`.
 
     `base` is a resumed run's stored settings; without it, defaults apply and the
-    endpoint falls back to OPENAI_BASE_URL, the proposer to `files` where files are
-    given and `openai` where an endpoint or model is configured; with neither, nothing
-    is chosen for the person (NO_PROPOSER says how to choose). A dry run asks no
-    proposer, so it needs none, nor a model.
+    endpoint falls back to OPENAI_BASE_URL, the proposer to the one the settings imply
+    (kinds.implied: `files` where files are given, `openai` where an endpoint or model is
+    configured); with none, nothing is chosen for the person (NO_PROPOSER says how to
+    choose). A dry run asks no proposer, so it needs none, nor a model.
     """
     # A resumed run's settings already hold what its config file said.
     from_file = load_config(flags["config"]) if flags.get("config") else {}
@@ -146,11 +145,12 @@ def resolve(flags: dict[str, Any], base: Optional[Settings] = None, *, dry_run: 
     if base is None:
         settings.base_url = settings.base_url or os.environ.get("OPENAI_BASE_URL") or None
         if "proposer" not in given and "proposer" not in from_file:
-            endpoint = settings.base_url or settings.model  # a key alone names no model
-            settings.proposer = "files" if settings.files else "openai" if endpoint else ""
+            implied = kinds.implied(settings)
+            settings.proposer = implied.name if implied else ""
             if not settings.proposer and not dry_run:
                 raise ConfigError(NO_PROPOSER)
-        if settings.proposer == "human" and "rounds" not in given and "rounds" not in from_file:
+        kind = kinds.find(settings.proposer)
+        if kind and kind.attended and "rounds" not in given and "rounds" not in from_file:
             settings.rounds = None
         if "device" not in given and "device" not in from_file:
             settings.device = default_device()
@@ -172,11 +172,13 @@ def proposer_reason(flags: dict[str, Any], settings: Settings) -> str:
         return "asked for with --proposer"
     if "proposer" in from_file:
         return f"asked for in {flags['config']}"
-    if settings.proposer == "files":
-        return "--files given"
+    kind = kinds.get(settings.proposer)
+    reason = kind.implied(settings) or ""
+    if not kind.asks_model:
+        return reason
     named = [f"--{name.replace('_', '-')}" for name in ("model", "base_url") if flags.get(name)]
     named += [f"`{name}` in {flags['config']}" for name in ("model", "base_url") if name in from_file]
-    return "an endpoint is configured: " + (", ".join(named) or "$OPENAI_BASE_URL")
+    return f"{reason}: " + (", ".join(named) or "$OPENAI_BASE_URL")
 
 
 def accept_note(settings: Settings) -> str:
@@ -190,23 +192,17 @@ def accept_note(settings: Settings) -> str:
 
 def check(s: Settings, dry_run: bool = False) -> None:
     problems = []
-    if s.proposer == AGENT:
-        problems.append(f"the run's candidates came from an agent through `harness mcp` (proposer {AGENT}); give "
-                        "its id to that server's evaluate tool to carry it on there, or --proposer openai --model "
-                        "NAME to carry it on with a model")
-    elif s.proposer not in PROPOSERS and not (dry_run and not s.proposer):
-        problems.append(f"--proposer must be one of {', '.join(PROPOSERS)}, not `{s.proposer}`")
-    if s.proposer == "openai" and not s.model and not dry_run:
-        problems.append("the openai proposer needs a model: give --model NAME or `model` in [endpoint] "
-                        "(--dry-run needs none)")
-    if s.proposer == "files" and not s.files:
-        problems.append("the files proposer needs --files F1 F2 ... or a directory")
+    kind = kinds.find(s.proposer)
+    if kind:
+        problems += kind.check(s, dry_run)
+    elif not (dry_run and not s.proposer):
+        problems.append(f"--proposer must be one of {', '.join(kinds.names())}, not `{s.proposer}`")
     if s.rounds is not None and s.rounds < 1:
         problems.append(f"--rounds must be at least 1, not {s.rounds}")
     if s.samples < 1:
         problems.append(f"--samples must be at least 1, not {s.samples}")
-    if s.proposer == "human" and s.samples != 1:
-        problems.append("the human proposer writes one candidate per round: leave --samples at 1")
+    if kind and kind.attended and s.samples != 1:
+        problems.append(f"the {kind.name} proposer writes one candidate per round: leave --samples at 1")
     if not 0 < s.accept <= s.target:
         fix = (f": lower --accept to {s.target:g} or less, or raise --target to {s.accept:g} or more"
                if 0 < s.target < s.accept else "")

@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..loop.feedback import headline
+from ..loop.proposers import kinds
 from ..results import Verdict, speedup_text
 from ..runs.settings import cost_usd
 from ..runs.records import Round, Run
@@ -79,7 +80,7 @@ class Display(_Live):
             *((("  model wait ", "dim"), clock(self.model_wait())) if self._model() else ()))
 
     def _model(self) -> bool:
-        return self.run.settings.proposer == "openai"
+        return kinds.get(self.run.settings.proposer).asks_model
 
     def model_wait(self) -> float:
         """Seconds spent waiting on the model, the request in flight included."""
@@ -106,7 +107,8 @@ def round_line(run: Run, rnd: Round) -> str:
     """A finished round in one line: its verdict, the best so far, its time and cost."""
     result, best = rnd.eval, run.best
     line = f"round {rnd.n}: {result.verdict.value} {headline(result)}".rstrip()
-    asked = f", model {sum(s.ask_seconds for s in rnd.samples):.1f} s" if run.settings.proposer == "openai" else ""
+    asked = f", model {sum(s.ask_seconds for s in rnd.samples):.1f} s" \
+        if kinds.get(run.settings.proposer).asks_model else ""
     asked += f", profile {rnd.profile_seconds:.1f} s" if rnd.profile_seconds else ""
     return line + f"  (best {speedup_text(best.speedup) if best else '-'}, {rnd.seconds:.1f} s{asked}" \
                   f"{dollars(rnd.tokens, run.settings.prices)})"

@@ -32,7 +32,7 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
 
     from ..engine.pool import evaluate_batch
     from ..results import to_dict
-    from .report import phase_table, print_result
+    from .eval_panel import phase_table, print_result
 
     for candidate in args.candidates:
         if not Path(candidate).is_file():
@@ -161,7 +161,7 @@ class Parser(argparse.ArgumentParser):
                        f"(and `harness report --{words[0]} DIR` is `harness report --{RENAMED[words[0]]} DIR`).")
         known, extras = self.parse_known_args(args, namespace)
         if extras:
-            command = self._subparsers._group_actions[0].choices.get(getattr(known, "command", None), self) \
+            command = self._subparsers._group_actions[0].choices.get(getattr(known, "subcommand", None), self) \
                 if self._subparsers else self
             command.error(unrecognized(extras, command))
         return known
@@ -245,7 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="harness", description=PITCH,
                     epilog="`harness COMMAND --help` for a command's flags; docs/cli.md for the reference.")
     parser.add_argument("--version", action="version", version=f"harness {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(dest="subcommand", required=True, metavar="COMMAND")
     p = add_command(commands, "eval", help="evaluate candidate(s) against a problem: one verdict each")
     p.add_argument("problem", help="problem file (KernelBench format)")
     p.add_argument("candidates", nargs="+", metavar="candidate", help="candidate file(s) defining ModelNew")
@@ -342,12 +342,12 @@ def main(argv: list[str] | None = None) -> int:
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console = Console(width=PIPED_WIDTH)
     args = build_parser().parse_args(argv)
-    if args.command == "mcp":  # its stdout carries the protocol
+    if args.subcommand == "mcp":  # its stdout carries the protocol
         console = errors
     signalled = _Signalled()
     try:
         pin_gpu(args)
-        if args.command in STARTS_PROCESSES:
+        if args.subcommand in STARTS_PROCESSES:
             _end_leftovers(args, console)
         code = args.handler(args, console)
     except HarnessError as exc:

@@ -22,9 +22,8 @@ from ..device import describe
 from ..engine.pool import Pool
 from ..errors import HarnessError
 from ..loop.prompts import Prompts, system_prompt
-from ..loop.proposers.files import expand
-from ..loop.start import (ceiling_note, drive, first_for, make_proposer, new_run, reopen, same_problem, try_endpoint,
-                          untimed_first)
+from ..loop.proposers import kinds
+from ..loop.start import ceiling_note, drive, first_for, make_proposer, new_run, reopen, same_problem, untimed_first
 from ..loop.suite import resume_suite, run_suite, start_suite
 from ..problem import load_problem
 from ..runs.history import resolve as resolve_run
@@ -32,7 +31,7 @@ from ..runs.settings import Evaluation
 from ..runs.records import Outcome, Round, Run, Status
 from ..runs.store import RunStore
 from ..runs.suites import SuiteRecord, SuiteStore, is_suite
-from .config import (COUNT, POSITIVE, PROPOSERS, SECONDS, ConfigError, Settings, accept_note, add_eval_options,
+from .config import (COUNT, POSITIVE, SECONDS, ConfigError, Settings, accept_note, add_eval_options,
                      eval_options, evaluation_options, number, parse_gpus, proposer_reason, resolve, take_free_gpu)
 from .display import Display, SuiteDisplay, print_error, resume_line, summary
 from .history import print_suite
@@ -65,9 +64,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", metavar="RUN_DIR",
                         help="carry on a stopped or killed run, or suite (its suite-... directory)")
     model = parser.add_argument_group("model: where candidates come from and how the endpoint is asked")
-    model.add_argument("--proposer", choices=PROPOSERS,
+    model.add_argument("--proposer", choices=kinds.names(),
                        help="where candidates come from (default: openai when an endpoint or model is "
-                            "configured, files with --files; human, a person at an editor, only when asked)")
+                            "configured, files with --files, command with --command; human, a person at an "
+                            "editor, only when asked)")
     model.add_argument("--model", metavar="NAME", help="model name at the endpoint")
     model.add_argument("--base-url", metavar="URL", dest="base_url",
                        help="OpenAI-compatible endpoint, such as http://localhost:8000/v1 (default: "
@@ -78,6 +78,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--files", nargs="+", metavar="F",
                        help="candidate .py files or recorded answers (.txt/.md), or a "
                             "directory of them, one per round")
+    model.add_argument("--command", metavar="\"PROGRAM ARGS\"",
+                       help="a program that answers each prompt, run without a shell: the prompt on its stdin, "
+                            "the answer (as a model's) on its stdout, within --request-timeout (config: "
+                            "`command` in [run])")
     model.add_argument("--max-tokens", metavar="N", dest="max_tokens", type=COUNT, help="most tokens per answer")
     model.add_argument("--token-param", dest="token_param", choices=["max_tokens", "max_completion_tokens"],
                        help="the name --max-tokens is sent as (default max_tokens; reasoning models on "
@@ -156,7 +160,7 @@ def _open(args: argparse.Namespace, flags: dict, held: ExitStack) -> tuple[RunSt
         store, run, rounds = reopen(resolve_run(args.resume, Path(args.runs_dir or "runs")))
         held.callback(store.release)
         run.settings = resolve(flags, base=run.settings)
-        try_endpoint(run.settings)
+        kinds.get(run.settings.proposer).probe(run.settings)
         return store, run, rounds
     if not args.problem:
         raise ConfigError("Give a problem file (harness run PROBLEM) or --resume RUN_DIR.")
@@ -165,9 +169,7 @@ def _open(args: argparse.Namespace, flags: dict, held: ExitStack) -> tuple[RunSt
     problem = load_problem(settings.problem)
     # Refuse unusable input before a run directory is made for it.
     Prompts(settings.prompts)
-    if settings.proposer == "files":
-        expand(settings.files)
-    try_endpoint(settings)
+    kinds.get(settings.proposer).ready(settings)
     store, run = new_run(settings, evaluation_options(args)[0], problem)
     held.callback(store.release)
     return store, run, []
@@ -218,16 +220,7 @@ def _would_send(settings: Settings, measured: bool) -> str:
     """What a run would do with the prompts a dry run prints."""
     said = ("Dry run: nothing was sent, built or stored. " if measured else
             "Dry run: nothing was sent, built, stored or timed (--measure times the reference for the prompt). ")
-    if settings.proposer == "openai" and settings.model:
-        return said + (f"A run would send model `{settings.model}` at {settings.base_url or 'OpenAI'} the system "
-                       "prompt and the user prompt above as its first request.")
-    if settings.proposer == "human":
-        return said + "A run would show the user prompt above and wait for the candidate file's saves."
-    if settings.proposer == "files":
-        return said + ("A run would take its candidates from --files; the prompts above are what a model would "
-                       "be sent.")
-    return said + ("The prompts above are what a model would be sent first; no model is configured (--model, "
-                   "--base-url, or a --config file's [endpoint]).")
+    return said + kinds.dry_run(settings)
 
 
 def run_main(args: argparse.Namespace, console: Optional[Console] = None) -> int:
@@ -316,11 +309,11 @@ def _open_suite(args: argparse.Namespace, flags: dict, held: ExitStack) -> tuple
         record.settings = resolve(flags, base=record.settings)
         record.evaluation, resumed = _resumed(args, flags, record.evaluation, record.settings.device)
         record.concurrency = args.concurrency or record.concurrency
-        try_endpoint(record.settings)
+        kinds.get(record.settings.proposer).probe(record.settings)
         return store, record, resumed
     settings = resolve({**flags, "problem": ""})
     _absolute(settings)
-    try_endpoint(settings)
+    kinds.get(settings.proposer).probe(settings)
     store, record = start_suite(args.suite, settings, evaluation_options(args)[0],
                                 args.concurrency or DEFAULT_CONCURRENCY)
     held.callback(store.release)

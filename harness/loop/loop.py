@@ -33,6 +33,7 @@ from .feedback import (APPROACH_CHARS, Past, Thresholds, direction_line, feedbac
 from .observer import Observer
 from .profile_text import fallback_note
 from .prompts import Prompts
+from .proposers import kinds
 from .proposers.base import Conversation, Exhausted, OutOfTime, Proposer, ProposerError, Turn
 
 
@@ -72,7 +73,7 @@ def conclusion(run: Run, rounds: list[Round], thresholds: Thresholds) -> str:
         StopReason.WALL_TIME: "at the wall-time budget", StopReason.TOKENS: "at the token budget",
         StopReason.FILES_EXHAUSTED: "when the files ran out", StopReason.INTERRUPTED: "when interrupted",
         StopReason.ERROR: "on an error",
-        StopReason.PROPOSER: "when the endpoint failed" if run.settings.proposer == "openai"
+        StopReason.PROPOSER: "when the endpoint failed" if kinds.get(run.settings.proposer).asks_model
                              else "when the proposer failed",
         StopReason.PLATEAU: f"after {run.settings.plateau} round(s) without a measurable gain",
         StopReason.BUDGET: "at the --budget-usd budget",

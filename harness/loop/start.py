@@ -2,9 +2,8 @@
 `harness run PROBLEM` and each problem of `harness run --suite DIR` go through these."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import Callable, Optional
 
 from ..device import describe
 from ..engine.pool import Pool
@@ -16,51 +15,14 @@ from ..runs.records import ProblemRef, Round, Run
 from ..runs.store import RunStore, utc_now
 from .loop import CEILING_SHARE, Loop, restore
 from .observer import Observer
-from .prompts import Prompts, candidate_template, first_prompt, system_prompt
-from .proposers.base import Proposer
-from .proposers.files import FilesProposer
-from .proposers.human import HumanProposer
-
-if TYPE_CHECKING:
-    from .proposers.openai import OpenAIProposer
-
-HUMAN_FILE = "candidate.py"  # in the run directory: the file a person edits
+from .prompts import Prompts, first_prompt, system_prompt
+from .proposers import kinds
+from .proposers.base import Proposer, Setup
 
 
 def make_proposer(settings: Settings, store: RunStore, rounds: list[Round], prompts: Prompts,
                   problem: Problem) -> Proposer:
-    if settings.proposer == "files":
-        return FilesProposer(settings.files, start=sum(len(r.samples) for r in rounds))
-    if settings.proposer == "human":
-        template = candidate_template(prompts, problem, accept=settings.accept, target=settings.target,
-                                      cpu=settings.device == "cpu")
-        return HumanProposer(store.path / HUMAN_FILE, template,
-                             last=rounds[-1].candidate if rounds else None)
-    return _openai(settings)
-
-
-def _openai(settings: Settings) -> "OpenAIProposer":
-    from .proposers.openai import OpenAIProposer  # the client is slow to import; only here
-
-    return OpenAIProposer(model=settings.model or "", api_key=os.environ.get(settings.api_key_env),
-                          base_url=settings.base_url, temperature=settings.temperature,
-                          max_tokens=settings.max_tokens, window=settings.window,
-                          timeout=settings.request_timeout, max_retries=settings.max_retries,
-                          api_key_env=settings.api_key_env, token_param=settings.token_param,
-                          reasoning_effort=settings.reasoning_effort, extra_body=settings.extra_body,
-                          patience=settings.retry_for, stream=settings.stream)
-
-
-def try_endpoint(settings: Settings) -> None:
-    """The openai proposer's endpoint asked once, before a run directory is made or the reference
-    timed: an endpoint that cannot serve the run is a ProposerError that leaves nothing behind."""
-    if settings.proposer != "openai":
-        return
-    proposer = _openai(settings)
-    try:
-        proposer.probe()
-    finally:
-        proposer.close()
+    return kinds.get(settings.proposer).build(Setup(settings, store.path, rounds, prompts, problem))
 
 
 def new_run(settings: Settings, evaluation: Evaluation, problem: Problem) -> tuple[RunStore, Run]:

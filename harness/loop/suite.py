@@ -26,9 +26,10 @@ from ..runs.settings import Evaluation, Settings
 from ..runs.records import Round, Run, Status
 from ..runs.store import RUN_FILE, utc_now
 from ..runs.suites import Standing, SuiteProblem, SuiteRecord, SuiteStore
-from ..sweep.jobs import SuiteError, candidates_of, problem_levels
+from ..sweep.jobs import SuiteError, problem_levels
 from .observer import SuiteObserver
 from .prompts import Prompts
+from .proposers import kinds
 from .start import drive, make_proposer, new_run, reopen, same_problem
 
 # After Ctrl-C, how long the problems' threads get to record their runs as interrupted; a
@@ -39,24 +40,15 @@ _STANDINGS = {Status.FINISHED: Standing.FINISHED, Status.FAILED: Standing.FAILED
 
 def plan(directory: str | Path, settings: Settings) -> list[SuiteProblem]:
     """The suite's problems: the .py files in `directory`, or in its level*/ directories
-    (KernelBench's layout). With the files proposer, each needs candidate files in the
-    one directory --files names, laid out as `harness sweep` finds candidates."""
+    (KernelBench's layout), each one the proposer can serve (the files proposer needs candidate
+    files for it)."""
     directory = Path(directory)
-    if settings.proposer == "human":
-        raise SuiteError("A suite runs without a person at an editor: use the openai or the files proposer.")
+    kind = kinds.get(settings.proposer)
+    if kind.attended:
+        raise SuiteError(f"A suite runs without a person at an editor: use {kinds.unattended()} proposer.")
     problems = [SuiteProblem(str(path.resolve()), path.stem, level)
                 for level, files in problem_levels(directory).items() for path in files]
-    if settings.proposer == "files":
-        root = Path(settings.files[0]) if len(settings.files) == 1 else None
-        if root is None or not root.is_dir():
-            raise SuiteError("With --suite, --files takes one directory: <dir>/<problem name>.py, "
-                             "<dir>/<problem name>/*.py or KernelBench's <dir>/<level>/<id>/sample_<k>.py.")
-        bare = [p.name for p in problems if not candidates_of(Path(p.path), p.level, root)]
-        if bare:
-            raise SuiteError(f"Directory {root} holds no candidate files for {len(bare)} of the suite's "
-                             f"problems ({', '.join(bare[:5])}{' ...' if len(bare) > 5 else ''}): expected "
-                             "<dir>/<problem name>.py, <dir>/<problem name>/*.py or "
-                             "<dir>/<level>/<id>/sample_<k>.py.")
+    kind.check_suite(settings, problems)
     return problems
 
 
@@ -158,11 +150,8 @@ class _Suite:
             run.settings = self.settle(run.settings)
             run.evaluation = self.record.evaluation
         else:
-            files = self.record.settings.files
-            if self.record.settings.proposer == "files":
-                files = [str(p) for p in candidates_of(Path(entry.path), entry.level, Path(files[0]))]
-            settings = dataclasses.replace(self.record.settings, problem=entry.path, files=files,
-                                           runs_dir=str(runs_dir))
+            own = kinds.get(self.record.settings.proposer).for_problem(self.record.settings, entry)
+            settings = dataclasses.replace(own, problem=entry.path, runs_dir=str(runs_dir))
             (store, run), rounds = new_run(settings, self.record.evaluation, problem), []
             entry.run = store.id
         try:

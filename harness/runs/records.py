@@ -125,7 +125,7 @@ class StopReason(enum.StrEnum):
     CEILING = "ceiling"  # the best is within reach of the physical ceiling: no target above it is reachable
     INTERRUPTED = "interrupted"
     PROPOSER = "proposer"  # the endpoint (or the files) failed past its retries; --resume carries the run on
-    SESSION = "session"  # the agent's session through `harness mcp` ended (settings.AGENT's runs)
+    SESSION = "session"  # the agent's session through `harness mcp` ended (the agent (mcp) proposer's runs)
     ERROR = "error"
 
 

@@ -15,14 +15,10 @@ from ..tokens import Tokens
 if TYPE_CHECKING:
     from ..engine.options import EvalOptions
 
-# The proposer of a run whose candidates a coding agent hands in through `harness mcp`.
-AGENT = "agent (mcp)"
-
-
 @dataclass
 class Settings:
     problem: str = ""
-    proposer: str = "human"
+    proposer: str = "human"  # a kind's name (loop/proposers/kinds.py)
     model: Optional[str] = None
     base_url: Optional[str] = None
     api_key_env: str = "OPENAI_API_KEY"
@@ -61,6 +57,7 @@ class Settings:
     prompts: Optional[str] = None
     runs_dir: str = "runs"
     files: list[str] = field(default_factory=list)
+    command: Optional[str] = None  # the command proposer's program and its arguments, as a shell would take them
     config: Optional[str] = None
 
 

@@ -1,11 +1,20 @@
-"""What every proposer shares: the conversation it is given and what it returns."""
+"""What every proposer shares: the conversation it is given, what it returns, and the kind that
+names and builds it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Optional, Protocol
 
 from ...errors import HarnessError
 from ...tokens import Tokens
+
+if TYPE_CHECKING:
+    from ...problem import Problem
+    from ...runs.settings import Settings
+    from ...runs.store import Round
+    from ...runs.suites import SuiteProblem
+    from ..prompts import Prompts
 
 
 class ProposerError(HarnessError):
@@ -85,7 +94,6 @@ class Proposal:
 
 
 class Proposer(Protocol):
-    name: str
     concurrent: bool  # may be asked for several samples at once, from threads
 
     def propose(self, conversation: Conversation, say: Callable[[str], None],
@@ -96,3 +104,57 @@ class Proposer(Protocol):
 
     def close(self) -> None:
         ...
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What a kind builds a run's proposer from."""
+
+    settings: Settings
+    run_dir: Path
+    rounds: list[Round]  # a resumed run's finished rounds
+    prompts: Prompts
+    problem: Problem
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A proposer kind: the name `--proposer` and run.json give it, what sets it apart, and its hooks.
+    Each kind's module holds one (a subclass where a hook differs from these defaults); kinds.py lists
+    them all, and nothing else tells kinds apart by name."""
+
+    name: str
+    asks_model: bool = False  # an endpoint is asked and tokens counted: the model wait is shown
+    # A person answers each round: one candidate a round, no round limit unless one is given, no suite
+    # (a suite runs unattended).
+    attended: bool = False
+    offered: bool = True  # a --proposer choice; False: only another command makes such runs
+
+    def build(self, setup: Setup) -> Proposer:
+        raise NotImplementedError(f"the {self.name} proposer is not built by a run")
+
+    def dry_run(self, settings: Settings) -> str:
+        """What a run would do with the prompts a dry run prints."""
+        raise NotImplementedError(f"the {self.name} proposer has no dry run")
+
+    def check(self, settings: Settings, dry_run: bool) -> list[str]:
+        """What in `settings` this kind cannot run with, each a clause of one paragraph."""
+        return []
+
+    def implied(self, settings: Settings) -> Optional[str]:
+        """Why a run that names no proposer takes this one (say, "--files given"); None where it does not."""
+        return None
+
+    def probe(self, settings: Settings) -> None:
+        """Before a run or suite makes anything: a ProposerError where its proposer cannot serve it."""
+
+    def ready(self, settings: Settings) -> None:
+        """Before one run's directory is made: a ProposerError where the run cannot start."""
+        self.probe(settings)
+
+    def check_suite(self, settings: Settings, problems: list[SuiteProblem]) -> None:
+        """A SuiteError where this kind cannot serve every problem of a suite."""
+
+    def for_problem(self, settings: Settings, problem: SuiteProblem) -> Settings:
+        """A suite's settings as one of its problems' runs takes them."""
+        return settings

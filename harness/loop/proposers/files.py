@@ -1,11 +1,16 @@
 """Candidates from files, one per call: `.py` files are candidates as they are,
-`.txt`/`.md` files are recorded answers that go through extraction."""
+`.txt`/`.md` files are recorded answers that go through extraction. Under --suite, each
+problem's files are found in one directory as `harness sweep` finds them."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Callable, Optional
 
-from .base import Conversation, Exhausted, Proposal, ProposerError
+from ...runs.settings import Settings
+from ...runs.suites import SuiteProblem
+from ...sweep.jobs import SuiteError, candidates_of
+from .base import Conversation, Exhausted, Kind, Proposal, Proposer, ProposerError, Setup
 
 SUFFIXES = (".py", ".txt", ".md")
 
@@ -31,7 +36,6 @@ def expand(paths: list[str]) -> list[Path]:
 
 
 class FilesProposer:
-    name = "files"
     concurrent = False  # files are taken in order
 
     def __init__(self, paths: list[str], start: int = 0):
@@ -54,3 +58,41 @@ class FilesProposer:
 
     def close(self) -> None:
         pass
+
+
+class FilesKind(Kind):
+    def build(self, setup: Setup) -> Proposer:
+        return FilesProposer(setup.settings.files, start=sum(len(r.samples) for r in setup.rounds))
+
+    def dry_run(self, settings: Settings) -> str:
+        return "A run would take its candidates from --files; the prompts above are what a model would be sent."
+
+    def check(self, settings: Settings, dry_run: bool) -> list[str]:
+        return [] if settings.files else ["the files proposer needs --files F1 F2 ... or a directory"]
+
+    def implied(self, settings: Settings) -> Optional[str]:
+        return "--files given" if settings.files else None
+
+    def ready(self, settings: Settings) -> None:
+        expand(settings.files)
+
+    def check_suite(self, settings: Settings, problems: list[SuiteProblem]) -> None:
+        """Candidate files for every problem in the one directory --files names, laid out as
+        `harness sweep` finds candidates."""
+        root = Path(settings.files[0]) if len(settings.files) == 1 else None
+        if root is None or not root.is_dir():
+            raise SuiteError("With --suite, --files takes one directory: <dir>/<problem name>.py, "
+                             "<dir>/<problem name>/*.py or KernelBench's <dir>/<level>/<id>/sample_<k>.py.")
+        bare = [p.name for p in problems if not candidates_of(Path(p.path), p.level, root)]
+        if bare:
+            raise SuiteError(f"Directory {root} holds no candidate files for {len(bare)} of the suite's "
+                             f"problems ({', '.join(bare[:5])}{' ...' if len(bare) > 5 else ''}): expected "
+                             "<dir>/<problem name>.py, <dir>/<problem name>/*.py or "
+                             "<dir>/<level>/<id>/sample_<k>.py.")
+
+    def for_problem(self, settings: Settings, problem: SuiteProblem) -> Settings:
+        files = candidates_of(Path(problem.path), problem.level, Path(settings.files[0]))
+        return dataclasses.replace(settings, files=[str(p) for p in files])
+
+
+KIND = FilesKind("files")

@@ -6,8 +6,11 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from .base import Conversation, OutOfTime, Proposal
+from ...runs.settings import Settings
+from ..prompts import candidate_template
+from .base import Conversation, Kind, OutOfTime, Proposal, Proposer, Setup
 
+HUMAN_FILE = "candidate.py"  # in the run directory: the file a person edits
 POLL_SECONDS = 0.25
 SETTLE_SECONDS = 0.3  # editors may write a file in several steps
 
@@ -17,7 +20,6 @@ def _digest(text: str) -> str:
 
 
 class HumanProposer:
-    name = "human"
     concurrent = False
 
     def __init__(self, path: Path, template: str, last: Optional[str] = None):
@@ -54,3 +56,18 @@ class HumanProposer:
 
     def close(self) -> None:
         pass
+
+
+class HumanKind(Kind):
+    def build(self, setup: Setup) -> Proposer:
+        s = setup.settings
+        template = candidate_template(setup.prompts, setup.problem, accept=s.accept, target=s.target,
+                                      cpu=s.device == "cpu")
+        return HumanProposer(setup.run_dir / HUMAN_FILE, template,
+                             last=setup.rounds[-1].candidate if setup.rounds else None)
+
+    def dry_run(self, settings: Settings) -> str:
+        return "A run would show the user prompt above and wait for the candidate file's saves."
+
+
+KIND = HumanKind("human", attended=True)

@@ -33,7 +33,6 @@ SAID_CHARS = 300  # of a server's own words quoted in a message: its first line,
 
 
 class OpenAIProposer:
-    name = "openai"
     concurrent = True  # the client is thread-safe; a round's samples are asked at once
 
     def __init__(self, *, model: str, api_key: Optional[str], base_url: Optional[str],

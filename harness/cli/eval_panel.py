@@ -1,4 +1,5 @@
-"""How results look to a person: rich tables, one glance per evaluation."""
+"""`harness eval`'s view of its results: the live phase table while candidates run, then one rich panel per
+evaluation (its verdict, timings and speedups)."""
 from __future__ import annotations
 
 from rich import box
