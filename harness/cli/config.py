@@ -121,11 +121,13 @@ def load_config(path: str | Path) -> dict[str, Any]:
 
 
 NO_PROPOSER = ("Nothing says where candidates come from: no model is configured (no --model, no `model` in a "
-               "--config file's [endpoint] table, no $OPENAI_BASE_URL) and no --files are given. To optimize with "
-               "a model, name it: `--model NAME` for OpenAI (the key from $OPENAI_API_KEY), with `--base-url "
-               "http://localhost:8000/v1` for a local vLLM or `--base-url http://localhost:11434/v1` for Ollama "
-               "(no key needed); or write them in a TOML file's [endpoint] table and pass --config FILE. To write "
-               "the candidates yourself, pass --proposer human; to evaluate candidates you have, --files F .... "
+               "--config file's [endpoint] table, no $OPENAI_BASE_URL) and no --files or --command are given. To "
+               "optimize with a model, name it: `--model NAME` for OpenAI (the key from $OPENAI_API_KEY), with "
+               "`--base-url http://localhost:8000/v1` for a local vLLM or `--base-url http://localhost:11434/v1` "
+               "for Ollama (no key needed); or write them in a TOML file's [endpoint] table and pass --config FILE. "
+               "To write the candidates yourself, pass --proposer human; to evaluate candidates you have, --files "
+               "F ...; to have a program of yours answer each prompt (the prompt on its stdin, the answer on its "
+               "stdout), --command \"PROGRAM ARGS\". "
                "--dry-run prints the first prompt without any of these.")
 
 

@@ -3,8 +3,8 @@
 Exit status: 0 when the best candidate is acceptable (at or above --accept),
 however the run ended; 1 when the run ended without one; 2 for unusable input
 (flags, config, problem, prompts, run directory, an endpoint that cannot serve
-the run at its start); 3 when the endpoint failed mid-run before an acceptable
-candidate (--resume carries it on); 130 when interrupted.
+the run at its start); 3 when the endpoint (or --command's program) failed mid-run
+before an acceptable candidate (--resume carries it on); 130 when interrupted.
 """
 from __future__ import annotations
 
@@ -47,8 +47,8 @@ EPILOG = """examples:
   harness run problems/layernorm_4d.py --model NAME --dry-run                          (the first request only)
   harness run --resume runs/RUN_ID
 
-exit status: 0 acceptable candidate found, 1 none found, 2 unusable input, 3 the endpoint failed
-mid-run with no acceptable candidate (--resume carries it on), 130 interrupted"""
+exit status: 0 acceptable candidate found, 1 none found, 2 unusable input, 3 the endpoint (or
+--command's program) failed mid-run with no acceptable candidate (--resume carries it on), 130 interrupted"""
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
