@@ -3,12 +3,15 @@
 It imports the built candidate, runs it on the inputs it is handed (the reference process
 compares the outputs), and times it interleaved with the reference on inputs of
 its own, sampling every timed output for the reference process to re-check. Every reply
-carries what the runtime guards saw.
+carries what the runtime guards saw. After the import it serves the harness's requests, one
+handler each (HANDLERS).
 """
 from __future__ import annotations
 
 import os
-from typing import Optional
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Callable, Optional
 
 import torch
 
@@ -49,6 +52,45 @@ _trial, _timed_training, _output_metas = backward.trial, backward.timed, backwar
 _trace_calls, _late_streams = timing.trace_calls, torch_trace.late_streams
 
 
+@dataclass
+class CandidateWorker:
+    """What the candidate's worker keeps between requests: both models at the current shape, the
+    runtime guards' watchers, the CUDA graph while it is checked, and the outputs it shares."""
+
+    conn: channel.Channel
+    spec: CandidateSpec
+    device: torch.device
+    problem: ModuleType
+    model_new: type
+    watch: ThreadWatch
+    switches: BackendSwitches  # as the harness set them: the reference beside the candidate runs so
+    l2: L2Watch
+    shapes: Shapes
+    reference: Optional[torch.nn.Module] = None  # here only to be timed, where no state is restored
+    parking: Optional[Parking] = None
+    candidate: Optional[torch.nn.Module] = None
+    state: Optional[State] = None
+    matched: Optional[list] = None
+    graph: Optional["CapturedForward"] = None
+    # outputs the reference process maps (CUDA IPC): alive until it has answered
+    shared: list = field(default_factory=list)
+
+    def build(self) -> list[str]:
+        """Both models built afresh at the current shape (build_pair); the warnings of copying the parameters."""
+        self.reference, self.parking, self.candidate, warnings, self.matched = build_pair(
+            self.problem, self.model_new, self.spec, self.device)
+        self.state = State(self.candidate)
+        return warnings
+
+    def guards(self) -> dict[str, list[str]]:
+        return findings(GUARD, self.watch, self.l2)
+
+    def entries(self, observed: Optional[TimedOutputs], mirrored: Optional[TimedOutputs],
+                default_numerics: bool) -> dict[str, timing.Entry]:
+        return _entries(self.problem, self.device, self.reference, self.candidate, self.matched, observed, mirrored,
+                        default_numerics, self.spec.backward)
+
+
 def candidate_role(conn, header: dict) -> None:
     spec = from_dict(CandidateSpec, header)
     os.environ.update(spec.env)  # this candidate's cache entry; the process may be a spare
@@ -62,8 +104,7 @@ def candidate_role(conn, header: dict) -> None:
         if isinstance(cls, type) and issubclass(cls, torch.nn.Module) and cls is not torch.nn.Module:
             GUARD.take(f"torch.nn.{cls.__name__}", cls)
     watch = ThreadWatch()  # before the import: a thread started there may finish work later too
-    switches = BackendSwitches()  # as the harness set them: the reference beside the candidate runs so
-    l2 = L2Watch(device, timing.l2_persistence)
+    switches, l2 = BackendSwitches(), L2Watch(device, timing.l2_persistence)
     try:
         module = import_candidate(spec)
     except BaseException as exc:  # noqa: BLE001
@@ -74,133 +115,165 @@ def candidate_role(conn, header: dict) -> None:
         channel.send(conn, to_dict(Reply(error="import_error",
                                          message="the file defines no ModelNew subclass of torch.nn.Module")))
         return
+    worker = CandidateWorker(conn, spec, device, problem, model_new, watch, switches, l2, Shapes(problem))
     try:
-        reference, parking, candidate, warnings, matched = build_pair(problem, model_new, spec, device)
-        state = State(candidate)  # the reference runs here only to be timed, where no state is restored
+        warnings = worker.build()
     except BaseException as exc:  # noqa: BLE001
         channel.send(conn, error_message("runtime_error", exc, phase="constructing ModelNew"))
         return
-    channel.send(conn, to_dict(CandidateReady(ready=True, warnings=warnings, guards=findings(GUARD, watch, l2))))
-    shapes, graph = Shapes(problem), None
-    shared: list = []  # outputs the reference process maps (CUDA IPC): alive until it has answered
-    while True:
-        request = from_dict(Request, channel.recv(conn).header)
-        shared.clear()
-        if request.cmd is not Command.GRAPH and graph is not None:
-            graph = None  # its static inputs and outputs are a copy of each: gone once the checks move on
+    channel.send(conn, to_dict(CandidateReady(ready=True, warnings=warnings, guards=worker.guards())))
+    _serve(worker)
+
+
+# --- the requests: each handler answers one, and says whether the process goes on ---------------
+
+def release(worker: CandidateWorker, request: Request) -> bool:
+    """The reference process has compared what it mapped: the device is the reference process's."""
+    _send(worker.conn, to_dict(Reply(memory=_memory_use(worker.device))))
+    return True
+
+
+def set_shape(worker: CandidateWorker, request: Request) -> bool:
+    """Both models rebuilt at another shape ({} the main one)."""
+    # the old shape's models go first: the device never holds them beside the new ones
+    worker.reference = worker.parking = worker.candidate = worker.state = worker.matched = None
+    _free_cache(worker.device)
+    try:
+        worker.shapes.set(request.shape or {})
+        worker.build()
+    except BaseException as exc:  # noqa: BLE001
+        # at another shape a failure is that shape's verdict: the process goes on to the next
+        channel.send(worker.conn, error_message("runtime_error", exc, phase="constructing ModelNew at the shape"))
+        return True
+    _free_cache(worker.device)  # what building left cached goes back, for the reference process's next trial
+    _send(worker.conn, to_dict(ShapeSet(applied=True)))
+    return True
+
+
+def replay_graph(worker: CandidateWorker, request: Request) -> bool:
+    """Forward captured in a CUDA graph on the first request's inputs, replayed on this one's."""
+    device = worker.device
+    inputs = inputs_from_seed(worker.problem, device, request.seed)
+    try:
+        if worker.graph is None:
+            worker.graph = CapturedForward(worker.candidate, inputs)
+        outputs = worker.graph.replay(inputs)
+        digest = _totals(_digest(inputs))
+        tensors: list = []
+        tree = channel.flatten(outputs, tensors)
+        # the reference process copies the outputs in next: the inputs need not sit beside them
+        if request.last:
+            del inputs
+            worker.graph.drop_inputs()
             _free_cache(device)
-        # the reference process has compared what it mapped: the device is the reference process's
-        if request.cmd is Command.RELEASE:
-            _send(conn, to_dict(Reply(memory=_memory_use(device))))
-        elif request.cmd is Command.SHAPE:
-            # the old shape's models go first: the device never holds them beside the new ones
-            reference = parking = candidate = state = matched = None
-            _free_cache(device)
-            try:
-                shapes.set(request.shape or {})
-                reference, parking, candidate, _, matched = build_pair(problem, model_new, spec, device)
-                state = State(candidate)
-            except BaseException as exc:  # noqa: BLE001
-                # at another shape a failure is that shape's verdict: the process goes on to the next
-                channel.send(conn, error_message("runtime_error", exc, phase="constructing ModelNew at the shape"))
-                continue
-            _free_cache(device)  # what building left cached goes back, for the reference process's next trial
-            _send(conn, to_dict(ShapeSet(applied=True)))
-        elif request.cmd is Command.GRAPH:
-            inputs = inputs_from_seed(problem, device, request.seed)
-            try:
-                if graph is None:  # captured on the first request's inputs, replayed on the next one's
-                    graph = CapturedForward(candidate, inputs)
-                outputs = graph.replay(inputs)
-                digest = _totals(_digest(inputs))
-                tensors: list = []
-                tree = channel.flatten(outputs, tensors)
-                # the reference process copies the outputs in next: the inputs need not sit beside them
-                if request.last:
-                    del inputs
-                    graph.drop_inputs()
-                    _free_cache(device)
-            except NotCapturable as exc:
-                _send(conn, to_dict(TrialOutputs(not_capturable=str(exc), guards=findings(GUARD, watch, l2))))
-                continue
-            except BaseException as exc:  # noqa: BLE001
-                channel.send(conn, error_message("runtime_error", exc, phase="replaying the CUDA graph"))
-                return
-            shared = _send(conn, to_dict(TrialOutputs(outputs=tree, checksum=digest,
-                                                      guards=findings(GUARD, watch, l2))), tensors, share_gpu=True)
-        elif request.cmd is Command.TRIAL:
-            phase = "drawing the trial's inputs"
-            try:  # inside the try: running out of memory here is still this candidate's run
-                state.restore()
-                inputs = inputs_from_seed(problem, device, request.seed)
-                # taken before the candidate sees them: block sums, not a second copy of the inputs
-                before = _digest(inputs)
-                digest = _totals(before)
-                phase = "running ModelNew" + (" forward and backward" if spec.backward else "")
-                lifted: list[int] = []
-                if spec.backward:
-                    outputs, lifted = _trial(backward.Training(candidate, matched), inputs, request.seed, device,
-                                             _digest, _changed)
-                else:
-                    with torch.no_grad():
-                        outputs = candidate(*inputs)
-                sync(device)
-                changed = _changed(before, _digest(inputs))
-                del inputs, before
-                tensors: list = []
-                tree = channel.flatten(outputs, tensors)
-                sync(device)
-            except BaseException as exc:  # noqa: BLE001
-                channel.send(conn, error_message("runtime_error", exc, phase=phase))
-                if shapes.main:  # at another shape: that shape's failure, the process goes on
-                    continue
-                return
-            memory = _memory_use(device)
-            # the inputs' memory goes back before the reply, not after it, while the reference process starts its
-            # part; the outputs stay, shared, until the next request
-            _free_cache(device)
-            shared = _send(
-                conn, to_dict(TrialOutputs(outputs=tree, inputs_changed=changed, checksum=digest,
-                                           upstream_changed=lifted, memory=memory, guards=findings(GUARD, watch, l2))),
-                tensors, share_gpu=True)
-            del outputs, tensors, tree  # nothing of a trial outlives its reply
-        elif request.cmd is Command.TIME:
-            observed = TimedOutputs(device)
-            # the reference's outputs are sampled the same way and dropped: the sampling's host and
-            # device work then follows every timed call alike, not the candidate's alone
-            mirrored = TimedOutputs(device)
-            try:
-                rule = request.rule
-                _unpark(parking)
-                entries = _entries(problem, device, reference, candidate, matched, observed, mirrored,
-                                   request.default_numerics, spec.backward)
-                for name, entry in entries.items():
-                    if name.startswith("reference"):
-                        entry.around = switches.as_taken
-                results = _time_interleaved(entries, device, rule)
-                _park(parking)
-            except BaseException as exc:  # noqa: BLE001
-                channel.send(conn, error_message("runtime_error", exc, phase="timing"))
-                return
-            samples, tensors = observed.message()  # on the host
-            memory = _memory_use(device)
-            # the entries hold both models: at a new shape the old ones must be free to go
-            del observed, mirrored, entries
-            _free_cache(device)  # before the reply: the reference re-checks the samples next, on inputs of its own
-            _send(conn, to_dict(Timed(timings=results, timed=samples, memory=memory, switches=switches.described(),
-                                      guards=findings(GUARD, watch, l2))), tensors)
-            del samples, tensors
-        elif request.cmd is Command.STREAMS:
-            try:
-                timed = _entries(problem, device, reference, candidate, matched, None, None, False,
-                                 spec.backward)["candidate"]
-                late, calls = _late_streams(_trace_calls(timed))
-                reply = StreamsTraced(late_ms=late, calls=calls)
-            except Exception as exc:  # noqa: BLE001 - no profiler here (CUPTI taken): the trace's note
-                reply = StreamsTraced(note=f"the profiler failed: {type(exc).__name__}: {str(exc)[:200]}")
-            reply.guards = findings(GUARD, watch, l2)
-            _send(conn, to_dict(reply))
+    except NotCapturable as exc:
+        _send(worker.conn, to_dict(TrialOutputs(not_capturable=str(exc), guards=worker.guards())))
+        return True
+    except BaseException as exc:  # noqa: BLE001
+        channel.send(worker.conn, error_message("runtime_error", exc, phase="replaying the CUDA graph"))
+        return False
+    worker.shared = _send(worker.conn, to_dict(TrialOutputs(outputs=tree, checksum=digest, guards=worker.guards())),
+                          tensors, share_gpu=True)
+    return True
+
+
+def run_trial(worker: CandidateWorker, request: Request) -> bool:
+    """ModelNew on the inputs of the trial's seed (forward and backward under --backward); its outputs
+    shared with the reference process, and whether it changed its inputs."""
+    device, spec = worker.device, worker.spec
+    phase = "drawing the trial's inputs"
+    try:  # inside the try: running out of memory here is still this candidate's run
+        worker.state.restore()
+        inputs = inputs_from_seed(worker.problem, device, request.seed)
+        # taken before the candidate sees them: block sums, not a second copy of the inputs
+        before = _digest(inputs)
+        digest = _totals(before)
+        phase = "running ModelNew" + (" forward and backward" if spec.backward else "")
+        lifted: list[int] = []
+        if spec.backward:
+            outputs, lifted = _trial(backward.Training(worker.candidate, worker.matched), inputs, request.seed,
+                                     device, _digest, _changed)
         else:
+            with torch.no_grad():
+                outputs = worker.candidate(*inputs)
+        sync(device)
+        changed = _changed(before, _digest(inputs))
+        del inputs, before
+        tensors: list = []
+        tree = channel.flatten(outputs, tensors)
+        sync(device)
+    except BaseException as exc:  # noqa: BLE001
+        channel.send(worker.conn, error_message("runtime_error", exc, phase=phase))
+        return bool(worker.shapes.main)  # at another shape: that shape's failure, the process goes on
+    memory = _memory_use(device)
+    # the inputs' memory goes back before the reply, not after it, while the reference process starts its
+    # part; the outputs stay, shared, until the next request
+    _free_cache(device)
+    worker.shared = _send(
+        worker.conn, to_dict(TrialOutputs(outputs=tree, inputs_changed=changed, checksum=digest,
+                                          upstream_changed=lifted, memory=memory, guards=worker.guards())),
+        tensors, share_gpu=True)
+    return True
+
+
+def time_both(worker: CandidateWorker, request: Request) -> bool:
+    """Candidate and reference timed interleaved, every timed output sampled for the re-check."""
+    device = worker.device
+    observed = TimedOutputs(device)
+    # the reference's outputs are sampled the same way and dropped: the sampling's host and
+    # device work then follows every timed call alike, not the candidate's alone
+    mirrored = TimedOutputs(device)
+    try:
+        rule = request.rule
+        _unpark(worker.parking)
+        entries = worker.entries(observed, mirrored, request.default_numerics)
+        for name, entry in entries.items():
+            if name.startswith("reference"):
+                entry.around = worker.switches.as_taken
+        results = _time_interleaved(entries, device, rule)
+        _park(worker.parking)
+    except BaseException as exc:  # noqa: BLE001
+        channel.send(worker.conn, error_message("runtime_error", exc, phase="timing"))
+        return False
+    samples, tensors = observed.message()  # on the host
+    memory = _memory_use(device)
+    # the entries hold both models: at a new shape the old ones must be free to go
+    del observed, mirrored, entries
+    _free_cache(device)  # before the reply: the reference re-checks the samples next, on inputs of its own
+    _send(worker.conn, to_dict(Timed(timings=results, timed=samples, memory=memory,
+                                     switches=worker.switches.described(), guards=worker.guards())), tensors)
+    return True
+
+
+def trace_streams(worker: CandidateWorker, request: Request) -> bool:
+    """A few candidate calls under the profiler: which streams finished work after the caller's."""
+    try:
+        timed = worker.entries(None, None, False)["candidate"]
+        late, calls = _late_streams(_trace_calls(timed))
+        reply = StreamsTraced(late_ms=late, calls=calls)
+    except Exception as exc:  # noqa: BLE001 - no profiler here (CUPTI taken): the trace's note
+        reply = StreamsTraced(note=f"the profiler failed: {type(exc).__name__}: {str(exc)[:200]}")
+    reply.guards = worker.guards()
+    _send(worker.conn, to_dict(reply))
+    return True
+
+
+Handler = Callable[[CandidateWorker, Request], bool]
+HANDLERS: dict[Command, Handler] = {
+    Command.RELEASE: release, Command.SHAPE: set_shape, Command.GRAPH: replay_graph, Command.TRIAL: run_trial,
+    Command.TIME: time_both, Command.STREAMS: trace_streams}
+
+
+def _serve(worker: CandidateWorker) -> None:
+    """The harness's requests until EXIT (or one this role has no handler for), or a failure."""
+    while True:
+        request = from_dict(Request, channel.recv(worker.conn).header)
+        worker.shared.clear()
+        if request.cmd is not Command.GRAPH and worker.graph is not None:
+            worker.graph = None  # its static inputs and outputs are a copy of each: gone once the checks move on
+            _free_cache(worker.device)
+        handler = HANDLERS.get(request.cmd)
+        if handler is None or not handler(worker, request):
             return
 
 
