@@ -14,7 +14,8 @@ from harness.engine import speedups, timing, torch_trace
 from harness.engine.judge import judge
 from harness.engine.measure import Measure
 from harness.engine.options import EvalOptions
-from harness.engine.verdicts import Stop
+from harness.engine.findings import Finding
+from harness.engine.verdicts import judged
 from harness.engine.protocol import Checked, ReferenceReady, ReferenceTimed, StopRule, StreamsTraced, Timed
 from harness.results import CheckResult, Clock
 
@@ -223,8 +224,8 @@ def measured(children: FakeChildren) -> EvalResult:
     try:
         Measure(children).candidate(worker, result, lambda text: None)
         judge(result, children.reference_info, backward=False)
-    except Stop as stop:
-        stop.fill(result)
+    except Finding as found:
+        judged(found).fill(result)
     return result
 
 

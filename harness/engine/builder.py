@@ -21,7 +21,8 @@ from .options import EvalOptions
 from .phases import Notify, Phase, quiet
 from .process import Child
 from .protocol import BuildDone, BuildSpec
-from .verdicts import Deadline, Stop, child_error, compile_errors, read_reply, received
+from .findings import BuildFailed, Finding, NotPython, StaticRefusal, Unreadable
+from .verdicts import Deadline, judged, read_reply, received
 
 
 @dataclass
@@ -95,23 +96,10 @@ class Builder:
                             tolerance_given=self.options.atol is not None or self.options.rtol is not None,
                             backward=self.backward)
         try:
-            source = path.read_text()
-        except (OSError, UnicodeDecodeError) as exc:
-            result.verdict, result.explanation = Verdict.IMPORT_ERROR, f"Candidate file {path} cannot be read: {exc}."
+            source, report = self._checked(path, result)
+        except Finding as found:
+            judged(found).fill(result)
             return Built(path, None, result, started, failed=True)
-        result.candidate_hash = hashlib.sha256(source.encode()).hexdigest()
-        report = static.analyse(source, self.problem.source)
-        result.details["static"] = to_dict(report)  # for a person; no code reads it back
-        if unparsed := static.syntax_error(report):  # a build could only end in a failed import
-            result.verdict = Verdict.IMPORT_ERROR
-            result.explanation = (f"{Verdict.IMPORT_ERROR.sentence} It is not valid Python, so nothing was "
-                                  f"built: {unparsed}.")
-            return Built(path, None, result, started, failed=True)
-        refusal = static.static_verdict(report, self.options.policy)
-        if refusal:
-            result.verdict, result.explanation = Verdict.REJECTED, f"{Verdict.REJECTED.sentence} {refusal}"
-            return Built(path, None, result, started, failed=True)
-        result.warnings.extend(static.warnings(report))
         entry = builds.BuildEntry(self.cache, source, self.arch)
         notify = on_phase or quiet
         notify(Phase.BUILD.doing)
@@ -125,22 +113,37 @@ class Builder:
             result.build = (BuildResult(ok=True, seconds=0.0, key=entry.key) if "no_kernel" in report.codes()
                             else self._compile(path, entry))
             result.phase_seconds[Phase.BUILD.value] = result.build.seconds  # 0 for a cached build
-        except Stop as stop:
-            stop.fill(result)
+        except Finding as found:
+            judged(found).fill(result)
             result.seconds = time.monotonic() - started
             return Built(path, entry, result, started, failed=True)
         return Built(path, entry, result, started)
+
+    def _checked(self, path: Path, result: EvalResult) -> tuple[str, static.StaticReport]:
+        """The candidate's source and the static check's report; raises what makes a build pointless or
+        refused."""
+        try:
+            source = path.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise Unreadable(str(path), str(exc)) from None
+        result.candidate_hash = hashlib.sha256(source.encode()).hexdigest()
+        report = static.analyse(source, self.problem.source)
+        result.details["static"] = to_dict(report)  # for a person; no code reads it back
+        if unparsed := static.syntax_error(report):  # a build could only end in a failed import
+            raise NotPython(unparsed)
+        refusal = static.static_verdict(report, self.options.policy)
+        if refusal:
+            raise StaticRefusal(refusal)
+        result.warnings.extend(static.warnings(report))
+        return source, report
 
     def _compile(self, path: Path, entry: builds.BuildEntry) -> BuildResult:
         cached = entry.recorded()
         if cached and cached.ok:
             return BuildResult(ok=True, seconds=0.0, cached=True, key=entry.key, log_path=cached.log_path)
         if cached:  # a compile error belongs to the source: the same file fails the same way again
-            failed = BuildResult(False, 0.0, cached=True, key=entry.key, log_path=cached.log_path,
-                                 first_errors=cached.first_errors)
-            stop = Stop(Verdict.COMPILE_ERROR, compile_errors(failed, "(cached: this source failed before) "))
-            stop.build = failed
-            raise stop
+            raise BuildFailed(BuildResult(False, 0.0, cached=True, key=entry.key, log_path=cached.log_path,
+                                          first_errors=cached.first_errors))
         started = time.monotonic()
         entry.dir.mkdir(parents=True, exist_ok=True)
         child = Child("build", entry.log_path, env={**self.options.child_env(entry), **self.cores.build_env()},
@@ -158,14 +161,11 @@ class Builder:
             child.stop()
         seconds = time.monotonic() - started
         if done.error:
-            stop = child_error(done, "importing (building) the candidate")
             errors = builds.first_errors(builds.log_tail(entry.log_path))
-            stop.build = BuildResult(False, seconds, key=entry.key, log_path=str(entry.log_path),
-                                     first_errors=errors)
-            if stop.verdict is Verdict.COMPILE_ERROR and errors:
-                stop.explanation = compile_errors(stop.build)
-                entry.record(stop.build)
-            raise stop
+            failed = BuildResult(False, seconds, key=entry.key, log_path=str(entry.log_path), first_errors=errors)
+            if done.error == "compile_error" and errors:
+                entry.record(failed)
+            raise BuildFailed(failed, done)
         record = BuildResult(True, seconds, key=entry.key, log_path=str(entry.log_path))
         entry.record(record)
         return record

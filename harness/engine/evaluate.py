@@ -14,7 +14,8 @@ of its own:
     (judge)  judge.py      speedups against each baseline, the hardware's floor, the verdict
     profile  profile.py    where asked, one forward of a correct candidate under the profiler
 
-A phase that ends the evaluation early raises verdicts.Stop, which fills the result.
+A phase that ends the evaluation early raises what it found (findings.py); verdicts.judged writes
+the verdict and its sentence into the result.
 """
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ from .measure import Measure
 from .options import EvalOptions
 from .phases import Notify, Phase, quiet
 from .profile import Profiler, ProfileRequest
-from .verdicts import Stop
+from .findings import Finding
+from .verdicts import judged
 
 
 class Evaluator:
@@ -148,8 +150,8 @@ class Evaluator:
             if self.profiler:
                 worker.stop()  # its GPU memory and context are not the profiled forward's
                 self._phase(Phase.PROFILE, lambda: self._profile(built, result, notify), result, notify)
-        except Stop as stop:
-            stop.fill(result)
+        except Finding as found:
+            judged(found).fill(result)
         finally:
             children.done_with(worker, result)
             result.seconds = time.monotonic() - built.started
