@@ -13,7 +13,7 @@ import pytest
 
 from conftest import CANDIDATES, PROBLEMS, REPO
 from harness.engine.evaluate import Evaluator
-from harness.engine.process import marked, running
+from harness.engine.ownership import marked, running
 from harness.results import Verdict
 
 SMALL = PROBLEMS / "small_layernorm.py"
@@ -130,7 +130,7 @@ def test_too_many_processes_is_a_verdict_that_names_it(cpu_options, tmp_path, mo
 
 
 def test_old_logs_are_removed_by_age_and_size(tmp_path):
-    from harness.engine.process import LOG_KEEP_BYTES, prune_logs
+    from harness.engine.child import LOG_KEEP_BYTES, prune_logs
 
     day = 24 * 3600
     now = time.time()

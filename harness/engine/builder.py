@@ -19,7 +19,7 @@ from . import build as builds
 from .cores import Cores, split_cores
 from .options import EvalOptions
 from .phases import Notify, Phase, quiet
-from .process import Child
+from .child import Child
 from .protocol import BuildDone, BuildSpec
 from .findings import BuildFailed, Finding, NotPython, StaticRefusal, Unreadable
 from .verdicts import Deadline, judged, read_reply, received

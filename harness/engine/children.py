@@ -18,7 +18,7 @@ from .environment import collect_environment
 from .footprint import DoesNotFit, fit_refusal
 from .options import EvalOptions
 from .phases import Notify, quiet
-from .process import Child, ChildBrokeProtocol, ChildDied, ChildTimeout, prune_logs
+from .child import Child, ChildBrokeProtocol, ChildDied, ChildTimeout, prune_logs
 from .protocol import (CandidateReady, CandidateSpec, Command, ReferenceHolding, ReferenceReady, ReferenceSpec, Reply,
                        Request, ShapeSet)
 from .findings import Finding, ReferenceOutOfMemory

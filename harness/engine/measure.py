@@ -20,7 +20,7 @@ from .builder import builds_paused
 from .children import REFERENCE_START_S, Children
 from .footprint import gb, placement_budget
 from .phases import Notify, Phase
-from .process import Child
+from .child import Child
 from .protocol import PARK_BYTES, Checked, Command, ReferenceTimed, Reply, Request, StopRule, StreamsTraced, Timed
 from .trials import check
 from .findings import AtBenchmarkShape, Finding, SlowedReference, TimedOutputsDiffer, TimingsForged

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Optional
 
 from . import build as builds, stopping
-from .process import MAX_LOG_BYTES, MAX_PROCESSES, REGISTRY, Limits, default_host_memory
+from .child import MAX_LOG_BYTES, MAX_PROCESSES, Limits, default_host_memory
+from .ownership import REGISTRY
 from .profile import TIME_LIMIT_S
 from .protocol import StopRule
 

@@ -22,7 +22,7 @@ from typing import Optional
 from ..errors import HarnessError
 from ..results import Profile, from_json
 from .ncu import findings, parse_raw
-from .process import pythonpath
+from .ownership import pythonpath
 
 SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "MemoryWorkloadAnalysis_Tables", "WarpStateStats",
             "SchedulerStats")

@@ -9,7 +9,7 @@ from ..problem import ProblemError
 from ..results import CheckResult, EvalResult, ShapeVariant, to_dict
 from .children import Children
 from .footprint import gb, in_process_need
-from .process import Child, ChildDied
+from .child import Child, ChildDied
 from .protocol import Checked, Command, Reply, Request, TrialMade, TrialOutputs
 from .findings import Finding, IncorrectAtShapes, InputsDiffer, TrialFailed
 from .verdicts import Deadline, refuse_on_guards, shape_reason

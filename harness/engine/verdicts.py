@@ -16,7 +16,7 @@ from ..stats import geomean
 from .findings import (AtBenchmarkShape, BelowFloor, BuildFailed, Finding, IncorrectAtShapes, InputsDiffer, NotPython,
                        ReferenceOutOfMemory, SlowedReference, StaticRefusal, TimedOutputsDiffer, TimingsForged,
                        TrialFailed, Unreadable)
-from .process import Child, ChildBrokeProtocol, ChildDied, ChildTimeout
+from .child import Child, ChildBrokeProtocol, ChildDied, ChildTimeout
 from .protocol import Guarded, Reply
 
 R = TypeVar("R", bound=Reply)

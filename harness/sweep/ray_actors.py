@@ -25,7 +25,7 @@ from ..engine.builder import Built, Builder
 from ..engine.cores import Cores, default_build_jobs, usable_cores
 from ..engine.options import EvalOptions
 from ..engine.pool import Builds
-from ..engine.process import REGISTRY, end_leftovers
+from ..engine.ownership import REGISTRY, end_leftovers
 from ..engine.shipping import SHIP_LIMIT_BYTES, Toolchain, land, landed, misfits, pack
 from ..problem import load_problem
 from .jobs import Job, SuiteError

@@ -21,7 +21,7 @@ if os.environ.get("HARNESS_START_NICE"):
     os.nice(int(os.environ["HARNESS_START_NICE"]))
 
 from .. import channel  # noqa: E402
-from ..process import become_subreaper  # noqa: E402
+from ..ownership import become_subreaper  # noqa: E402
 from .build import build_role  # noqa: E402
 from .candidate import candidate_role  # noqa: E402
 from .reference import reference_role  # noqa: E402
