@@ -246,7 +246,7 @@ def test_cli_bad_problem_is_a_usage_error(tmp_path, cache_dir):
 
 
 def test_fork_bomb_is_stopped_whole(cpu_options, tmp_path, monkeypatch):
-    from harness.engine.ownership import running
+    from harness.engine.processes.ownership import running
 
     pids_file = tmp_path / "pids.txt"
     monkeypatch.setenv("FORK_BOMB_PIDS", str(pids_file))

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.engine import ncu
+from harness.engine.profiling import ncu
 from harness.results import KernelProfile, Profile, from_json, to_json
 
 PROFILES = Path(__file__).parent / "profiles"

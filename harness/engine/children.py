@@ -11,17 +11,17 @@ from typing import Iterator, Optional
 from ..files import new_seed
 from ..problem import Problem, ProblemError
 from ..results import EvalResult, from_dict, shape_label, to_dict
-from .builder import Built, import_spec, paused
-from .cores import split_cores
-from .device_lock import DeviceLock, device_key
-from .environment import collect_environment
-from .footprint import DoesNotFit, fit_refusal
+from .building.builder import Built, import_spec, paused
+from .findings import Finding, ReferenceOutOfMemory
 from .options import EvalOptions
 from .phases import Notify, quiet
-from .child import Child, ChildBrokeProtocol, ChildDied, ChildTimeout, prune_logs
-from .protocol import (CandidateReady, CandidateSpec, Command, ReferenceHolding, ReferenceReady, ReferenceSpec, Reply,
-                       Request, ShapeSet)
-from .findings import Finding, ReferenceOutOfMemory
+from .processes.child import Child, ChildBrokeProtocol, ChildDied, ChildTimeout, prune_logs
+from .processes.cores import split_cores
+from .processes.device_lock import DeviceLock, device_key
+from .processes.environment import collect_environment
+from .processes.footprint import DoesNotFit, fit_refusal
+from .processes.protocol import (CandidateReady, CandidateSpec, Command, ReferenceHolding, ReferenceReady,
+                                 ReferenceSpec, Reply, Request, ShapeSet)
 from .verdicts import R, Deadline, after, child_error, read_reply, received, refuse_on_guards
 
 MANY_CORES = (os.cpu_count() or 1) >= 8

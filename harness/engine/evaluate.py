@@ -6,13 +6,13 @@ evaluation; it relays trial inputs and candidate outputs between them as raw byt
 every way a child can end into a verdict. The phases, in order (phases.Phase), each in a room
 of its own:
 
-    build    builder.py    the static check and the compile, in a build child
-    start    children.py   the reference process ready, the candidate's worker importing its build
-    check    trials.py     trials on fresh inputs, compared by the reference process
-    time     measure.py    candidate and reference beside each other, then the reference alone
-    shapes   trials.py     the CUDA graph's replay, then the problem's other shapes
-    (judge)  judge.py      speedups against each baseline, the hardware's floor, the verdict
-    profile  profile.py    where asked, one forward of a correct candidate under the profiler
+    build    building/builder.py   the static check and the compile, in a build child
+    start    children.py           the reference process ready, the candidate's worker importing its build
+    check    checking/trials.py    trials on fresh inputs, compared by the reference process
+    time     timing/measure.py     candidate and reference beside each other, then the reference alone
+    shapes   checking/trials.py    the CUDA graph's replay, then the problem's other shapes
+    (judge)  judge.py              speedups against each baseline, the hardware's floor, the verdict
+    profile  profiling/profile.py  where asked, one forward of a correct candidate under the profiler
 
 A phase that ends the evaluation early raises what it found (findings.py); verdicts.judged writes
 the verdict and its sentence into the result.
@@ -27,15 +27,15 @@ from ..device import require_cuda
 from ..errors import HarnessError
 from ..problem import Problem, load_problem
 from ..results import EvalResult, Profile, Timing
-from . import trials
-from .builder import Built, Builder
+from .building.builder import Built, Builder
+from .checking import trials
 from .children import Children
+from .findings import Finding
 from .judge import judge
-from .measure import Measure
 from .options import EvalOptions
 from .phases import Notify, Phase, quiet
-from .profile import Profiler, ProfileRequest
-from .findings import Finding
+from .profiling.profile import Profiler, ProfileRequest
+from .timing.measure import Measure
 from .verdicts import judged
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..results import BuildResult, CheckResult, Roofline
-from .protocol import Reply
+from .processes.protocol import Reply
 
 
 class Finding(Exception):

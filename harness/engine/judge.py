@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from ..integrity import roofline
 from ..results import EvalResult
-from . import speedups
 from .findings import BelowFloor
-from .protocol import ReferenceReady
+from .processes.protocol import ReferenceReady
+from .timing import speedups
 from .verdicts import correct
 
 

@@ -16,8 +16,8 @@ from ..stats import geomean
 from .findings import (AtBenchmarkShape, BelowFloor, BuildFailed, Finding, IncorrectAtShapes, InputsDiffer, NotPython,
                        ReferenceOutOfMemory, SlowedReference, StaticRefusal, TimedOutputsDiffer, TimingsForged,
                        TrialFailed, Unreadable)
-from .child import Child, ChildBrokeProtocol, ChildDied, ChildTimeout
-from .protocol import Guarded, Reply
+from .processes.child import Child, ChildBrokeProtocol, ChildDied, ChildTimeout
+from .processes.protocol import Guarded, Reply
 
 R = TypeVar("R", bound=Reply)
 

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-from ..engine.speedups import basis_text
+from ..engine.timing.speedups import basis_text
 from ..results import EvalResult, Verdict, speedup_text
 from .plot import failed_text, use_log_scale
 from .settings import cost_usd

@@ -15,41 +15,44 @@ from typing import Callable, Optional
 
 import torch
 
+from ...files import new_seed
 from ...integrity import digest as digests
 from ...integrity import guards
 from ...integrity.guards import BackendSwitches, Guard, L2Watch, ThreadWatch, findings
 from ...integrity.recheck import TimedOutputs
-from ...results import from_dict, to_dict
-from ...files import new_seed
-from .. import channel, compare, timing, torch_trace
-from . import backward
-from ..protocol import (CandidateReady, CandidateSpec, Command, Reply, Request, ShapeSet, StreamsTraced, Timed,
-                        TrialOutputs)
 from ...problem import Shapes
+from ...results import from_dict, to_dict
+from ..checking import compare
+from ..processes import channel
+from ..processes.protocol import (CandidateReady, CandidateSpec, Command, Reply, Request, ShapeSet, StreamsTraced,
+                                  Timed, TrialOutputs)
+from ..profiling import torch_trace
+from ..timing import clock
+from . import backward
 from .common import (SameTensors, State, build_model, classify_import_error, copy_parameters, error_message,
                      import_candidate, import_file, in_mode, inputs_from_seed, reference_from, settle, sync)
 from .memory import Parking, free_cache, memory_use
 
 # Every callable the harness relies on here, the engine's own modules included, as
 # they were before candidate code ran. The labels keep the short names verdicts have
-# always used: "harness.timing" is harness/engine/timing.py, and so on.
+# always used: "harness.timing" is harness/engine/timing/clock.py, and so on.
 GUARD = Guard()
 for _label, _namespace in (("torch", torch), ("torch.nn.functional", torch.nn.functional),
                            ("torch.Tensor", torch.Tensor), ("torch.cuda", torch.cuda),
-                           ("torch.cuda.Event", torch.cuda.Event), ("time", timing.time),
-                           ("torch.profiler", torch.profiler), ("harness.timing", timing),
-                           ("harness.timing.Sampler", timing.Sampler), ("harness.timing.CudaSampler", timing.CudaSampler),
+                           ("torch.cuda.Event", torch.cuda.Event), ("time", clock.time),
+                           ("torch.profiler", torch.profiler), ("harness.timing", clock),
+                           ("harness.timing.Sampler", clock.Sampler), ("harness.timing.CudaSampler", clock.CudaSampler),
                            ("harness.torch_trace", torch_trace),
                            ("harness.channel", channel), ("harness.compare", compare),
                            ("harness.guards", guards), ("harness.digest", digests),
                            ("torch.autograd", torch.autograd), ("harness.backward", backward)):
     GUARD.take(_label, _namespace)
 # the functions this module calls after candidate code has run, kept unswappable
-_send, _time_interleaved, _at_default_numerics = channel.send, timing.time_interleaved, guards.at_default_numerics
+_send, _time_interleaved, _at_default_numerics = channel.send, clock.time_interleaved, guards.at_default_numerics
 _digest, _totals, _changed, _memory_use = digests.digest, digests.totals, digests.changed, memory_use
 _free_cache, _SameTensors, _park, _unpark = free_cache, SameTensors, Parking.park, Parking.unpark
 _trial, _timed_training, _output_metas = backward.trial, backward.timed, backward.output_metas
-_trace_calls, _late_streams = timing.trace_calls, torch_trace.late_streams
+_trace_calls, _late_streams = clock.trace_calls, torch_trace.late_streams
 
 
 @dataclass
@@ -86,7 +89,7 @@ class CandidateWorker:
         return findings(GUARD, self.watch, self.l2)
 
     def entries(self, observed: Optional[TimedOutputs], mirrored: Optional[TimedOutputs],
-                default_numerics: bool) -> dict[str, timing.Entry]:
+                default_numerics: bool) -> dict[str, clock.Entry]:
         return _entries(self.problem, self.device, self.reference, self.candidate, self.matched, observed, mirrored,
                         default_numerics, self.spec.backward)
 
@@ -104,7 +107,7 @@ def candidate_role(conn, header: dict) -> None:
         if isinstance(cls, type) and issubclass(cls, torch.nn.Module) and cls is not torch.nn.Module:
             GUARD.take(f"torch.nn.{cls.__name__}", cls)
     watch = ThreadWatch()  # before the import: a thread started there may finish work later too
-    switches, l2 = BackendSwitches(), L2Watch(device, timing.l2_persistence)
+    switches, l2 = BackendSwitches(), L2Watch(device, clock.l2_persistence)
     try:
         module = import_candidate(spec)
     except BaseException as exc:  # noqa: BLE001
@@ -278,27 +281,27 @@ def _serve(worker: CandidateWorker) -> None:
 
 
 def _entries(problem, device: torch.device, reference, candidate, matched, observed: Optional[TimedOutputs],
-             mirrored: Optional[TimedOutputs], default_numerics: bool, training: bool) -> dict[str, timing.Entry]:
+             mirrored: Optional[TimedOutputs], default_numerics: bool, training: bool) -> dict[str, clock.Entry]:
     if training:
         return _training_entries(problem, device, reference, candidate, matched, observed, mirrored, default_numerics)
     return _forward_entries(problem, device, reference, candidate, observed, mirrored, default_numerics)
 
 
 def _forward_entries(problem, device: torch.device, reference, candidate, observed: TimedOutputs,
-                     mirrored: TimedOutputs, default_numerics: bool) -> dict[str, timing.Entry]:
+                     mirrored: TimedOutputs, default_numerics: bool) -> dict[str, clock.Entry]:
     # Both models read the same tensors (kept call after call where small; each call's inputs
     # written into them first): inputs at addresses of each model's own would be one more
     # placement the twins do not vary.
     inputs = _SameTensors(problem, device)
-    entries = {"candidate": timing.Entry(inputs, candidate, _observer(observed)),
-               "reference": timing.Entry(inputs, reference, _observer(mirrored))}
+    entries = {"candidate": clock.Entry(inputs, candidate, _observer(observed)),
+               "reference": clock.Entry(inputs, reference, _observer(mirrored))}
     if default_numerics:  # eager as users run it, beside the candidate too
-        entries["reference_defaults"] = timing.Entry(inputs, _at_default_numerics(reference), _observer(mirrored))
+        entries["reference_defaults"] = clock.Entry(inputs, _at_default_numerics(reference), _observer(mirrored))
     return entries
 
 
 def _training_entries(problem, device: torch.device, reference, candidate, matched, observed: TimedOutputs,
-                      mirrored: TimedOutputs, default_numerics: bool) -> dict[str, timing.Entry]:
+                      mirrored: TimedOutputs, default_numerics: bool) -> dict[str, clock.Entry]:
     """--backward: forward and backward as one timed call under the usual keys, and each forward
     alone beside them (unchecked, shown only)."""
     found = _output_metas(reference, inputs_from_seed(problem, device, new_seed()))
@@ -310,8 +313,8 @@ def _training_entries(problem, device: torch.device, reference, candidate, match
     if default_numerics:
         entries["reference_defaults"] = _timed_training(_SameTensors(problem, device), reference, own, found, device,
                                                         _observer(mirrored), _at_default_numerics)
-    entries["candidate_forward"] = timing.Entry(_SameTensors(problem, device), candidate)
-    entries["reference_forward"] = timing.Entry(_SameTensors(problem, device), reference)
+    entries["candidate_forward"] = clock.Entry(_SameTensors(problem, device), candidate)
+    entries["reference_forward"] = clock.Entry(_SameTensors(problem, device), reference)
     return entries
 
 

@@ -19,17 +19,19 @@ import torch
 
 from ...files import new_seed
 from ...integrity import lint
+from ...integrity.digest import changed, checksum, digest
 from ...integrity.guards import at_default_numerics, pytorch_default_numerics
 from ...integrity.recheck import verify_timed
 from ...problem import Shapes, benchmark_shapes, shape_variants, tolerance
 from ...results import CheckResult, as_list, from_dict, to_dict
-from .. import channel, compare, timing
-from ..device_lock import DeviceLock
-from ..footprint import TWIN_PADS_MIB, twin_count
+from ..checking import compare
+from ..processes import channel
+from ..processes.device_lock import DeviceLock
+from ..processes.footprint import TWIN_PADS_MIB, twin_count
+from ..processes.protocol import (Checked, Command, ReferenceHolding, ReferenceReady, ReferenceSpec, ReferenceTimed,
+                                  Reply, Request, ShapeSet, TrialMade)
+from ..timing import clock
 from . import backward
-from ..protocol import (Checked, Command, ReferenceHolding, ReferenceReady, ReferenceSpec, ReferenceTimed, Reply,
-                        Request, ShapeSet, TrialMade)
-from ...integrity.digest import changed, checksum, digest
 from .common import (Laps, State, check_inputs, error_message, import_file, in_mode, inputs_from_seed, reference_from,
                      settle, sync)
 from .facts import hardware_facts, input_facts, problem_roofline
@@ -219,7 +221,7 @@ def _first_forward(ref: ReferenceProcess, probe: int, info: ReferenceReady, laps
         exact, forward_peak = peak_above(device, lambda: model(*sample))
     check_outputs(exact)
     info.input_bytes, info.output_bytes = tensor_bytes(sample), tensor_bytes(as_list(exact))
-    info.parameter_bytes, info.flush_bytes = held_bytes(model), timing.flush_bytes(device)
+    info.parameter_bytes, info.flush_bytes = held_bytes(model), clock.flush_bytes(device)
     # what is free, plus what this process already holds of the problem's own
     info.available_bytes = (memory_available(device) + info.input_bytes + info.output_bytes
                             + info.parameter_bytes)
@@ -331,9 +333,9 @@ def time_reference(ref: ReferenceProcess, message: channel.Message) -> bool:
         # --backward: what each timed call's upstream gradients are drawn for
         found = backward.output_metas(model, make_inputs(new_seed())) if ref.spec.backward else None
 
-        def entry(fn, owner=model, wrap=lambda f: f) -> timing.Entry:
+        def entry(fn, owner=model, wrap=lambda f: f) -> clock.Entry:
             if found is None:
-                return timing.Entry(make_inputs, wrap(fn))
+                return clock.Entry(make_inputs, wrap(fn))
             return backward.timed(make_inputs, fn, backward.own_parameters(owner), found, device, wrap=wrap)
         entries = {"reference": entry(model)}
         if request.default_numerics:
@@ -346,7 +348,7 @@ def time_reference(ref: ReferenceProcess, message: channel.Message) -> bool:
             entries["compiled"] = entry(ref.compiled)
             if request.default_numerics:
                 entries["compiled_defaults"] = entry(ref.compiled, wrap=at_default_numerics)
-        results = timing.time_interleaved(entries, device, request.rule)
+        results = clock.time_interleaved(entries, device, request.rule)
     except BaseException as exc:  # noqa: BLE001
         return ref.fail(exc)
     del entries  # the twins with them

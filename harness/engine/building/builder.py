@@ -11,18 +11,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional
 
-from ..device import gpu_arch
-from ..integrity import static
-from ..problem import Problem
-from ..results import BuildResult, EvalResult, Verdict, to_dict
-from . import build as builds
-from .cores import Cores, split_cores
-from .options import EvalOptions
-from .phases import Notify, Phase, quiet
-from .child import Child
-from .protocol import BuildDone, BuildSpec
-from .findings import BuildFailed, Finding, NotPython, StaticRefusal, Unreadable
-from .verdicts import Deadline, judged, read_reply, received
+from ...device import gpu_arch
+from ...integrity import static
+from ...problem import Problem
+from ...results import BuildResult, EvalResult, Verdict, to_dict
+from ..findings import BuildFailed, Finding, NotPython, StaticRefusal, Unreadable
+from ..options import EvalOptions
+from ..phases import Notify, Phase, quiet
+from ..processes.child import Child
+from ..processes.cores import Cores, split_cores
+from ..processes.protocol import BuildDone, BuildSpec
+from ..verdicts import Deadline, judged, read_reply, received
+from .cache import BuildEntry, first_errors, log_tail
+from .pch import pch_lock_path, start_pch_aside
 
 
 @dataclass
@@ -30,7 +31,7 @@ class Built:
     """A candidate after its build step; `failed` means `result` is already final."""
 
     path: Path
-    entry: Optional[builds.BuildEntry]
+    entry: Optional[BuildEntry]
     result: EvalResult
     started: float
     failed: bool = False
@@ -67,9 +68,9 @@ def builds_of(thread: int) -> list[Child]:
         return [child for child, waiting in _RUNNING_BUILDS.items() if waiting == thread]
 
 
-def import_spec(path: Path, entry: builds.BuildEntry) -> BuildSpec:
+def import_spec(path: Path, entry: BuildEntry) -> BuildSpec:
     """What a child needs to import (and, the first time, build) a candidate from its cache entry."""
-    return BuildSpec(str(path.resolve()), str(entry.lock_path), str(entry.pch_lock_path))
+    return BuildSpec(str(path.resolve()), str(entry.lock_path), str(pch_lock_path(entry.cache_dir)))
 
 
 class Builder:
@@ -100,13 +101,13 @@ class Builder:
         except Finding as found:
             judged(found).fill(result)
             return Built(path, None, result, started, failed=True)
-        entry = builds.BuildEntry(self.cache, source, self.arch)
+        entry = BuildEntry(self.cache, source, self.arch)
         notify = on_phase or quiet
         notify(Phase.BUILD.doing)
         # On a GPU, torch's header for the binding every load_inline compiles: made aside where it
         # is missing, once per install; a CPU (CI's 2 cores) would give a build's cores to it.
         if self.options.device != "cpu" and "load_inline" in source and not entry.recorded() \
-                and builds.start_pch_aside(self.cache, self.cores.build_prefix()):
+                and start_pch_aside(self.cache, self.cores.build_prefix()):
             notify(f"{Phase.BUILD.doing} (torch's precompiled header made aside, once per install)")
         try:
             # nothing to compile: the worker's own import is the whole build
@@ -137,7 +138,7 @@ class Builder:
         result.warnings.extend(static.warnings(report))
         return source, report
 
-    def _compile(self, path: Path, entry: builds.BuildEntry) -> BuildResult:
+    def _compile(self, path: Path, entry: BuildEntry) -> BuildResult:
         cached = entry.recorded()
         if cached and cached.ok:
             return BuildResult(ok=True, seconds=0.0, cached=True, key=entry.key, log_path=cached.log_path)
@@ -161,7 +162,7 @@ class Builder:
             child.stop()
         seconds = time.monotonic() - started
         if done.error:
-            errors = builds.first_errors(builds.log_tail(entry.log_path))
+            errors = first_errors(log_tail(entry.log_path))
             failed = BuildResult(False, seconds, key=entry.key, log_path=str(entry.log_path), first_errors=errors)
             if done.error == "compile_error" and errors:
                 entry.record(failed)

@@ -31,7 +31,7 @@ def become_subreaper() -> None:
 def pythonpath() -> str:
     """Children import this very harness package, wherever it was imported from: the folder
     that holds the package goes first on their path."""
-    root = str(Path(__file__).resolve().parents[2])
+    root = str(Path(__file__).resolve().parents[3])
     rest = os.environ.get("PYTHONPATH")
     return f"{root}{os.pathsep}{rest}" if rest else root
 

@@ -1,5 +1,5 @@
 """The timing phase: the candidate and the reference timed beside each other in the candidate's
-worker (flushed, interleaved, on each clock the device has: timing.py), the timed outputs
+worker (flushed, interleaved, on each clock the device has: clock.py), the timed outputs
 re-checked, the reference timed alone in its own process and with its twins (placement_spread),
 and the rules that read them: hidden work off the caller's stream (suspected from the latency
 clock's tail, confirmed by a per-stream trace), and a reference slowed down beside the candidate.
@@ -13,18 +13,19 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
-from ..problem import ProblemError
-from ..results import Clock, ClockFigures, EvalResult, Retimed, ShapeTiming, Timing, shape_label, to_dict
+from ...problem import ProblemError
+from ...results import Clock, ClockFigures, EvalResult, Retimed, ShapeTiming, Timing, shape_label, to_dict
+from ..building.builder import builds_paused
+from ..checking.trials import check
+from ..children import REFERENCE_START_S, Children
+from ..findings import AtBenchmarkShape, Finding, SlowedReference, TimedOutputsDiffer, TimingsForged
+from ..phases import Notify, Phase
+from ..processes.child import Child
+from ..processes.footprint import gb, placement_budget
+from ..processes.protocol import (PARK_BYTES, Checked, Command, ReferenceTimed, Reply, Request, StopRule, StreamsTraced,
+                                  Timed)
+from ..verdicts import Deadline, after, refuse_on_guards
 from . import speedups
-from .builder import builds_paused
-from .children import REFERENCE_START_S, Children
-from .footprint import gb, placement_budget
-from .phases import Notify, Phase
-from .child import Child
-from .protocol import PARK_BYTES, Checked, Command, ReferenceTimed, Reply, Request, StopRule, StreamsTraced, Timed
-from .trials import check
-from .findings import AtBenchmarkShape, Finding, SlowedReference, TimedOutputsDiffer, TimingsForged
-from .verdicts import Deadline, after, refuse_on_guards
 
 # references timed both beside the candidate and alone, each compared with itself
 BESIDE_AND_ALONE = ("reference", "reference_defaults")

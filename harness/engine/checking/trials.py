@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..problem import ProblemError
-from ..results import CheckResult, EvalResult, ShapeVariant, to_dict
-from .children import Children
-from .footprint import gb, in_process_need
-from .child import Child, ChildDied
-from .protocol import Checked, Command, Reply, Request, TrialMade, TrialOutputs
-from .findings import Finding, IncorrectAtShapes, InputsDiffer, TrialFailed
-from .verdicts import Deadline, refuse_on_guards, shape_reason
+from ...problem import ProblemError
+from ...results import CheckResult, EvalResult, ShapeVariant, to_dict
+from ..children import Children
+from ..findings import Finding, IncorrectAtShapes, InputsDiffer, TrialFailed
+from ..processes.child import Child, ChildDied
+from ..processes.footprint import gb, in_process_need
+from ..processes.protocol import Checked, Command, Reply, Request, TrialMade, TrialOutputs
+from ..verdicts import Deadline, refuse_on_guards, shape_reason
 
 # inputs up to this size get the CUDA graph's replay on new inputs (a second copy of them)
 GRAPH_SECOND_COPY_BYTES = 1 << 30

@@ -11,8 +11,8 @@ import csv
 import re
 from typing import Callable, Optional
 
-from ..errors import HarnessError
-from ..results import KernelProfile, Stall
+from ...errors import HarnessError
+from ...results import KernelProfile, Stall
 
 
 class ProfileParseError(HarnessError):
