@@ -57,11 +57,13 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from generate import candidate_source, write_idioms, write_quick_variants  # noqa: E402
-from harness.engine import build as builds  # noqa: E402
+from harness.engine.building import cache as builds  # noqa: E402
+from harness.engine.building.pch import pch_status  # noqa: E402
+from harness.engine.options import default_cache_dir  # noqa: E402
 from harness.engine.doctor import diagnose  # noqa: E402
 from harness import EvalOptions, EvalResult, Evaluator, ProblemError, evaluate_batch, to_dict  # noqa: E402
-from harness.engine.builder import Built  # noqa: E402
-from harness.engine.cores import default_build_jobs  # noqa: E402
+from harness.engine.building.builder import Built  # noqa: E402
+from harness.engine.processes.cores import default_build_jobs  # noqa: E402
 
 PROBLEM = ROOT / "problems" / "layernorm_4d.py"
 IDIOM_THREADS = 256
@@ -111,7 +113,7 @@ def cold_and_cached_builds(evaluator: Evaluator, paths: dict[str, Path], quick_r
     """Part 1. Returns build records and the cached Built of each idiom, to evaluate later."""
     records: dict[str, dict] = {}
     pool = ThreadPoolExecutor(max_workers=3)
-    pch_start = builds.pch_status()
+    pch_start = pch_status()
     log(f"cold builds of seed, pybind and ctypes, side by side (precompiled header: {pch_start})")
     futures = {idiom: pool.submit(timed_build, evaluator, paths[idiom]) for idiom in ("seed", "pybind", "ctypes")}
     for idiom in ("pybind", "ctypes"):
@@ -120,7 +122,7 @@ def cold_and_cached_builds(evaluator: Evaluator, paths: dict[str, Path], quick_r
         log(f"{idiom}: cold build {'ok' if records[idiom]['ok'] else 'FAILED'} in {wall:.1f} s")
     past_pch_deletion(evaluator, paths["seed"], futures["seed"])
     for name, path in (("quick", paths["quick"]), ("quick, header ready", quick_ready)):
-        pch, alongside = builds.pch_status(), "" if futures["seed"].done() else "seed"
+        pch, alongside = pch_status(), "" if futures["seed"].done() else "seed"
         log(f"{name}: cold build (precompiled header: {pch})" + (" while the seed build runs" if alongside else ""))
         built, wall = timed_build(evaluator, path)
         records[name] = build_record(built, wall, pch, alongside)
@@ -149,7 +151,7 @@ def evaluate_idiom(evaluator: Evaluator, idiom: str, built: Built | None, evals:
     log(f"{idiom}: evaluating (worker start, check, time)")
     result = evaluator.run(built)
     evals[idiom], raw[idiom] = eval_record(result), to_dict(result)
-    evals[idiom]["pch_after"] = builds.pch_status()
+    evals[idiom]["pch_after"] = pch_status()
     log(f"{idiom}: {result.explanation.splitlines()[0][:200]}")
 
 
@@ -377,7 +379,7 @@ def main() -> int:
         console.print(f"-k must be between 1 and {len(VARIANT_THREADS)}: the variants differ in threads per block.")
         return 2
     gpus = [int(g) for g in args.gpus.split(",")] if args.gpus else None
-    base = args.cache_dir or builds.default_cache_dir()
+    base = args.cache_dir or default_cache_dir()
     run_dir = Path(base) / f"build-speed-{time.strftime('%Y%m%dT%H%M%S')}"
     diagnosis = diagnose(args.device, run_dir / "cache")
     if not diagnosis.ok:
@@ -411,7 +413,7 @@ def main() -> int:
     except ProblemError as exc:
         console.print(f"[red]{exc}[/red]")
         return 2
-    report["pch_at_end"] = builds.pch_status()
+    report["pch_at_end"] = pch_status()
     report["total_seconds"] = time.monotonic() - STARTED
     print_tables(console, report)
     print_failures(console, report)

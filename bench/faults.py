@@ -27,7 +27,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from harness import EvalOptions, Evaluator  # noqa: E402
-from harness.engine.process import marked, running  # noqa: E402
+from harness.engine.processes.ownership import marked, running  # noqa: E402
 
 CANDIDATES = REPO / "tests" / "candidates"
 SMALL = REPO / "tests" / "problems" / "small_layernorm.py"

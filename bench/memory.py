@@ -100,7 +100,7 @@ def device_peak(device: str) -> Iterator[dict]:
 def requests_marked(found: dict) -> Iterator[None]:
     """Every request the harness sends its processes, marked on the timeline as role:command; each
     process's pid is noted with its role."""
-    from harness.engine.process import Child
+    from harness.engine.processes.child import Child
 
     send, forward = Child.send, Child.forward
 

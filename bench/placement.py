@@ -1,7 +1,7 @@
 """Where a model's tensors sit, and its time: the reference, copies of it built as the candidate's
 worker builds a copy of Model (constructed, then the reference's values copied in), and the twins
 the reference process makes (deep copies behind a pad), all timed interleaved in one process by the
-harness's own loop (timing.time_interleaved: queued CUDA events, L2 flushed), in several fresh
+harness's own loop (clock.time_interleaved: queued CUDA events, L2 flushed), in several fresh
 processes. Each instance reads as a candidate would: the reference's median over its own, with a 95% interval.
 
     python bench/placement.py PROBLEM.py [--processes 4] [--cap 3] [--extra 6]
@@ -26,8 +26,8 @@ def one_process(path: str, cap: float, extra: int) -> dict:
 
     import torch
 
-    from harness.engine import timing
-    from harness.engine.protocol import StopRule
+    from harness.engine.timing import clock
+    from harness.engine.processes.protocol import StopRule
     from harness.engine.workers.common import (SameTensors, build_model, copy_parameters, import_file,
                                                randomize_parameters, settle)
     from harness.engine.workers.reference import twins
@@ -53,12 +53,12 @@ def one_process(path: str, cap: float, extra: int) -> dict:
         models[f"deepcopy_{n + 1}"] = copy.deepcopy(reference)
     where = {name: [t.data_ptr() for t in list(m.parameters()) + list(m.buffers())] for name, m in models.items()}
     rule = StopRule(time_cap=cap, max_samples=4000)
-    own = {name: timing.Entry(SameTensors(problem, device), m) for name, m in models.items()}
+    own = {name: clock.Entry(SameTensors(problem, device), m) for name, m in models.items()}
     shared_inputs = SameTensors(problem, device)
-    shared = {name: timing.Entry(shared_inputs, m) for name, m in models.items()}
+    shared = {name: clock.Entry(shared_inputs, m) for name, m in models.items()}
     found = {}
     for label, entries in (("own inputs", own), ("shared inputs", shared)):
-        timed = timing.time_interleaved(entries, device, rule)
+        timed = clock.time_interleaved(entries, device, rule)
         ref = timed["reference"]
         found[label] = {name: [ref.median / t.median, *ratio_interval(ref.samples, t.samples)]
                         for name, t in timed.items()}

@@ -6,7 +6,7 @@ every one compiles), then alone again.
     PYTHONPATH=$PWD python bench/timing_beside_builds.py [-n 14] [--device cuda] [--time-cap 3]
 
 On a GPU host of 4 cores or more the reference process runs on the cores kept for timing
-(harness/engine/cores.py) and the builds on the others at low priority: the median beside
+(harness/engine/processes/cores.py) and the builds on the others at low priority: the median beside
 the builds should fall within the interval of the medians alone. Printed: each median with
 its 95% interval (1.96 relative standard errors), the builds running when the timing ended,
 and the cores each side had.
@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from build_ahead import ELEMENTWISE_OPS, candidate  # noqa: E402
-from harness.engine.cores import default_build_jobs, split_cores  # noqa: E402
+from harness.engine.processes.cores import default_build_jobs, split_cores  # noqa: E402
 from harness.engine.evaluate import EvalOptions, Evaluator  # noqa: E402
 from harness.engine.pool import Builds  # noqa: E402
 

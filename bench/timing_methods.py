@@ -27,7 +27,7 @@ import torch  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from harness.engine import timing  # noqa: E402
+from harness.engine.timing import clock  # noqa: E402
 from harness.engine.workers.common import (copy_parameters, import_file, inputs_from_seed,  # noqa: E402
                                            randomize_parameters, settle)
 
@@ -58,10 +58,10 @@ def measure(problem_path: Path, kernel_path: Path, reps: int, with_compile: bool
         models["torch.compile"] = torch.compile(models["eager"])
     make = lambda seed: inputs_from_seed(problem, device, seed)  # noqa: E731
     fixed = make(7)
-    rule = timing.StopRule(time_cap=time_cap, min_samples=20)
+    rule = clock.StopRule(time_cap=time_cap, min_samples=20)
     runs = []
     for _ in range(reps):
-        runs.append(timing.time_interleaved({name: timing.Entry(make, m) for name, m in models.items()}, device, rule))
+        runs.append(clock.time_interleaved({name: clock.Entry(make, m) for name, m in models.items()}, device, rule))
     row = {}
     for name, model in models.items():
         medians = [r[name].median for r in runs]

@@ -1,5 +1,5 @@
 """What a profiler found for one forward of a candidate: its kernels, one by one, and the findings
-read from them (engine/ncu.py and engine/torch_trace.py fill them in; EvalResult.profile holds one).
+read from them (engine/profiling/ncu.py and engine/profiling/torch_trace.py fill them in; EvalResult.profile holds one).
 They round-trip to JSON as results.py's types do.
 """
 from __future__ import annotations

@@ -160,7 +160,7 @@ class Retimed:
 
 @dataclass
 class Baseline:
-    """The candidate's speedup over one baseline (engine/speedups.py works these out)."""
+    """The candidate's speedup over one baseline (engine/timing/speedups.py works these out)."""
 
     name: str  # "eager" or "torch.compile"
     numerics: str  # "default" (PyTorch's float32 settings), "ieee" (IEEE float32), or "same" (no difference)

@@ -81,7 +81,7 @@ def test_the_gradients_allowance_is_the_references_own_rounding():
     that; a float64 reference has none, and an output never gets it."""
     import torch
 
-    from harness.engine import compare
+    from harness.engine.checking import compare
     from harness.engine.workers import backward
 
     torch.manual_seed(0)

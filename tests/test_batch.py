@@ -13,7 +13,7 @@ import pytest
 from conftest import CANDIDATES, PROBLEMS, REPO
 from harness import EvalOptions, Judge, Request, evaluate, evaluate_many, read_records, to_dict
 from harness.device import visible_gpus
-from harness.engine.builder import Builder
+from harness.engine.building.builder import Builder
 from harness.sweep.batch import BatchError, _Chunk, default_judge
 from harness.sweep.jobs import Job
 

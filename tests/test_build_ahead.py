@@ -10,7 +10,8 @@ import sys
 import time
 
 from conftest import CANDIDATES, PROBLEMS
-from harness.engine.cores import (BUILD_MEMORY_BYTES, CPUS_ENV, NICE_ENV, SPARE_CPUS_ENV, Cores, build_slots, split_cores)
+from harness.engine.processes.cores import (BUILD_MEMORY_BYTES, CPUS_ENV, NICE_ENV, SPARE_CPUS_ENV, Cores, build_slots,
+                                            split_cores)
 from harness.sweep.sweep import Sweep
 from harness.sweep.jobs import find_jobs
 from harness.sweep.records import ResultLog
@@ -118,7 +119,7 @@ def test_a_spare_imports_on_the_build_cores_and_takes_its_own_with_every_thread_
     """A spare's seconds of imports stay off the timing cores; its work, threads started before included, runs on them."""
     first, last = sorted(os.sched_getaffinity(0))[0], sorted(os.sched_getaffinity(0))[-1]
     script = ("import json, os, threading\n"
-              "from harness.engine.cores import apply_from_env, take_own_cores\n"
+              "from harness.engine.processes.cores import apply_from_env, take_own_cores\n"
               "apply_from_env()\n"
               "waiting = sorted(os.sched_getaffinity(0))\n"
               "seen, go = [], threading.Event()\n"
@@ -137,7 +138,7 @@ def test_a_child_takes_its_cores_and_priority_and_its_compilers_inherit_them():
     """What a build child does as it starts (workers/__main__.py), and what nvcc under it would see."""
     core = sorted(os.sched_getaffinity(0))[-1]
     script = ("import json, os, subprocess, sys\n"
-              "from harness.engine.cores import apply_from_env\n"
+              "from harness.engine.processes.cores import apply_from_env\n"
               "apply_from_env()\n"
               "child = subprocess.run([sys.executable, '-c', 'import os, json; "
               "print(json.dumps([sorted(os.sched_getaffinity(0)), os.nice(0)]))'], capture_output=True, text=True)\n"

@@ -10,12 +10,15 @@ import torch
 
 from conftest import CANDIDATES, PROBLEMS
 from harness import EvalResult, Timing, Verdict, evaluate, from_json, to_json
-from harness.engine import speedups, timing, torch_trace
+from harness.engine.timing import clock as timing
+from harness.engine.timing import speedups
+from harness.engine.profiling import torch_trace
 from harness.engine.judge import judge
-from harness.engine.measure import Measure
+from harness.engine.timing.measure import Measure
 from harness.engine.options import EvalOptions
-from harness.engine.verdicts import Stop
-from harness.engine.protocol import Checked, ReferenceReady, ReferenceTimed, StopRule, StreamsTraced, Timed
+from harness.engine.findings import Finding
+from harness.engine.verdicts import judged
+from harness.engine.processes.protocol import Checked, ReferenceReady, ReferenceTimed, StopRule, StreamsTraced, Timed
 from harness.results import CheckResult, Clock
 
 GPU, LATENCY, ALL = Clock.GPU.value, Clock.LATENCY.value, Clock.ALL_STREAMS.value
@@ -223,8 +226,8 @@ def measured(children: FakeChildren) -> EvalResult:
     try:
         Measure(children).candidate(worker, result, lambda text: None)
         judge(result, children.reference_info, backward=False)
-    except Stop as stop:
-        stop.fill(result)
+    except Finding as found:
+        judged(found).fill(result)
     return result
 
 

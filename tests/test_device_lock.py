@@ -5,10 +5,10 @@ import subprocess
 import sys
 
 from harness.cli.config import take_free_gpu
-from harness.engine.device_lock import DeviceLock, device_key, held_devices, pick_gpu
+from harness.engine.processes.device_lock import DeviceLock, device_key, held_devices, pick_gpu
 from harness.engine.evaluate import EvalOptions
 
-HOLD = ("import sys, time\nfrom harness.engine.device_lock import DeviceLock\n"
+HOLD = ("import sys, time\nfrom harness.engine.processes.device_lock import DeviceLock\n"
         "lock = DeviceLock(sys.argv[1], sys.argv[2], print).__enter__()\nprint('held', flush=True)\ntime.sleep(600)\n")
 
 

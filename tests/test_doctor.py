@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from harness.device import nvidia_smi
-from harness.engine import build
+from harness.engine.building import pch
 from harness.cli.main import main
 from harness.engine.doctor import Diagnosis, diagnose
 from harness import from_dict, to_dict
@@ -77,9 +77,9 @@ def test_cuda_without_a_gpu_is_not_ready(tmp_path):
 
 def test_pch_status_never_builds_the_header():
     started = time.monotonic()
-    status = build.pch_status()
+    status = pch.pch_status()
     assert status in ("ready", "missing", "stale", "unsupported")
-    assert build.pch_ready() == (status == "ready")
+    assert pch.pch_ready() == (status == "ready")
     assert time.monotonic() - started < 15  # building it takes 45 s or more
 
 
@@ -89,16 +89,16 @@ def test_prepare_pch_holds_the_lock_and_calls_torch_with_the_device_idioms_flags
     calls = []
 
     def fake(extra_cflags, extra_include_paths, is_standalone=False):
-        with open(build.pch_lock_path(tmp_path)) as f:  # another open file: blocked while prepare_pch holds it
+        with open(pch.pch_lock_path(tmp_path)) as f:  # another open file: blocked while prepare_pch holds it
             with pytest.raises(BlockingIOError):
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         calls.append((extra_cflags, extra_include_paths))
 
     monkeypatch.setattr(cpp_extension, "_check_and_build_extension_h_precompiler_headers", fake)
-    monkeypatch.setattr(build, "pch_path", lambda: tmp_path / "torch" / "extension.h.gch")
+    monkeypatch.setattr(pch, "pch_path", lambda: tmp_path / "torch" / "extension.h.gch")
     (tmp_path / "torch").mkdir()
-    assert build.prepare_pch(tmp_path) >= 0
-    assert build.prepare_pch(tmp_path, device="cpu") >= 0
+    assert pch.prepare_pch(tmp_path) >= 0
+    assert pch.prepare_pch(tmp_path, device="cpu") >= 0
     assert calls == [(None, None), (["-O3"], None)]  # the GPU idiom passes no extra_cflags, the CPU one -O3
 
 
@@ -112,10 +112,10 @@ def test_prepare_pch_failure_is_one_paragraph_with_the_compiler_error(tmp_path, 
             raise RuntimeError("Compile PreCompile Header fail, command: c++ ...") from exc
 
     monkeypatch.setattr(cpp_extension, "_check_and_build_extension_h_precompiler_headers", failing)
-    monkeypatch.setattr(build, "pch_path", lambda: tmp_path / "torch" / "extension.h.gch")
+    monkeypatch.setattr(pch, "pch_path", lambda: tmp_path / "torch" / "extension.h.gch")
     (tmp_path / "torch").mkdir()
-    with pytest.raises(build.PchError) as caught:
-        build.prepare_pch(tmp_path)
+    with pytest.raises(pch.PchError) as caught:
+        pch.prepare_pch(tmp_path)
     message = str(caught.value)
     assert "boom.h: No such file" in message and str(tmp_path / "torch" / "extension.h.gch") in message
     assert "\n" not in message
@@ -143,23 +143,23 @@ def test_prepare_pch_writes_the_header_aside_and_renames_it_whole(tmp_path, monk
     """Builds may run while the header is made: g++ must never find a half-written one."""
     from torch.utils import cpp_extension
 
-    if build.pch_status() == "unsupported":
+    if pch.pch_status() == "unsupported":
         pytest.skip("torch precompiles headers only with g++ on Linux")
     include = tmp_path / "torch-install" / "include" / "torch"
     include.mkdir(parents=True)
     (include / "extension.h").write_text("#pragma once\ninline int harness_probe() { return 7; }\n")
     header = include / "extension.h.gch"
     monkeypatch.setattr(cpp_extension, "_TORCH_PATH", str(tmp_path / "torch-install"))
-    monkeypatch.setattr(build, "pch_path", lambda: header)
+    monkeypatch.setattr(pch, "pch_path", lambda: header)
     seen = tmp_path / "seen"
     # the runner prefix runs the compile, after noting whether the final name existed then
     runner = ["sh", "-c", f'test -e {header} && echo present > {seen} || echo absent > {seen}; exec "$@"', "runner"]
-    assert build.pch_status() == "missing"
-    assert build.prepare_pch(tmp_path, runner) >= 0
+    assert pch.pch_status() == "missing"
+    assert pch.prepare_pch(tmp_path, runner) >= 0
     assert seen.read_text().strip() == "absent"  # compiled under another name
     assert header.is_file() and header.stat().st_size > 0
     assert not list(include.glob("*.partial"))
-    assert build.pch_status() == "ready"
+    assert pch.pch_status() == "ready"
 
 
 def test_a_build_finding_the_header_being_made_compiles_without_it_rather_than_wait(tmp_path, monkeypatch):
@@ -191,24 +191,24 @@ def test_a_build_finding_the_header_being_made_compiles_without_it_rather_than_w
 
 FAKE_MAKER = """
 import sys, time
-from harness.engine import build
+from harness.engine.building import pch
 def made(runner):
     time.sleep(2)
     open(sys.argv[2], "w").write("made")
     return 2.0
-build._make_pch = made
-build._pch_maker(sys.argv[1], [])
+pch._make_pch = made
+pch._pch_maker(sys.argv[1], [])
 """
 # A harness process that starts the header's maker and exits at once.
 STARTER = """
 import sys
 from pathlib import Path
-from harness.engine import build
+from harness.engine.building import pch
 cache, maker, made = sys.argv[1:]
-build.pch_status = lambda: "missing"
-build.pch_path = lambda: Path(cache) / "torch" / "extension.h.gch"
-build._maker_command = lambda lock, runner: [sys.executable, maker, lock, made]
-print(build.start_pch_aside(Path(cache)), build.start_pch_aside(Path(cache)))
+pch.pch_status = lambda: "missing"
+pch.pch_path = lambda: Path(cache) / "torch" / "extension.h.gch"
+pch._maker_command = lambda lock, runner: [sys.executable, maker, lock, made]
+print(pch.start_pch_aside(Path(cache)), pch.start_pch_aside(Path(cache)))
 """
 
 
@@ -221,12 +221,12 @@ def test_the_header_is_made_aside_by_a_process_that_holds_its_lock_and_outlives_
     maker.write_text(FAKE_MAKER)
     starter.write_text(STARTER)
     (tmp_path / "torch").mkdir()
-    monkeypatch.setattr(build, "pch_path", lambda: tmp_path / "torch" / "extension.h.gch")
+    monkeypatch.setattr(pch, "pch_path", lambda: tmp_path / "torch" / "extension.h.gch")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     said = subprocess.run([sys.executable, str(starter), str(tmp_path), str(maker), str(made)], env=env,
                           capture_output=True, text=True, timeout=120)
     assert said.stdout.split() == ["True", "False"], said.stderr  # started, then not again
-    with open(build.pch_lock_path(tmp_path), "a") as f:  # the maker holds it, its starter gone
+    with open(pch.pch_lock_path(tmp_path), "a") as f:  # the maker holds it, its starter gone
         with pytest.raises(BlockingIOError):
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         assert not made.exists()
@@ -235,17 +235,17 @@ def test_the_header_is_made_aside_by_a_process_that_holds_its_lock_and_outlives_
 
 
 def test_no_header_is_started_where_it_is_ready_or_another_process_makes_it(tmp_path, monkeypatch):
-    monkeypatch.setattr(build, "pch_path", lambda: tmp_path / "torch" / "extension.h.gch")
+    monkeypatch.setattr(pch, "pch_path", lambda: tmp_path / "torch" / "extension.h.gch")
     (tmp_path / "torch").mkdir()
-    monkeypatch.setattr(build, "_pch_looked", False)
-    monkeypatch.setattr(build, "pch_status", lambda: "ready")
-    assert build.start_pch_aside(tmp_path) is False
-    monkeypatch.setattr(build, "_pch_looked", False)
-    monkeypatch.setattr(build, "pch_status", lambda: "missing")
-    lock = build.pch_lock_path(tmp_path)
+    monkeypatch.setattr(pch, "_pch_looked", False)
+    monkeypatch.setattr(pch, "pch_status", lambda: "ready")
+    assert pch.start_pch_aside(tmp_path) is False
+    monkeypatch.setattr(pch, "_pch_looked", False)
+    monkeypatch.setattr(pch, "pch_status", lambda: "missing")
+    lock = pch.pch_lock_path(tmp_path)
     with open(lock, "a") as f:  # another process makes it: the maker says busy and ends, untouched
         fcntl.flock(f, fcntl.LOCK_EX)
-        assert build.start_pch_aside(tmp_path) is False
-        said = subprocess.run(build._maker_command(str(lock), []), capture_output=True, text=True, timeout=120,
+        assert pch.start_pch_aside(tmp_path) is False
+        said = subprocess.run(pch._maker_command(str(lock), []), capture_output=True, text=True, timeout=120,
                               cwd=Path(__file__).resolve().parents[1])
         assert (said.returncode, said.stdout) == (0, "busy\n"), said.stderr

@@ -97,7 +97,7 @@ def test_a_reference_that_stops_answering_is_named_with_its_step_limit_and_time(
         frame = sys._getframe(1)
         while "torch" in frame.f_code.co_filename:
             frame = frame.f_back
-        if frame.f_code.co_name == "reference_role":
+        if frame.f_code.co_name == "outputs_of":
             time.sleep(60)
         return self.ln(x)"""))
     with pytest.raises(ProblemError) as info:
@@ -246,7 +246,7 @@ def test_cli_bad_problem_is_a_usage_error(tmp_path, cache_dir):
 
 
 def test_fork_bomb_is_stopped_whole(cpu_options, tmp_path, monkeypatch):
-    from harness.engine.process import running
+    from harness.engine.processes.ownership import running
 
     pids_file = tmp_path / "pids.txt"
     monkeypatch.setenv("FORK_BOMB_PIDS", str(pids_file))

@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from harness.engine import channel
+from harness.engine.processes import channel
 
 pytestmark = pytest.mark.gpu
 

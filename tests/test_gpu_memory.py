@@ -9,7 +9,7 @@ import time
 import pytest
 
 from harness.engine.evaluate import EvalOptions, Evaluator
-from harness.engine.footprint import in_process_need
+from harness.engine.processes.footprint import in_process_need
 from harness.sweep.jobs import write_copy
 
 pytestmark = pytest.mark.gpu
@@ -84,7 +84,7 @@ LINEAR = linear_problem(16384, 8192)
 def test_gpu_parking_moves_a_models_data_to_the_host_and_back_keeping_its_tensors():
     import torch
 
-    from harness.engine.protocol import PARK_BYTES
+    from harness.engine.processes.protocol import PARK_BYTES
     from harness.engine.workers.memory import Parking, held_bytes
 
     device = torch.device("cuda")

@@ -4,6 +4,9 @@ compared only in loop/proposers/, where the kinds live.
     cli -> agent -> loop -> sweep -> export -> runs -> engine -> integrity -> leaves (results, profiles, tokens, stats,
     problem, device, errors, files, version, pages)
 
+Inside engine/, its sub-packages (building/, processes/, checking/, timing/, profiling/, workers/) and
+its top modules import one another without a circle either.
+
 Every import counts: module-level, inside functions, and under TYPE_CHECKING.
 """
 import ast
@@ -48,7 +51,7 @@ def imports(module: str, source: str, is_package: bool, known: set[str]) -> list
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            # `from harness.engine import channel` imports the module harness.engine.channel
+            # `from harness.engine.processes import channel` imports the module harness.engine.processes.channel
             names = [f"{target}.{a.name}" if f"{target}.{a.name}" in known else target for a in node.names]
         else:
             continue
@@ -74,7 +77,12 @@ def violations(modules: dict[str, tuple[str, bool]]) -> list[str]:
                 problems.append(f"{module}:{line} imports {target} from a higher layer")
             if target != module:
                 graph.setdefault(module, set()).add(target)
-    # A circle: a module that reaches itself.
+    return problems + circles(graph)
+
+
+def circles(graph: dict[str, set[str]]) -> list[str]:
+    """Each circle of the graph: a node that reaches itself."""
+    problems = []
     state: dict[str, int] = {}
 
     def visit(node: str, path: list[str]) -> None:
@@ -108,6 +116,25 @@ def name_comparisons(modules: dict[str, tuple[str, bool]]) -> list[str]:
             said = {o.value for o in operands if isinstance(o, ast.Constant)} & names
             found += [f"{module}:{node.lineno} compares the proposer name `{name}`" for name in sorted(said)]
     return found
+
+
+def room(module: str) -> str:
+    """Inside engine/, a sub-package is one room with all it holds; a top module is a room of its own."""
+    return ".".join(module.split(".")[:3])
+
+
+def test_the_engines_rooms_import_one_another_without_a_circle():
+    """A circle between rooms is a sub-package that stands both above and below another room."""
+    modules = sources()
+    known = set(modules)
+    graph: dict[str, set[str]] = {}
+    for module, (source, is_package) in modules.items():
+        if module.startswith("harness.engine."):
+            for target, _ in imports(module, source, is_package, known):
+                if target.startswith("harness.engine.") and room(target) != room(module):
+                    graph.setdefault(room(module), set()).add(room(target))
+    assert "harness.engine.processes" in graph["harness.engine.building"]
+    assert circles(graph) == []
 
 
 def test_every_module_belongs_to_a_layer():

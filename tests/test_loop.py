@@ -21,7 +21,7 @@ from rich.console import Console
 from fake_openai_server import HANG, KEY, MODEL, Reply, fake_openai  # noqa: F401  (fixture)
 from harness import EvalResult, Loop, Prompts, Run, RunStore, Settings, Tokens, Verdict
 from harness.cli.display import Display
-from harness.engine.ncu import short_name
+from harness.engine.profiling.ncu import short_name
 from harness.loop.proposers.base import Exhausted, Proposal, ProposerError
 from harness.cli.run_command import SYSTEM_LABEL, USER_LABEL, main
 from harness.loop.prompts import system_prompt

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import CANDIDATES, PROBLEMS, REPO
 from harness.engine.evaluate import Evaluator
-from harness.engine.process import marked, running
+from harness.engine.processes.ownership import marked, running
 from harness.results import Verdict
 
 SMALL = PROBLEMS / "small_layernorm.py"
@@ -130,7 +130,7 @@ def test_too_many_processes_is_a_verdict_that_names_it(cpu_options, tmp_path, mo
 
 
 def test_old_logs_are_removed_by_age_and_size(tmp_path):
-    from harness.engine.process import LOG_KEEP_BYTES, prune_logs
+    from harness.engine.processes.child import LOG_KEEP_BYTES, prune_logs
 
     day = 24 * 3600
     now = time.time()
@@ -147,7 +147,7 @@ def test_old_logs_are_removed_by_age_and_size(tmp_path):
 def hold_the_cpu(cpu_options) -> subprocess.Popen:
     """Another harness process, holding the "cpu" device until its stdin closes."""
     return subprocess.Popen(
-        [sys.executable, "-c", "import sys; from harness.engine.device_lock import DeviceLock; "
+        [sys.executable, "-c", "import sys; from harness.engine.processes.device_lock import DeviceLock; "
          f"lock = DeviceLock({str(cpu_options.cache_dir)!r}, 'cpu', print).__enter__(); "
          "print('held', flush=True); sys.stdin.read()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})

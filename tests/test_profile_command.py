@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.engine.profile import PERMISSION_FIX, Profiler, ProfileRequest, profile
+from harness.engine.profiling.profile import PERMISSION_FIX, Profiler, ProfileRequest, profile
 
 HERE = Path(__file__).parent
 SMALL = HERE / "problems" / "small_layernorm.py"

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from harness import Prompts
-from harness.engine import ncu
-from harness.engine.torch_trace import cpu_ops, gpu_kernels
+from harness.engine.profiling import ncu
+from harness.engine.profiling.torch_trace import cpu_ops, gpu_kernels
 from harness.loop.feedback import feedback_text
 from harness.loop.profile_text import fallback_note, profile_lines
 from harness.profiles import Profile

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.engine import ncu
+from harness.engine.profiling import ncu
 from harness.profiles import KernelProfile, Profile
 from harness.results import from_json, to_json
 

@@ -7,7 +7,7 @@ import pytest
 
 from harness import DeviceInfo, Environment, load_problem
 from harness.device import peak_bandwidth
-from harness.engine.protocol import ReferenceReady
+from harness.engine.processes.protocol import ReferenceReady
 from harness.integrity.roofline import Peaks
 from harness.loop.prompts import (Prompts, PromptError, candidate_template, first_prompt,
                                   system_prompt)
@@ -93,7 +93,7 @@ def cpu_build(source: str) -> tuple:
 def test_the_cpu_build_advice_is_one_in_the_prompt_the_docs_the_candidates_and_the_header(problem):
     """The fastest build measured (docs/candidates.md, C++ on a CPU), said the same way everywhere: a drift
     in any one place fails here."""
-    from harness.engine.build import pch_cflags
+    from harness.engine.building.pch import pch_cflags
 
     text = first_prompt(Prompts(), problem, CPU, accept=1.5, target=2.0, trials=5, **CPU_FACTS)
     advised = cpu_build(python_blocks(text)[-1])

@@ -15,8 +15,8 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 from conftest import CANDIDATES as FILES, PROBLEMS as PROBLEM_FILES  # noqa: E402
 from harness.cli.main import main  # noqa: E402
-from harness.engine.build import BuildEntry  # noqa: E402
-from harness.engine.shipping import Toolchain, land, pack  # noqa: E402
+from harness.engine.building.cache import BuildEntry  # noqa: E402
+from harness.engine.building.shipping import Toolchain, land, pack  # noqa: E402
 from harness.sweep.jobs import find_jobs  # noqa: E402
 from harness.sweep.records import RESULTS_FILE, ResultLog, read_records  # noqa: E402
 from test_sweep import CANDIDATES, EXPECTED, PROBLEMS  # noqa: E402

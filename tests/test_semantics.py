@@ -6,7 +6,7 @@ import pytest
 
 from conftest import CANDIDATES, PROBLEMS
 from harness.engine.evaluate import Evaluator, evaluate
-from harness.engine.footprint import DoesNotFit
+from harness.engine.processes.footprint import DoesNotFit
 from harness.results import Verdict
 
 BATCHNORM = PROBLEMS / "batchnorm_train.py"

@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from harness.engine import shipping
-from harness.engine.build import BuildEntry
-from harness.engine.shipping import Toolchain, land, landed, misfits, pack
+from harness.engine.building import shipping
+from harness.engine.building.cache import BuildEntry
+from harness.engine.building.shipping import Toolchain, land, landed, misfits, pack
 from harness.results import BuildResult
 
 SOURCE = "# a candidate's source: the key is its hash\n"

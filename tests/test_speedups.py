@@ -9,7 +9,7 @@ from rich.console import Console
 from conftest import CANDIDATES, PROBLEMS
 from harness import EvalOptions, EvalResult, Timing, Verdict, evaluate, from_json, to_json
 from harness.cli.eval_panel import eval_panel
-from harness.engine import speedups
+from harness.engine.timing import speedups
 from harness.runs.history import Replay
 from harness.stats import overlap, ratio_interval
 
@@ -173,7 +173,7 @@ def test_the_reference_twins_are_timed_once_per_problem_and_their_spread_recorde
 
 def test_parameters_too_big_to_copy_twice_leave_the_spread_unmeasured_and_say_so(cpu_options, monkeypatch):
     from harness.engine import evaluate as engine
-    from harness.engine import footprint
+    from harness.engine.processes import footprint
     from harness.loop.feedback import warning_lines
 
     monkeypatch.setattr(footprint, "PLACEMENT_SHARE", 0.0)  # no room for twins
@@ -189,7 +189,7 @@ def test_parameters_too_big_to_copy_twice_leave_the_spread_unmeasured_and_say_so
 def test_twins_hold_the_same_parameters_at_other_addresses():
     import torch
 
-    from harness.engine.footprint import MIN_TWINS, TWINS, twin_count
+    from harness.engine.processes.footprint import MIN_TWINS, TWINS, twin_count
     from harness.engine.workers.reference import TWIN_PADS_MIB, twins
 
     assert len(TWIN_PADS_MIB) == TWINS

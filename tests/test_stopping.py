@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from harness.engine import stopping
-from harness.engine.protocol import StopRule
-from harness.engine.timing import Entry, Sampler, time_interleaved
+from harness.engine.processes.protocol import StopRule
+from harness.engine.timing.clock import Entry, Sampler, time_interleaved
 from harness.results import Ended
 
 
@@ -75,7 +75,7 @@ def test_an_unknown_criterion_names_the_known_ones():
 
 
 def test_the_basis_says_what_stopped_the_sampling():
-    from harness.engine.speedups import basis_text, baselines
+    from harness.engine.timing.speedups import basis_text, baselines
     from harness.results import EvalResult, Timing, Verdict
 
     def timing(ended):

@@ -3,10 +3,10 @@ import math
 
 import torch
 
-from harness.engine.build import first_errors
-from harness.engine.channel import Unsupported
-from harness.engine.compare import compare
-from harness.engine.timing import Entry, StopRule, time_interleaved
+from harness.engine.building.cache import first_errors
+from harness.engine.processes.channel import Unsupported
+from harness.engine.checking.compare import compare
+from harness.engine.timing.clock import Entry, StopRule, time_interleaved
 from harness.stats import rel_se_of_median, summarize
 
 TOL = lambda dtype: (1e-4, 1e-4)  # noqa: E731

@@ -15,14 +15,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Optional, Sequence
 
-from ..engine.builder import builds_of
-from ..engine.cores import build_slots, default_build_jobs, split_cores
-from ..engine.device_lock import device_key
+from ..engine.building.builder import builds_of
+from ..engine.processes.cores import build_slots, default_build_jobs, split_cores
+from ..engine.processes.device_lock import device_key
 from ..engine.evaluate import Evaluator
 from ..engine.options import EvalOptions
 from ..engine.phases import Notify, quiet
 from ..engine.pool import Pool
-from ..engine.profile import Profiler
+from ..engine.profiling.profile import Profiler
 from ..problem import Problem
 from ..results import Timing, to_json
 from ..runs.settings import Evaluation

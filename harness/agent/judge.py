@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from ..engine.builder import Built
+from ..engine.building.builder import Built
 from ..engine.options import EvalOptions
-from ..engine.profile import Profiler, ProfileRequest
-from ..engine.speedups import basis_text
+from ..engine.profiling.profile import Profiler, ProfileRequest
+from ..engine.timing.speedups import basis_text
 from ..integrity.roofline import Headroom
 from ..loop.extract import approach
 from ..loop.feedback import APPROACH_CHARS, Past, Thresholds

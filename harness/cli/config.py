@@ -27,9 +27,9 @@ from typing import Any, Callable, Optional
 import tomllib
 
 from ..device import default_device, physical_gpu, require_cuda, visible_gpus
-from ..engine.device_lock import device_key, held_devices, pick_gpu
+from ..engine.processes.child import MAX_PROCESSES
+from ..engine.processes.device_lock import device_key, held_devices, pick_gpu
 from ..engine.options import EvalOptions
-from ..engine.process import MAX_PROCESSES
 from ..engine.stopping import CRITERIA
 from ..errors import HarnessError
 from ..loop.proposers import kinds

@@ -8,7 +8,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ..engine.speedups import basis_text, shown
+from ..engine.timing.speedups import basis_text, shown
 from ..integrity.roofline import roofline_text
 from ..results import CLOCK_NAMES, Clock, EvalResult, Verdict, speedup_text, tolerance_text
 

@@ -73,7 +73,7 @@ def cmd_doctor(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_profile(args: argparse.Namespace, console: Console) -> int:
-    from ..engine.profile import ProfileRequest, profile
+    from ..engine.profiling.profile import ProfileRequest, profile
     from ..results import to_json
     from .profile import print_profile
 
@@ -323,8 +323,8 @@ STARTS_PROCESSES = frozenset({"eval", "doctor", "profile", "run", "sweep", "repl
 
 def _end_leftovers(args: argparse.Namespace, console: Console) -> None:
     """What a harness killed outright (SIGKILL) left running, ended before this one starts any."""
-    from ..engine.build import default_cache_dir
-    from ..engine.process import REGISTRY, end_leftovers
+    from ..engine.options import default_cache_dir
+    from ..engine.processes.ownership import REGISTRY, end_leftovers
 
     said = end_leftovers(Path(getattr(args, "cache_dir", None) or default_cache_dir()) / REGISTRY)
     if said:
@@ -336,7 +336,7 @@ PIPED_WIDTH = 160
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..engine.process import end_all
+    from ..engine.processes.ownership import end_all
 
     console, errors = Console(), Console(stderr=True)
     if not console.is_terminal and "COLUMNS" not in os.environ:

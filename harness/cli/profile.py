@@ -5,7 +5,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from ..engine.ncu import TOOL_NAMES, dims_text, occupancy_text, pct_text, short_name
+from ..engine.profiling.ncu import TOOL_NAMES, dims_text, occupancy_text, pct_text, short_name
 from ..profiles import KernelProfile, Profile
 
 

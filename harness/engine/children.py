@@ -10,18 +10,19 @@ from typing import Iterator, Optional
 
 from ..files import new_seed
 from ..problem import Problem, ProblemError
-from ..results import EvalResult, Verdict, from_dict, shape_label, to_dict
-from .builder import Built, import_spec, paused
-from .cores import split_cores
-from .device_lock import DeviceLock, device_key
-from .environment import collect_environment
-from .footprint import DoesNotFit, fit_refusal
+from ..results import EvalResult, from_dict, shape_label, to_dict
+from .building.builder import Built, import_spec, paused
+from .findings import Finding, ReferenceOutOfMemory
 from .options import EvalOptions
 from .phases import Notify, quiet
-from .process import Child, ChildBrokeProtocol, ChildDied, ChildTimeout, prune_logs
-from .protocol import (CandidateReady, CandidateSpec, Command, ReferenceHolding, ReferenceReady, ReferenceSpec, Reply,
-                       Request, ShapeSet)
-from .verdicts import R, Deadline, Stop, after, child_error, read_reply, received, refuse_on_guards
+from .processes.child import Child, ChildBrokeProtocol, ChildDied, ChildTimeout, prune_logs
+from .processes.cores import split_cores
+from .processes.device_lock import DeviceLock, device_key
+from .processes.environment import collect_environment
+from .processes.footprint import DoesNotFit, fit_refusal
+from .processes.protocol import (CandidateReady, CandidateSpec, Command, ReferenceHolding, ReferenceReady,
+                                 ReferenceSpec, Reply, Request, ShapeSet)
+from .verdicts import R, Deadline, after, child_error, read_reply, received, refuse_on_guards
 
 MANY_CORES = (os.cpu_count() or 1) >= 8
 REFERENCE_START_S = 120.0
@@ -170,8 +171,7 @@ class Children:
                 raise DoesNotFit(f"Problem file {self.problem.path}: the reference ran out of memory while it was "
                                  f"being loaded and linted ({''.join(first)}); the problem does not fit the "
                                  "device's free memory. Make get_inputs() smaller, or free the device.")
-            raise Stop(Verdict.RUNTIME_ERROR, f"The reference process ran out of GPU memory while {doing}, beside "
-                       f"this candidate's process: {''.join(first)}", exception=reply.exception)
+            raise ReferenceOutOfMemory(doing, "".join(first), reply.exception)
         if reply.error:
             self.end()
             raise ProblemError(f"Problem file {self.problem.path} could not be used: "
@@ -254,7 +254,7 @@ class Children:
                               "importing (building) the candidate", CandidateReady)[0]
             result.warnings.extend(ready.warnings)
             refuse_on_guards(ready)
-        except Stop:
+        except Finding:
             worker.stop()
             raise
 

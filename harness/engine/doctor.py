@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Optional
 
 from ..device import nvidia_smi
-from . import build
+from .building import pch
+from .options import default_cache_dir
 
 
 @dataclass
@@ -50,7 +51,7 @@ class Diagnosis:
     gpus: list[Gpu] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
     cache_bytes: int = 0
-    pch: str = ""  # build.pch_status(): ready, missing, stale or unsupported
+    pch: str = ""  # pch.pch_status(): ready, missing, stale or unsupported
     pch_seconds: Optional[float] = None  # spent building it with --prepare
 
     @property
@@ -191,7 +192,7 @@ def check_ncu(on_gpu: bool, ncu: Optional[str] = None, params: Path = Path("/pro
 
     Counter access: the driver's RmProfilingAdminOnly parameter says whether only
     root may read the counters (ncu then fails with ERR_NVGPUCTRPERM)."""
-    from .profile import PERMISSION_FIX, find_ncu
+    from .profiling.profile import PERMISSION_FIX, find_ncu
 
     ncu = ncu or find_ncu()
     out = _run([ncu, "--version"]).strip() if ncu else ""
@@ -250,8 +251,8 @@ PCH_FIXES = {
 
 
 def check_pch(status: str, needed: bool, seconds: Optional[float] = None, error: str = "") -> Check:
-    found = f"{status}: {build.pch_path()}" if status != "unsupported" else "unsupported here"
-    directory = build.pch_path().parent if status != "unsupported" else None
+    found = f"{status}: {pch.pch_path()}" if status != "unsupported" else "unsupported here"
+    directory = pch.pch_path().parent if status != "unsupported" else None
     if not error and status in ("missing", "stale") and not os.access(directory, os.W_OK):
         error = (f"torch's include directory {directory} is not writable, and torch writes the header there "
                  "(so would every candidate that asks for it): use a torch installed where you can write, "
@@ -268,7 +269,7 @@ def diagnose(device: Optional[str] = None, cache_dir: Optional[Path] = None, pre
     with `prepare`, builds the precompiled header first when it is not ready."""
     device = device or default_device()
     on_gpu = device.startswith("cuda")
-    cache = Path(cache_dir) if cache_dir else build.default_cache_dir()
+    cache = Path(cache_dir) if cache_dir else default_cache_dir()
     gpus = list_gpus()
     torch_check = check_torch(on_gpu)
     checks = [check_gpus(gpus, on_gpu), torch_check, check_nvcc(on_gpu, gpus), check_compiler(), check_ninja(),
@@ -280,13 +281,13 @@ def diagnose(device: Optional[str] = None, cache_dir: Optional[Path] = None, pre
         diagnosis.pch = "unsupported"
         checks.append(check_pch("unsupported", prepare))
         return diagnosis
-    diagnosis.pch = build.pch_status(device)
+    diagnosis.pch = pch.pch_status(device)
     error = ""
     if prepare and diagnosis.pch in ("missing", "stale") and torch_check.ok and cache_check.ok:
         try:
-            diagnosis.pch_seconds = build.prepare_pch(cache, device=device)
-            diagnosis.pch = build.pch_status(device)
-        except build.PchError as exc:
+            diagnosis.pch_seconds = pch.prepare_pch(cache, device=device)
+            diagnosis.pch = pch.pch_status(device)
+        except pch.PchError as exc:
             error = str(exc)
     checks.append(check_pch(diagnosis.pch, prepare, diagnosis.pch_seconds, error))
     return diagnosis

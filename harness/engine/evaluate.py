@@ -6,15 +6,16 @@ evaluation; it relays trial inputs and candidate outputs between them as raw byt
 every way a child can end into a verdict. The phases, in order (phases.Phase), each in a room
 of its own:
 
-    build    builder.py    the static check and the compile, in a build child
-    start    children.py   the reference process ready, the candidate's worker importing its build
-    check    trials.py     trials on fresh inputs, compared by the reference process
-    time     measure.py    candidate and reference beside each other, then the reference alone
-    shapes   trials.py     the CUDA graph's replay, then the problem's other shapes
-    (judge)  judge.py      speedups against each baseline, the hardware's floor, the verdict
-    profile  profile.py    where asked, one forward of a correct candidate under the profiler
+    build    building/builder.py   the static check and the compile, in a build child
+    start    children.py           the reference process ready, the candidate's worker importing its build
+    check    checking/trials.py    trials on fresh inputs, compared by the reference process
+    time     timing/measure.py     candidate and reference beside each other, then the reference alone
+    shapes   checking/trials.py    the CUDA graph's replay, then the problem's other shapes
+    (judge)  judge.py              speedups against each baseline, the hardware's floor, the verdict
+    profile  profiling/profile.py  where asked, one forward of a correct candidate under the profiler
 
-A phase that ends the evaluation early raises verdicts.Stop, which fills the result.
+A phase that ends the evaluation early raises what it found (findings.py); verdicts.judged writes
+the verdict and its sentence into the result.
 """
 from __future__ import annotations
 
@@ -27,15 +28,16 @@ from ..errors import HarnessError
 from ..problem import Problem, load_problem
 from ..profiles import Profile
 from ..results import EvalResult, Timing
-from . import trials
-from .builder import Built, Builder
+from .building.builder import Built, Builder
+from .checking import trials
 from .children import Children
+from .findings import Finding
 from .judge import judge
-from .measure import Measure
 from .options import EvalOptions
 from .phases import Notify, Phase, quiet
-from .profile import Profiler, ProfileRequest
-from .verdicts import Stop
+from .profiling.profile import Profiler, ProfileRequest
+from .timing.measure import Measure
+from .verdicts import judged
 
 
 class Evaluator:
@@ -149,8 +151,8 @@ class Evaluator:
             if self.profiler:
                 worker.stop()  # its GPU memory and context are not the profiled forward's
                 self._phase(Phase.PROFILE, lambda: self._profile(built, result, notify), result, notify)
-        except Stop as stop:
-            stop.fill(result)
+        except Finding as found:
+            judged(found).fill(result)
         finally:
             children.done_with(worker, result)
             result.seconds = time.monotonic() - built.started

@@ -1,13 +1,13 @@
 """The last phase of a candidate that passed every check: its speedup against each baseline,
-the hardware's floor (a time below it is refused), and the verdict's sentence."""
+the hardware's floor (a time below it is refused), and the verdict (verdicts.correct)."""
 from __future__ import annotations
 
 from ..integrity import roofline
-from ..results import CLOCK_NAMES, Clock, EvalResult, Verdict, speedup_text
-from ..stats import geomean
-from . import speedups
-from .protocol import ReferenceReady
-from .verdicts import Stop
+from ..results import EvalResult
+from .findings import BelowFloor
+from .processes.protocol import ReferenceReady
+from .timing import speedups
+from .verdicts import correct
 
 
 def judge(result: EvalResult, info: ReferenceReady, backward: bool) -> None:
@@ -18,19 +18,10 @@ def judge(result: EvalResult, info: ReferenceReady, backward: bool) -> None:
         shapes = each.benchmark_shapes
         each.baselines = (speedups.over_shapes(shapes) if shapes
                           else speedups.baselines(each.timings, each.placement_spread or 0.0))
-    shapes = result.benchmark_shapes
     headline = result.baselines[0]
     result.speedup, result.speedup_interval = headline.speedup, headline.interval
     _place_on_roofline(result, info)
-    result.verdict = Verdict.CORRECT
-    over, candidate_ms = ((f"Geometric mean over {len(shapes)} benchmark shapes: candidate",
-                           geomean([s.candidate_ms for s in shapes])) if shapes
-                          else ("Candidate", result.timings["candidate"].median))
-    result.explanation = (f"{Verdict.CORRECT.sentence} {over} {candidate_ms:.4g} ms, {headline.label} "
-                          f"{headline.median_ms:.4g} ms: "
-                          f"{speedup_text(result.speedup, result.speedup_interval)}"
-                          f"{' (forward and backward)' if backward else ''}"
-                          f"{f' on {CLOCK_NAMES[Clock(result.clock)]}' if result.clock not in ('', Clock.HOST) else ''}.")
+    correct(result, backward)
 
 
 def _place_on_roofline(result: EvalResult, info: ReferenceReady) -> None:
@@ -44,10 +35,7 @@ def _place_on_roofline(result: EvalResult, info: ReferenceReady) -> None:
     if declared:
         result.roofline = line
     if roofline.impossible(line, cand.median):
-        raise Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} Its {cand.median:.4g} ms is below the "
-                   f"physical floor of {line.floor_ms:.4g} ms: moving the problem's {line.bytes / 1e6:.0f} MB "
-                   f"would take {line.achieved_gbs:.0f} GB/s, above the measured peak of "
-                   f"{peaks.bandwidth_gbs:.0f} GB/s. The clock did not see all of its work.")
+        raise BelowFloor(cand.median, line, peaks.bandwidth_gbs)
     if result.speedup and result.speedup > roofline.SUSPICIOUS_SPEEDUP:
         result.warnings.append(f"a speedup above {roofline.SUSPICIOUS_SPEEDUP:.0f}x is rare: check that the "
                                "reference is not unusually slow and that the kernel does all the work")

@@ -2,14 +2,26 @@
 it shares: the build cache, the logs, the limits on a candidate's processes, its GPU."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from . import build as builds, stopping
-from .process import MAX_LOG_BYTES, MAX_PROCESSES, REGISTRY, Limits, default_host_memory
-from .profile import TIME_LIMIT_S
-from .protocol import StopRule
+from . import stopping
+from .processes.child import MAX_LOG_BYTES, MAX_PROCESSES, Limits, default_host_memory
+from .processes.ownership import REGISTRY
+from .processes.protocol import StopRule
+from .profiling.profile import TIME_LIMIT_S
+
+
+def default_cache_dir() -> Path:
+    """Where builds, logs and locks go unless EvalOptions.cache_dir says: $HARNESS_CACHE_DIR, else the
+    user's cache directory."""
+    if os.environ.get("HARNESS_CACHE_DIR"):
+        return Path(os.environ["HARNESS_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "harness"
+
 
 @dataclass
 class EvalOptions:
@@ -61,7 +73,7 @@ class EvalOptions:
         return StopRule(self.stop, self.stop_threshold(), self.min_samples, time_cap=time_cap, clock=self.clock)
 
     def resolved_cache(self) -> Path:
-        return Path(self.cache_dir) if self.cache_dir else builds.default_cache_dir()
+        return Path(self.cache_dir) if self.cache_dir else default_cache_dir()
 
     def logs(self) -> Path:
         return Path(self.logs_dir) if self.logs_dir else self.resolved_cache() / "logs"
@@ -74,8 +86,9 @@ class EvalOptions:
         """What a candidate's process tree may hold."""
         return Limits(self.max_host_memory or default_host_memory(), self.max_processes, self.max_log_bytes)
 
-    def child_env(self, entry: Optional[builds.BuildEntry] = None) -> dict:
-        """A child's environment: the candidate's build entry, and only this evaluation's GPU."""
+    def child_env(self, entry=None) -> dict:
+        """A child's environment: the candidate's build entry (building.cache.BuildEntry), and only this
+        evaluation's GPU."""
         env = entry.env() if entry else {}
         if self.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)

@@ -19,11 +19,11 @@ from typing import Callable, Iterable, Optional, Sequence, Union
 
 from ..problem import Problem, ProblemError, load_problem
 from ..results import Environment, EvalResult, Timing
-from .cores import build_slots, default_build_jobs
-from .builder import Built, Builder
+from .building.builder import Built, Builder
 from .evaluate import Evaluator
 from .options import EvalOptions
-from .protocol import ReferenceReady
+from .processes.cores import build_slots, default_build_jobs
+from .processes.protocol import ReferenceReady
 
 Event = Callable[[int, str], None]  # (candidate index, phase)
 Finished = Callable[[int, EvalResult], None]  # (candidate index, its result), as each one finishes

@@ -1,23 +1,29 @@
-"""Every way a child can end a candidate's evaluation early, turned into a verdict in one place:
-its error replies, its death, a reply that breaks the protocol or is forged, a step past its
-limit, and the runtime guards' findings (refuse_on_guards)."""
+"""Every way a candidate's evaluation can end early, turned into a verdict and its sentence in one
+place: what the phases found (findings.py, judged), and a child's error replies, its death, a reply
+that breaks the protocol or is forged, a step past its limit, and the runtime guards' findings
+(refuse_on_guards)."""
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, TypeVar
+from typing import Callable, Optional, TypeVar
 
 from ..integrity.refusals import first_refusal
-from ..results import BuildResult, CheckResult, EvalResult, Verdict, from_dict
-from .process import Child, ChildBrokeProtocol, ChildDied, ChildTimeout
-from .protocol import Guarded, Reply
+from ..results import (CLOCK_NAMES, BuildResult, CheckResult, Clock, EvalResult, Verdict, from_dict, speedup_text,
+                       to_dict)
+from ..stats import geomean
+from .findings import (AtBenchmarkShape, BelowFloor, BuildFailed, Finding, IncorrectAtShapes, InputsDiffer, NotPython,
+                       ReferenceOutOfMemory, SlowedReference, StaticRefusal, TimedOutputsDiffer, TimingsForged,
+                       TrialFailed, Unreadable)
+from .processes.child import Child, ChildBrokeProtocol, ChildDied, ChildTimeout
+from .processes.protocol import Guarded, Reply
 
 R = TypeVar("R", bound=Reply)
 
 
-class Stop(Exception):
-    """Ends an evaluation early with a finished result."""
+class Stop(Finding):
+    """Ends an evaluation early with a finished result: a finding judged, its verdict and sentence written."""
 
     def __init__(self, verdict: Verdict, explanation: str, **details):
         super().__init__(explanation)
@@ -121,3 +127,130 @@ def refuse_on_guards(reply: Guarded) -> None:
     if found:
         refusal, seen = found
         raise Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} {refusal.reason(seen)}", **{refusal.name: seen})
+
+
+# --- what the phases found ---------------------------------------------------------
+
+def correct(result: EvalResult, backward: bool) -> None:
+    """The verdict of a candidate that passed every check, its time beside the headline baseline's
+    (result.baselines[0])."""
+    shapes, headline = result.benchmark_shapes, result.baselines[0]
+    result.verdict = Verdict.CORRECT
+    over, candidate_ms = ((f"Geometric mean over {len(shapes)} benchmark shapes: candidate",
+                           geomean([s.candidate_ms for s in shapes])) if shapes
+                          else ("Candidate", result.timings["candidate"].median))
+    result.explanation = (f"{Verdict.CORRECT.sentence} {over} {candidate_ms:.4g} ms, {headline.label} "
+                          f"{headline.median_ms:.4g} ms: "
+                          f"{speedup_text(result.speedup, result.speedup_interval)}"
+                          f"{' (forward and backward)' if backward else ''}"
+                          f"{_on_clock(result.clock)}.")
+
+
+def _on_clock(clock: str) -> str:
+    """The clock a verdict names: none on the host's, where it is the only one."""
+    return f" on {CLOCK_NAMES[Clock(clock)]}" if clock not in ("", Clock.HOST) else ""
+
+
+def judged(found: Finding) -> Stop:
+    """The verdict and its sentence for what a phase found."""
+    return found if isinstance(found, Stop) else _JUDGES[type(found)](found)
+
+
+def shape_reason(found: Finding) -> str:
+    """Why the candidate failed at one of the problem's other shapes: the verdict's sentence, less its
+    verdict's own first words."""
+    return judged(found).explanation.removeprefix(Verdict.INCORRECT.sentence).strip().rstrip(".")[:800]
+
+
+def _unreadable(found: Unreadable) -> Stop:
+    return Stop(Verdict.IMPORT_ERROR, f"Candidate file {found.path} cannot be read: {found.error}.")
+
+
+def _not_python(found: NotPython) -> Stop:
+    return Stop(Verdict.IMPORT_ERROR, f"{Verdict.IMPORT_ERROR.sentence} It is not valid Python, so nothing was "
+                f"built: {found.error}.")
+
+
+def _static_refusal(found: StaticRefusal) -> Stop:
+    return Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} {found.reason}")
+
+
+def _build_failed(found: BuildFailed) -> Stop:
+    if found.error is None:
+        stop = Stop(Verdict.COMPILE_ERROR, compile_errors(found.build, "(cached: this source failed before) "))
+    else:
+        stop = child_error(found.error, "importing (building) the candidate")
+        if stop.verdict is Verdict.COMPILE_ERROR and found.build.first_errors:
+            stop.explanation = compile_errors(found.build)
+    stop.build = found.build
+    return stop
+
+
+def _reference_out_of_memory(found: ReferenceOutOfMemory) -> Stop:
+    return Stop(Verdict.RUNTIME_ERROR, f"The reference process ran out of GPU memory while {found.doing}, beside "
+                f"this candidate's process: {found.message}", exception=found.exception)
+
+
+def _inputs_differ(found: InputsDiffer) -> Stop:
+    return Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} Its process drew different inputs "
+                "from the reference's for the same seed, although the problem's inputs are "
+                "reproducible: it changed how inputs are drawn.")
+
+
+def _trial_failed(found: TrialFailed) -> Stop:
+    stop = Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} Trial {found.trial}: "
+                + "; ".join(found.check.reasons) + ".")
+    stop.check = found.check
+    return stop
+
+
+def _incorrect_at_shapes(found: IncorrectAtShapes) -> Stop:
+    return Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} It is correct at the main shape but not "
+                f"at {found.count} other shape(s) (--shapes strict): {found.said}"[:3000])
+
+
+def _timings_forged(found: TimingsForged) -> Stop:
+    return Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} Its timing reply does not hold the "
+                "outputs of the calls it claims to have timed: the reply was forged.")
+
+
+def _timed_outputs_differ(found: TimedOutputsDiffer) -> Stop:
+    # Trials synchronize the device before reading outputs; timed calls follow one another
+    # on the caller's stream, where unfinished work elsewhere shows as wrong outputs.
+    # Say what was measured; name a stream only where the trace saw work on one.
+    why = (f"Also, {found.hidden_work}: work left running on another stream or thread, which the caller's stream "
+           "does not wait for, would leave calls queued after it reading outputs not yet written"
+           if found.hidden_work
+           else "No work was seen off the caller's stream: the outputs of its timed calls differ from those "
+                "of its check trials, as call counting, cached outputs or gradients, or skipped work "
+                "would make them")
+    return Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} It passed the check trials, but "
+                f"while being timed {'; '.join(found.check.reasons)}. {why}.", timed_check=to_dict(found.check))
+
+
+def _slowed_reference(found: SlowedReference) -> Stop:
+    return Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} The reference ran {found.ratio:.1f}x slower "
+                f"beside the candidate ({found.beside_ms:.4g} ms) than alone ({found.alone_ms:.4g} ms): "
+                "the candidate slowed the reference down to inflate its speedup.")
+
+
+def _below_floor(found: BelowFloor) -> Stop:
+    line = found.line
+    return Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} Its {found.median_ms:.4g} ms is below the "
+                f"physical floor of {line.floor_ms:.4g} ms: moving the problem's {line.bytes / 1e6:.0f} MB "
+                f"would take {line.achieved_gbs:.0f} GB/s, above the measured peak of "
+                f"{found.peak_gbs:.0f} GB/s. The clock did not see all of its work.")
+
+
+def _at_benchmark_shape(found: AtBenchmarkShape) -> Stop:
+    stop = judged(found.found)
+    stop.explanation = f"{stop.explanation} (at benchmark shape {found.label})"
+    return stop
+
+
+_JUDGES: dict[type, Callable[..., Stop]] = {
+    Unreadable: _unreadable, NotPython: _not_python, StaticRefusal: _static_refusal, BuildFailed: _build_failed,
+    ReferenceOutOfMemory: _reference_out_of_memory, InputsDiffer: _inputs_differ,
+    TrialFailed: _trial_failed, IncorrectAtShapes: _incorrect_at_shapes, TimingsForged: _timings_forged,
+    TimedOutputsDiffer: _timed_outputs_differ, SlowedReference: _slowed_reference, BelowFloor: _below_floor,
+    AtBenchmarkShape: _at_benchmark_shape}

@@ -62,9 +62,11 @@ class ThreadWatch:
         self.baseline = {t.ident for t in threading.enumerate()}
 
     def new(self) -> list[str]:
-        frames = sys._current_frames()
+        # the frames are not kept in a local: they hold this very frame, and through it (f_back) every
+        # caller's locals (a trial's outputs) until the garbage collector finds the cycle
+        idle = {ident for ident, frame in sys._current_frames().items() if _idle(frame)}
         return sorted(t.name for t in threading.enumerate()
-                      if t.ident not in self.baseline and t.is_alive() and not _idle(frames.get(t.ident)))
+                      if t.ident not in self.baseline and t.is_alive() and t.ident not in idle)
 
 
 _WAITS = ("threading.py", "queue.py", os.path.join("concurrent", "futures", "thread.py"))

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple, Optional
 
 from ..integrity.roofline import roofline_text
 from ..results import CLOCK_NAMES, CheckResult, Clock, EvalResult, Verdict, speedup_text, tolerance_text
-from ..engine.speedups import faster_of, shown
+from ..engine.timing.speedups import faster_of, shown
 from ..stats import overlap
 from .profile_text import profile_lines
 from .prompts import FEEDBACK, Prompts

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..engine.ncu import TOOL_NAMES, dims_text, heaviest, occupancy_text, pct_text, short_name
+from ..engine.profiling.ncu import TOOL_NAMES, dims_text, heaviest, occupancy_text, pct_text, short_name
 from ..profiles import KernelProfile, Profile
 from ..results import EvalResult
 

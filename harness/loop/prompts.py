@@ -16,7 +16,7 @@ from ..integrity.roofline import roofline_text
 
 if TYPE_CHECKING:
     from ..device import DeviceInfo
-    from ..engine.protocol import ReferenceReady
+    from ..engine.processes.protocol import ReferenceReady
     from ..integrity.roofline import Headroom
     from ..problem import Problem
     from ..results import Environment

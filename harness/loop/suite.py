@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..engine.options import EvalOptions
-from ..engine.cores import default_build_jobs
+from ..engine.processes.cores import default_build_jobs
 from ..engine.pool import Builds, Pool
 from ..errors import HarnessError
 from ..problem import load_problem

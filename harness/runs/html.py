@@ -6,7 +6,7 @@ from __future__ import annotations
 import difflib
 from typing import Optional
 
-from ..engine.speedups import basis_text
+from ..engine.timing.speedups import basis_text
 from ..pages import PALETTE, Chart, Mark, Rule, Series, badge, esc, facts, folded, page, pre, svg_chart, table
 from ..results import EvalResult, speedup_text
 from .plot import failed_text, use_log_scale

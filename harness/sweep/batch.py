@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional, Sequence, Union
 
 from ..device import require_cuda
-from ..engine.builder import Built, Builder
-from ..engine.cores import default_build_jobs
+from ..engine.building.builder import Built, Builder
+from ..engine.processes.cores import default_build_jobs
 from ..engine.options import EvalOptions
 from ..engine.pool import Builds, Pool
 from ..errors import HarnessError

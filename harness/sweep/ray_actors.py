@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 from ..device import gpu_arch
-from ..engine.build import BuildEntry
-from ..engine.builder import Built, Builder
-from ..engine.cores import Cores, default_build_jobs, usable_cores
+from ..engine.building.cache import BuildEntry
+from ..engine.building.builder import Built, Builder
+from ..engine.processes.cores import Cores, default_build_jobs, usable_cores
 from ..engine.options import EvalOptions
 from ..engine.pool import Builds
-from ..engine.process import REGISTRY, end_leftovers
-from ..engine.shipping import SHIP_LIMIT_BYTES, Toolchain, land, landed, misfits, pack
+from ..engine.processes.ownership import REGISTRY, end_leftovers
+from ..engine.building.shipping import SHIP_LIMIT_BYTES, Toolchain, land, landed, misfits, pack
 from ..problem import load_problem
 from .jobs import Job, SuiteError
 from .records import NOT_EVALUATED, SweepRecord

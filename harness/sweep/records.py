@@ -11,8 +11,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Optional
 
-from ..engine.footprint import in_process_need
-from ..engine.protocol import ReferenceReady
+from ..engine.processes.footprint import in_process_need
+from ..engine.processes.protocol import ReferenceReady
 from ..results import EvalResult, from_dict, to_dict
 from .jobs import Job, SuiteError
 

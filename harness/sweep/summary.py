@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..engine.speedups import RESOLUTION
+from ..engine.timing.speedups import RESOLUTION
 from ..stats import geomean
 from .records import NOT_EVALUATED, PROBLEM_ERROR, SKIPPED, SweepRecord
 

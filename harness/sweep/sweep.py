@@ -23,10 +23,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from ..engine.cores import default_build_jobs
-from ..engine.builder import Built, Builder
+from ..engine.processes.cores import default_build_jobs
+from ..engine.building.builder import Built, Builder
 from ..engine.children import NoBackward
-from ..engine.footprint import footprint
+from ..engine.processes.footprint import footprint
 from ..engine.options import EvalOptions
 from ..engine.phases import Phase as Step
 from ..engine.pool import Builds, Counts, Pool

@@ -19,7 +19,7 @@ def layer_norm(x, weight, bias, eps=1e-5):
 def being_timed() -> bool:
     frame = sys._getframe(1)
     while frame is not None:
-        if frame.f_globals.get("__name__", "").endswith("timing"):
+        if frame.f_globals.get("__name__", "").endswith("timing.clock"):
             return True
         frame = frame.f_back
     return False
@@ -31,7 +31,7 @@ def timing(median_ms: float) -> dict:
 
 
 def forge(reference_ms: float) -> None:
-    from harness.engine import channel
+    from harness.engine.processes import channel
 
     conn = channel.Channel(socket.socket(fileno=os.dup(int(sys.argv[2]))))
     channel.send(conn, {"timings": {"candidate": timing(0.0), "reference": timing(reference_ms)}, "tampered": []})

@@ -4,7 +4,7 @@ import sys
 import torch
 import torch.nn as nn
 
-_channel = sys.modules.get("harness.engine.channel")
+_channel = sys.modules.get("harness.engine.processes.channel")
 if _channel is not None:
     _real = _channel.send
 

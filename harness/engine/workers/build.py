@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from ...results import from_dict, to_dict
-from .. import channel
-from ..protocol import BuildDone, BuildSpec
+from ..processes import channel
+from ..processes.protocol import BuildDone, BuildSpec
 from .common import classify_import_error, error_message, import_candidate
 
 

@@ -3,50 +3,95 @@
 It imports the built candidate, runs it on the inputs it is handed (the reference process
 compares the outputs), and times it interleaved with the reference on inputs of
 its own, sampling every timed output for the reference process to re-check. Every reply
-carries what the runtime guards saw.
+carries what the runtime guards saw. After the import it serves the harness's requests, one
+handler each (HANDLERS).
 """
 from __future__ import annotations
 
 import os
-from typing import Optional
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Callable, Optional
 
 import torch
 
+from ...files import new_seed
 from ...integrity import digest as digests
 from ...integrity import guards
 from ...integrity.guards import BackendSwitches, Guard, L2Watch, ThreadWatch, findings
 from ...integrity.recheck import TimedOutputs
-from ...results import from_dict, to_dict
-from ...files import new_seed
-from .. import channel, compare, timing, torch_trace
-from . import backward
-from ..protocol import (CandidateReady, CandidateSpec, Command, Reply, Request, ShapeSet, StreamsTraced, Timed,
-                        TrialOutputs)
 from ...problem import Shapes
+from ...results import from_dict, to_dict
+from ..checking import compare
+from ..processes import channel
+from ..processes.protocol import (CandidateReady, CandidateSpec, Command, Reply, Request, ShapeSet, StreamsTraced,
+                                  Timed, TrialOutputs)
+from ..profiling import torch_trace
+from ..timing import clock
+from . import backward
 from .common import (SameTensors, State, build_model, classify_import_error, copy_parameters, error_message,
                      import_candidate, import_file, in_mode, inputs_from_seed, reference_from, settle, sync)
 from .memory import Parking, free_cache, memory_use
 
 # Every callable the harness relies on here, the engine's own modules included, as
 # they were before candidate code ran. The labels keep the short names verdicts have
-# always used: "harness.timing" is harness/engine/timing.py, and so on.
+# always used: "harness.timing" is harness/engine/timing/clock.py, and so on.
 GUARD = Guard()
 for _label, _namespace in (("torch", torch), ("torch.nn.functional", torch.nn.functional),
                            ("torch.Tensor", torch.Tensor), ("torch.cuda", torch.cuda),
-                           ("torch.cuda.Event", torch.cuda.Event), ("time", timing.time),
-                           ("torch.profiler", torch.profiler), ("harness.timing", timing),
-                           ("harness.timing.Sampler", timing.Sampler), ("harness.timing.CudaSampler", timing.CudaSampler),
+                           ("torch.cuda.Event", torch.cuda.Event), ("time", clock.time),
+                           ("torch.profiler", torch.profiler), ("harness.timing", clock),
+                           ("harness.timing.Sampler", clock.Sampler), ("harness.timing.CudaSampler", clock.CudaSampler),
                            ("harness.torch_trace", torch_trace),
                            ("harness.channel", channel), ("harness.compare", compare),
                            ("harness.guards", guards), ("harness.digest", digests),
                            ("torch.autograd", torch.autograd), ("harness.backward", backward)):
     GUARD.take(_label, _namespace)
 # the functions this module calls after candidate code has run, kept unswappable
-_send, _time_interleaved, _at_default_numerics = channel.send, timing.time_interleaved, guards.at_default_numerics
+_send, _time_interleaved, _at_default_numerics = channel.send, clock.time_interleaved, guards.at_default_numerics
 _digest, _totals, _changed, _memory_use = digests.digest, digests.totals, digests.changed, memory_use
 _free_cache, _SameTensors, _park, _unpark = free_cache, SameTensors, Parking.park, Parking.unpark
 _trial, _timed_training, _output_metas = backward.trial, backward.timed, backward.output_metas
-_trace_calls, _late_streams = timing.trace_calls, torch_trace.late_streams
+_trace_calls, _late_streams = clock.trace_calls, torch_trace.late_streams
+
+
+@dataclass
+class CandidateWorker:
+    """What the candidate's worker keeps between requests: both models at the current shape, the
+    runtime guards' watchers, the CUDA graph while it is checked, and the outputs it shares."""
+
+    conn: channel.Channel
+    spec: CandidateSpec
+    device: torch.device
+    problem: ModuleType
+    model_new: type
+    watch: ThreadWatch
+    switches: BackendSwitches  # as the harness set them: the reference beside the candidate runs so
+    l2: L2Watch
+    shapes: Shapes
+    reference: Optional[torch.nn.Module] = None  # here only to be timed, where no state is restored
+    parking: Optional[Parking] = None
+    candidate: Optional[torch.nn.Module] = None
+    state: Optional[State] = None
+    matched: Optional[list] = None
+    graph: Optional["CapturedForward"] = None
+    # outputs the reference process maps (CUDA IPC): alive until it has answered
+    shared: list = field(default_factory=list)
+
+    def build(self) -> list[str]:
+        """Both models built afresh at the current shape (build_pair); the warnings of copying the parameters."""
+        self.reference, self.parking, self.candidate, warnings, self.matched = build_pair(
+            self.problem, self.model_new, self.spec, self.device)
+        self.state = State(self.candidate)
+        return warnings
+
+    def guards(self) -> dict[str, list[str]]:
+        return findings(GUARD, self.watch, self.l2)
+
+    def entries(self, observed: Optional[TimedOutputs], mirrored: Optional[TimedOutputs],
+                default_numerics: bool) -> dict[str, clock.Entry]:
+        return _entries(self.problem, self.device, self.reference, self.candidate, self.matched, observed, mirrored,
+                        default_numerics, self.spec.backward)
 
 
 def candidate_role(conn, header: dict) -> None:
@@ -62,8 +107,7 @@ def candidate_role(conn, header: dict) -> None:
         if isinstance(cls, type) and issubclass(cls, torch.nn.Module) and cls is not torch.nn.Module:
             GUARD.take(f"torch.nn.{cls.__name__}", cls)
     watch = ThreadWatch()  # before the import: a thread started there may finish work later too
-    switches = BackendSwitches()  # as the harness set them: the reference beside the candidate runs so
-    l2 = L2Watch(device, timing.l2_persistence)
+    switches, l2 = BackendSwitches(), L2Watch(device, clock.l2_persistence)
     try:
         module = import_candidate(spec)
     except BaseException as exc:  # noqa: BLE001
@@ -74,158 +118,190 @@ def candidate_role(conn, header: dict) -> None:
         channel.send(conn, to_dict(Reply(error="import_error",
                                          message="the file defines no ModelNew subclass of torch.nn.Module")))
         return
+    worker = CandidateWorker(conn, spec, device, problem, model_new, watch, switches, l2, Shapes(problem))
     try:
-        reference, parking, candidate, warnings, matched = build_pair(problem, model_new, spec, device)
-        state = State(candidate)  # the reference runs here only to be timed, where no state is restored
+        warnings = worker.build()
     except BaseException as exc:  # noqa: BLE001
         channel.send(conn, error_message("runtime_error", exc, phase="constructing ModelNew"))
         return
-    channel.send(conn, to_dict(CandidateReady(ready=True, warnings=warnings, guards=findings(GUARD, watch, l2))))
-    shapes, graph = Shapes(problem), None
-    shared: list = []  # outputs the reference process maps (CUDA IPC): alive until it has answered
-    while True:
-        request = from_dict(Request, channel.recv(conn).header)
-        shared.clear()
-        if request.cmd is not Command.GRAPH and graph is not None:
-            graph = None  # its static inputs and outputs are a copy of each: gone once the checks move on
+    channel.send(conn, to_dict(CandidateReady(ready=True, warnings=warnings, guards=worker.guards())))
+    _serve(worker)
+
+
+# --- the requests: each handler answers one, and says whether the process goes on ---------------
+
+def release(worker: CandidateWorker, request: Request) -> bool:
+    """The reference process has compared what it mapped: the device is the reference process's."""
+    _send(worker.conn, to_dict(Reply(memory=_memory_use(worker.device))))
+    return True
+
+
+def set_shape(worker: CandidateWorker, request: Request) -> bool:
+    """Both models rebuilt at another shape ({} the main one)."""
+    # the old shape's models go first: the device never holds them beside the new ones
+    worker.reference = worker.parking = worker.candidate = worker.state = worker.matched = None
+    _free_cache(worker.device)
+    try:
+        worker.shapes.set(request.shape or {})
+        worker.build()
+    except BaseException as exc:  # noqa: BLE001
+        # at another shape a failure is that shape's verdict: the process goes on to the next
+        channel.send(worker.conn, error_message("runtime_error", exc, phase="constructing ModelNew at the shape"))
+        return True
+    _free_cache(worker.device)  # what building left cached goes back, for the reference process's next trial
+    _send(worker.conn, to_dict(ShapeSet(applied=True)))
+    return True
+
+
+def replay_graph(worker: CandidateWorker, request: Request) -> bool:
+    """Forward captured in a CUDA graph on the first request's inputs, replayed on this one's."""
+    device = worker.device
+    inputs = inputs_from_seed(worker.problem, device, request.seed)
+    try:
+        if worker.graph is None:
+            worker.graph = CapturedForward(worker.candidate, inputs)
+        outputs = worker.graph.replay(inputs)
+        digest = _totals(_digest(inputs))
+        tensors: list = []
+        tree = channel.flatten(outputs, tensors)
+        # the reference process copies the outputs in next: the inputs need not sit beside them
+        if request.last:
+            del inputs
+            worker.graph.drop_inputs()
             _free_cache(device)
-        # the reference process has compared what it mapped: the device is the reference process's
-        if request.cmd is Command.RELEASE:
-            _send(conn, to_dict(Reply(memory=_memory_use(device))))
-        elif request.cmd is Command.SHAPE:
-            # the old shape's models go first: the device never holds them beside the new ones
-            reference = parking = candidate = state = matched = None
-            _free_cache(device)
-            try:
-                shapes.set(request.shape or {})
-                reference, parking, candidate, _, matched = build_pair(problem, model_new, spec, device)
-                state = State(candidate)
-            except BaseException as exc:  # noqa: BLE001
-                # at another shape a failure is that shape's verdict: the process goes on to the next
-                channel.send(conn, error_message("runtime_error", exc, phase="constructing ModelNew at the shape"))
-                continue
-            _free_cache(device)  # what building left cached goes back, for the reference process's next trial
-            _send(conn, to_dict(ShapeSet(applied=True)))
-        elif request.cmd is Command.GRAPH:
-            inputs = inputs_from_seed(problem, device, request.seed)
-            try:
-                if graph is None:  # captured on the first request's inputs, replayed on the next one's
-                    graph = CapturedForward(candidate, inputs)
-                outputs = graph.replay(inputs)
-                digest = _totals(_digest(inputs))
-                tensors: list = []
-                tree = channel.flatten(outputs, tensors)
-                # the reference process copies the outputs in next: the inputs need not sit beside them
-                if request.last:
-                    del inputs
-                    graph.drop_inputs()
-                    _free_cache(device)
-            except NotCapturable as exc:
-                _send(conn, to_dict(TrialOutputs(not_capturable=str(exc), guards=findings(GUARD, watch, l2))))
-                continue
-            except BaseException as exc:  # noqa: BLE001
-                channel.send(conn, error_message("runtime_error", exc, phase="replaying the CUDA graph"))
-                return
-            shared = _send(conn, to_dict(TrialOutputs(outputs=tree, checksum=digest,
-                                                      guards=findings(GUARD, watch, l2))), tensors, share_gpu=True)
-        elif request.cmd is Command.TRIAL:
-            phase = "drawing the trial's inputs"
-            try:  # inside the try: running out of memory here is still this candidate's run
-                state.restore()
-                inputs = inputs_from_seed(problem, device, request.seed)
-                # taken before the candidate sees them: block sums, not a second copy of the inputs
-                before = _digest(inputs)
-                digest = _totals(before)
-                phase = "running ModelNew" + (" forward and backward" if spec.backward else "")
-                lifted: list[int] = []
-                if spec.backward:
-                    outputs, lifted = _trial(backward.Training(candidate, matched), inputs, request.seed, device,
-                                             _digest, _changed)
-                else:
-                    with torch.no_grad():
-                        outputs = candidate(*inputs)
-                sync(device)
-                changed = _changed(before, _digest(inputs))
-                del inputs, before
-                tensors: list = []
-                tree = channel.flatten(outputs, tensors)
-                sync(device)
-            except BaseException as exc:  # noqa: BLE001
-                channel.send(conn, error_message("runtime_error", exc, phase=phase))
-                if shapes.main:  # at another shape: that shape's failure, the process goes on
-                    continue
-                return
-            memory = _memory_use(device)
-            # the inputs' memory goes back before the reply, not after it, while the reference process starts its
-            # part; the outputs stay, shared, until the next request
-            _free_cache(device)
-            shared = _send(
-                conn, to_dict(TrialOutputs(outputs=tree, inputs_changed=changed, checksum=digest,
-                                           upstream_changed=lifted, memory=memory, guards=findings(GUARD, watch, l2))),
-                tensors, share_gpu=True)
-            del outputs, tensors, tree  # nothing of a trial outlives its reply
-        elif request.cmd is Command.TIME:
-            observed = TimedOutputs(device)
-            # the reference's outputs are sampled the same way and dropped: the sampling's host and
-            # device work then follows every timed call alike, not the candidate's alone
-            mirrored = TimedOutputs(device)
-            try:
-                rule = request.rule
-                _unpark(parking)
-                entries = _entries(problem, device, reference, candidate, matched, observed, mirrored,
-                                   request.default_numerics, spec.backward)
-                for name, entry in entries.items():
-                    if name.startswith("reference"):
-                        entry.around = switches.as_taken
-                results = _time_interleaved(entries, device, rule)
-                _park(parking)
-            except BaseException as exc:  # noqa: BLE001
-                channel.send(conn, error_message("runtime_error", exc, phase="timing"))
-                return
-            samples, tensors = observed.message()  # on the host
-            memory = _memory_use(device)
-            # the entries hold both models: at a new shape the old ones must be free to go
-            del observed, mirrored, entries
-            _free_cache(device)  # before the reply: the reference re-checks the samples next, on inputs of its own
-            _send(conn, to_dict(Timed(timings=results, timed=samples, memory=memory, switches=switches.described(),
-                                      guards=findings(GUARD, watch, l2))), tensors)
-            del samples, tensors
-        elif request.cmd is Command.STREAMS:
-            try:
-                timed = _entries(problem, device, reference, candidate, matched, None, None, False,
-                                 spec.backward)["candidate"]
-                late, calls = _late_streams(_trace_calls(timed))
-                reply = StreamsTraced(late_ms=late, calls=calls)
-            except Exception as exc:  # noqa: BLE001 - no profiler here (CUPTI taken): the trace's note
-                reply = StreamsTraced(note=f"the profiler failed: {type(exc).__name__}: {str(exc)[:200]}")
-            reply.guards = findings(GUARD, watch, l2)
-            _send(conn, to_dict(reply))
+    except NotCapturable as exc:
+        _send(worker.conn, to_dict(TrialOutputs(not_capturable=str(exc), guards=worker.guards())))
+        return True
+    except BaseException as exc:  # noqa: BLE001
+        channel.send(worker.conn, error_message("runtime_error", exc, phase="replaying the CUDA graph"))
+        return False
+    worker.shared = _send(worker.conn, to_dict(TrialOutputs(outputs=tree, checksum=digest, guards=worker.guards())),
+                          tensors, share_gpu=True)
+    return True
+
+
+def run_trial(worker: CandidateWorker, request: Request) -> bool:
+    """ModelNew on the inputs of the trial's seed (forward and backward under --backward); its outputs
+    shared with the reference process, and whether it changed its inputs."""
+    device, spec = worker.device, worker.spec
+    phase = "drawing the trial's inputs"
+    try:  # inside the try: running out of memory here is still this candidate's run
+        worker.state.restore()
+        inputs = inputs_from_seed(worker.problem, device, request.seed)
+        # taken before the candidate sees them: block sums, not a second copy of the inputs
+        before = _digest(inputs)
+        digest = _totals(before)
+        phase = "running ModelNew" + (" forward and backward" if spec.backward else "")
+        lifted: list[int] = []
+        if spec.backward:
+            outputs, lifted = _trial(backward.Training(worker.candidate, worker.matched), inputs, request.seed,
+                                     device, _digest, _changed)
         else:
+            with torch.no_grad():
+                outputs = worker.candidate(*inputs)
+        sync(device)
+        changed = _changed(before, _digest(inputs))
+        del inputs, before
+        tensors: list = []
+        tree = channel.flatten(outputs, tensors)
+        sync(device)
+    except BaseException as exc:  # noqa: BLE001
+        channel.send(worker.conn, error_message("runtime_error", exc, phase=phase))
+        return bool(worker.shapes.main)  # at another shape: that shape's failure, the process goes on
+    memory = _memory_use(device)
+    # the inputs' memory goes back before the reply, not after it, while the reference process starts its
+    # part; the outputs stay, shared, until the next request
+    _free_cache(device)
+    worker.shared = _send(
+        worker.conn, to_dict(TrialOutputs(outputs=tree, inputs_changed=changed, checksum=digest,
+                                          upstream_changed=lifted, memory=memory, guards=worker.guards())),
+        tensors, share_gpu=True)
+    return True
+
+
+def time_both(worker: CandidateWorker, request: Request) -> bool:
+    """Candidate and reference timed interleaved, every timed output sampled for the re-check."""
+    device = worker.device
+    observed = TimedOutputs(device)
+    # the reference's outputs are sampled the same way and dropped: the sampling's host and
+    # device work then follows every timed call alike, not the candidate's alone
+    mirrored = TimedOutputs(device)
+    try:
+        rule = request.rule
+        _unpark(worker.parking)
+        entries = worker.entries(observed, mirrored, request.default_numerics)
+        for name, entry in entries.items():
+            if name.startswith("reference"):
+                entry.around = worker.switches.as_taken
+        results = _time_interleaved(entries, device, rule)
+        _park(worker.parking)
+    except BaseException as exc:  # noqa: BLE001
+        channel.send(worker.conn, error_message("runtime_error", exc, phase="timing"))
+        return False
+    samples, tensors = observed.message()  # on the host
+    memory = _memory_use(device)
+    # the entries hold both models: at a new shape the old ones must be free to go
+    del observed, mirrored, entries
+    _free_cache(device)  # before the reply: the reference re-checks the samples next, on inputs of its own
+    _send(worker.conn, to_dict(Timed(timings=results, timed=samples, memory=memory,
+                                     switches=worker.switches.described(), guards=worker.guards())), tensors)
+    return True
+
+
+def trace_streams(worker: CandidateWorker, request: Request) -> bool:
+    """A few candidate calls under the profiler: which streams finished work after the caller's."""
+    try:
+        timed = worker.entries(None, None, False)["candidate"]
+        late, calls = _late_streams(_trace_calls(timed))
+        reply = StreamsTraced(late_ms=late, calls=calls)
+    except Exception as exc:  # noqa: BLE001 - no profiler here (CUPTI taken): the trace's note
+        reply = StreamsTraced(note=f"the profiler failed: {type(exc).__name__}: {str(exc)[:200]}")
+    reply.guards = worker.guards()
+    _send(worker.conn, to_dict(reply))
+    return True
+
+
+Handler = Callable[[CandidateWorker, Request], bool]
+HANDLERS: dict[Command, Handler] = {
+    Command.RELEASE: release, Command.SHAPE: set_shape, Command.GRAPH: replay_graph, Command.TRIAL: run_trial,
+    Command.TIME: time_both, Command.STREAMS: trace_streams}
+
+
+def _serve(worker: CandidateWorker) -> None:
+    """The harness's requests until EXIT (or one this role has no handler for), or a failure."""
+    while True:
+        request = from_dict(Request, channel.recv(worker.conn).header)
+        worker.shared.clear()
+        if request.cmd is not Command.GRAPH and worker.graph is not None:
+            worker.graph = None  # its static inputs and outputs are a copy of each: gone once the checks move on
+            _free_cache(worker.device)
+        handler = HANDLERS.get(request.cmd)
+        if handler is None or not handler(worker, request):
             return
 
 
 def _entries(problem, device: torch.device, reference, candidate, matched, observed: Optional[TimedOutputs],
-             mirrored: Optional[TimedOutputs], default_numerics: bool, training: bool) -> dict[str, timing.Entry]:
+             mirrored: Optional[TimedOutputs], default_numerics: bool, training: bool) -> dict[str, clock.Entry]:
     if training:
         return _training_entries(problem, device, reference, candidate, matched, observed, mirrored, default_numerics)
     return _forward_entries(problem, device, reference, candidate, observed, mirrored, default_numerics)
 
 
 def _forward_entries(problem, device: torch.device, reference, candidate, observed: TimedOutputs,
-                     mirrored: TimedOutputs, default_numerics: bool) -> dict[str, timing.Entry]:
+                     mirrored: TimedOutputs, default_numerics: bool) -> dict[str, clock.Entry]:
     # Both models read the same tensors (kept call after call where small; each call's inputs
     # written into them first): inputs at addresses of each model's own would be one more
     # placement the twins do not vary.
     inputs = _SameTensors(problem, device)
-    entries = {"candidate": timing.Entry(inputs, candidate, _observer(observed)),
-               "reference": timing.Entry(inputs, reference, _observer(mirrored))}
+    entries = {"candidate": clock.Entry(inputs, candidate, _observer(observed)),
+               "reference": clock.Entry(inputs, reference, _observer(mirrored))}
     if default_numerics:  # eager as users run it, beside the candidate too
-        entries["reference_defaults"] = timing.Entry(inputs, _at_default_numerics(reference), _observer(mirrored))
+        entries["reference_defaults"] = clock.Entry(inputs, _at_default_numerics(reference), _observer(mirrored))
     return entries
 
 
 def _training_entries(problem, device: torch.device, reference, candidate, matched, observed: TimedOutputs,
-                      mirrored: TimedOutputs, default_numerics: bool) -> dict[str, timing.Entry]:
+                      mirrored: TimedOutputs, default_numerics: bool) -> dict[str, clock.Entry]:
     """--backward: forward and backward as one timed call under the usual keys, and each forward
     alone beside them (unchecked, shown only)."""
     found = _output_metas(reference, inputs_from_seed(problem, device, new_seed()))
@@ -237,8 +313,8 @@ def _training_entries(problem, device: torch.device, reference, candidate, match
     if default_numerics:
         entries["reference_defaults"] = _timed_training(_SameTensors(problem, device), reference, own, found, device,
                                                         _observer(mirrored), _at_default_numerics)
-    entries["candidate_forward"] = timing.Entry(_SameTensors(problem, device), candidate)
-    entries["reference_forward"] = timing.Entry(_SameTensors(problem, device), reference)
+    entries["candidate_forward"] = clock.Entry(_SameTensors(problem, device), candidate)
+    entries["reference_forward"] = clock.Entry(_SameTensors(problem, device), reference)
     return entries
 
 

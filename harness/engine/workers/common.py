@@ -18,8 +18,8 @@ import torch
 
 from ...integrity.guards import full_precision
 from ...results import to_dict
-from ..build import file_lock
-from ..protocol import BuildSpec, Reply
+from ..building.cache import file_lock
+from ..processes.protocol import BuildSpec, Reply
 from .memory import tensor_bytes
 
 

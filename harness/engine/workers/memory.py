@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from ..protocol import PARK_BYTES
+from ..processes.protocol import PARK_BYTES
 
 
 def memory_use(device: torch.device) -> dict[str, int]:

@@ -14,7 +14,7 @@ import torch
 
 from ...profiles import Profile
 from ...results import to_json
-from ..torch_trace import parse_trace
+from ..profiling.torch_trace import parse_trace
 from .common import (build_model, copy_parameters, import_file, inputs_from_seed, randomize_parameters, settle,
                      sync)
 

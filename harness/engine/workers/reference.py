@@ -3,49 +3,39 @@
 It builds the reference, draws trial inputs from fresh seeds, keeps the
 reference outputs, and compares what the candidate returned. It never runs
 candidate code, so the reference outputs never live where the candidate runs.
+After the load it serves the harness's commands, one handler each (HANDLERS).
 """
 from __future__ import annotations
 
 import contextlib
 import copy
-import inspect
-import os
 import platform
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from types import ModuleType
+from typing import Any, Callable, Iterator, Optional
 
 import torch
 
 from ...files import new_seed
-from ...integrity import lint, roofline
+from ...integrity import lint
+from ...integrity.digest import changed, checksum, digest
 from ...integrity.guards import at_default_numerics, pytorch_default_numerics
 from ...integrity.recheck import verify_timed
 from ...problem import Shapes, benchmark_shapes, shape_variants, tolerance
 from ...results import CheckResult, as_list, from_dict, to_dict
-from .. import channel, compare, timing
-from ..device_lock import DeviceLock
-from ..footprint import TWIN_PADS_MIB, twin_count
+from ..checking import compare
+from ..processes import channel
+from ..processes.device_lock import DeviceLock
+from ..processes.footprint import TWIN_PADS_MIB, twin_count
+from ..processes.protocol import (Checked, Command, ReferenceHolding, ReferenceReady, ReferenceSpec, ReferenceTimed,
+                                  Reply, Request, ShapeSet, TrialMade)
+from ..timing import clock
 from . import backward
-from ..protocol import (Checked, Command, ReferenceHolding, ReferenceReady, ReferenceSpec, ReferenceTimed, Reply,
-                        Request, ShapeSet, TrialMade)
-from ...integrity.digest import changed, checksum, digest
 from .common import (Laps, State, check_inputs, error_message, import_file, in_mode, inputs_from_seed, reference_from,
                      settle, sync)
+from .facts import hardware_facts, input_facts, problem_roofline
 from .memory import Parking, free_cache, held_bytes, memory_available, memory_use, peak_above, tensor_bytes
-
-
-def problem_roofline(problem, device: torch.device, device_name: str, cache_dir: str | None) -> dict:
-    """The bytes and flops the problem declares, and the device's measured peaks."""
-    declared = {name: int(getattr(problem, f"roofline_{name}")()) for name in ("bytes", "flops")
-                if callable(getattr(problem, f"roofline_{name}", None))}
-    if not declared:
-        return {}
-    peaks = roofline.cached_peaks(cache_dir, device_name) if cache_dir else None
-    if peaks is None:
-        peaks = roofline.measure_peaks(device, device_name)
-        if cache_dir:
-            roofline.store_peaks(cache_dir, peaks)
-    return {"roofline": declared, "peaks": peaks}
 
 
 def changed_by_default_numerics(reference, inputs: list, exact: list, device: torch.device) -> tuple[bool, int]:
@@ -85,50 +75,6 @@ def check_outputs(outputs) -> None:
             kind = "None" if out is None else f"a {type(out).__qualname__}"
             raise TypeError(f"{where} {kind}, not a torch.Tensor; the harness compares tensors, so return "
                             "one (wrap a number in torch.tensor(...)) or a tuple of them")
-
-
-def hardware_facts(device: torch.device) -> list[str]:
-    """What a kernel author sizes work by: SMs, L2, shared memory and registers; on a CPU,
-    cores and caches."""
-    if device.type == "cuda":
-        props = torch.cuda.get_device_properties(device)
-        facts = [f"{props.multi_processor_count} SMs, compute capability {props.major}.{props.minor}; "
-                 f"builds target sm_{props.major}{props.minor}"]
-        per_sm = [f"{value // 1024} KiB shared memory" if name == "shared_memory_per_multiprocessor"
-                  else f"{value} registers" for name in ("shared_memory_per_multiprocessor", "regs_per_multiprocessor")
-                  if (value := getattr(props, name, None))]
-        if per_sm:
-            facts.append("per SM: " + ", ".join(per_sm))
-        if getattr(props, "L2_cache_size", None):
-            facts.append(f"L2 cache: {props.L2_cache_size / 2**20:.0f} MiB")
-        facts.append(f"memory: {props.total_memory / 2**30:.0f} GiB")
-        return facts
-    caches = []
-    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
-        try:
-            level, kind, size = ((index / name).read_text().strip() for name in ("level", "type", "size"))
-        except OSError:
-            continue
-        caches.append(f"L{level} {kind.lower()} {size}")
-    return [f"{os.cpu_count()} cores"] + ([("caches: " + ", ".join(caches))] if caches else [])
-
-
-def input_facts(problem, inputs: list) -> list[str]:
-    """Each forward argument as one get_inputs() call makes it: device, dtype, shape, layout."""
-    try:
-        names = list(inspect.signature(problem.Model.forward).parameters)[1:]
-    except (TypeError, ValueError):
-        names = []
-    facts = []
-    for i, value in enumerate(inputs):
-        name = names[i] if i < len(names) else f"argument {i + 1}"
-        if isinstance(value, torch.Tensor):
-            layout = "contiguous" if value.is_contiguous() else f"not contiguous (strides {tuple(value.stride())})"
-            facts.append(f"`{name}`: {value.device.type} {str(value.dtype).removeprefix('torch.')} "
-                         f"{tuple(value.shape)}, {layout}")
-        else:
-            facts.append(f"`{name}`: {type(value).__name__} {value!r}"[:200])
-    return facts
 
 
 def _failure(exc: BaseException) -> str:
@@ -171,18 +117,57 @@ def grad_allowance(reference, sample: list, seed: int, device: torch.device, lay
     return allowance, ""
 
 
+@dataclass
+class ReferenceProcess:
+    """What the reference process keeps between commands: the problem, its reference at the current
+    shape, and a trial's reference outputs until they are compared."""
+
+    conn: channel.Channel
+    spec: ReferenceSpec
+    device: torch.device
+    problem: ModuleType
+    shapes: Shapes
+    model: Optional[torch.nn.Module] = None
+    state: Optional[State] = None
+    parking: Optional[Parking] = None
+    # --backward: each entry's label, where the gradients start, their atol's allowance
+    layout: dict = field(default_factory=dict)
+    compiled: Optional[Callable] = None  # torch.compile's reference, compiled once per reference process
+    outputs: Any = None  # the reference's outputs for the trial drawn last, until compared
+    output_bytes: int = 0
+
+    def take(self, model: torch.nn.Module) -> None:
+        """`model` is the reference from now on, its buffers as built."""
+        self.model, self.state, self.parking = model, State(model), Parking(model, self.device)
+
+    @property
+    def grads(self) -> dict[str, list[float]]:
+        return self.spec.grad_tolerances or self.spec.tolerances
+
+    def training(self) -> backward.Training:
+        return backward.Training(self.model, backward.own_parameters(self.model))
+
+    def outputs_of(self, inputs: list, seed: int):
+        """The reference's outputs for a trial's inputs: under --backward, its outputs and gradients."""
+        if self.spec.backward:
+            return backward.trial(self.training(), inputs, seed, self.device, digest, changed)[0]
+        with torch.no_grad():
+            return self.model(*inputs)
+
+    def send(self, reply: Reply) -> bool:
+        channel.send(self.conn, to_dict(reply))
+        return True
+
+    def fail(self, exc: BaseException) -> bool:
+        """The failure told to the harness; the process ends."""
+        channel.send(self.conn, error_message(_failure(exc), exc))
+        return False
+
+
 def reference_role(conn, header: dict) -> None:
     spec = from_dict(ReferenceSpec, header)
     device = torch.device(spec.device)
-    tolerances = spec.tolerances
     settle(device)
-    layout: dict = {}  # --backward: each entry's label, where the gradients start, their atol's allowance
-    allowance_note = ""
-    grads = spec.grad_tolerances or tolerances
-
-    def training() -> backward.Training:
-        return backward.Training(reference, backward.own_parameters(reference))
-
     laps = Laps(device)  # where the load's seconds go, for a sweep's records
     if device.type == "cuda":  # the context: seconds of driver work, no kernel, so before the lock
         torch.empty(1, device=device)
@@ -192,215 +177,255 @@ def reference_role(conn, header: dict) -> None:
     with holding_device(conn, spec):
         laps.lap("device_wait")
         try:
-            problem = import_file(spec.problem, "problem")
-            reference = build_reference(problem, spec, device)
-            laps.lap("model")
-            state, parking = State(reference), Parking(reference, device)
-            shapes, variants, benchmarks = Shapes(problem), shape_variants(problem), benchmark_shapes(problem)
-            compiled = None
-            probe = new_seed()
-            # Trials hand the worker a seed; that only works if a seed reproduces the inputs.
-            # Two draws, one alive at a time: a problem's inputs may fill most of the device.
-            first = checksum(inputs_from_seed(problem, device, probe))
-            sample = inputs_from_seed(problem, device, probe)
-            check_inputs(sample, "get_inputs()")
-            reproducible = checksum(sample) == first
-            with torch.no_grad():
-                exact, forward_peak = peak_above(device, lambda: reference(*sample))
-            check_outputs(exact)
-            # the footprint, for the harness to say before the first trial whether the problem fits
-            sizes = {"input_bytes": tensor_bytes(sample), "output_bytes": tensor_bytes(as_list(exact)),
-                     "parameter_bytes": held_bytes(reference), "flush_bytes": timing.flush_bytes(device)}
-            # what is free, plus what this process already holds of the problem's own
-            sizes["available_bytes"] = (memory_available(device) + sizes["input_bytes"] + sizes["output_bytes"]
-                                        + sizes["parameter_bytes"])
-            laps.lap("inputs_and_forward")
-            numerics_differ, defaults_peak = changed_by_default_numerics(reference, sample, as_list(exact), device)
-            laps.lap("numerics")
-            sizes["workspace_bytes"] = max(0, max(forward_peak, defaults_peak) - sizes["output_bytes"])
-            arguments = input_facts(problem, sample)
-            del exact
-            random_draws = lint.draws_random(reference, sample, state.restore)
-            laps.lap("random_draws")
-            no_backward = ""
-            if spec.backward:
-                found = backward.output_metas(reference, sample)
-                if not any(found):
-                    no_backward = ("no output of Model.forward has a gradient (integer outputs such as argmax's, "
-                                   "or outputs detached from the inputs and parameters): it has no backward to "
-                                   "check, so it is skipped under --backward")
-                names = [name for name, _ in backward.reference_parameters(reference)]
-                layout = {"labels": backward.labels(len(found), sample, names), "first_gradient": len(found)}
-                if not no_backward:  # a trial's peak (saved activations, gradients) is the workspace the fit counts
-                    _, trial_peak = peak_above(device, lambda: len(backward.trial(training(), sample, probe, device,
-                                                                                  digest, changed)[0]))
-                    sizes["workspace_bytes"] = max(sizes["workspace_bytes"], trial_peak - sizes["output_bytes"])
-                    state.restore()
-                    if spec.grad_rounding:
-                        layout["allowance"], allowance_note = grad_allowance(reference, sample, probe, device,
-                                                                             layout, random_draws)
-                state.restore()
-            del sample
-            laps.lap("backward")
+            ref, info = _load(conn, spec, device, laps)
         except BaseException as exc:  # noqa: BLE001
             channel.send(conn, error_message(_failure(exc), exc))
             return
-        info = ReferenceReady(ready=True, device_name=platform.processor() or platform.machine(),
-                              reproducible=reproducible, numerics_differ=numerics_differ,
-                              hardware=hardware_facts(device), inputs=arguments, shapes=variants,
-                              benchmark_shapes=benchmarks, no_backward=no_backward, **sizes)
-        if layout.get("allowance"):
-            info.grad_allowance = dict(zip(layout["labels"][layout["first_gradient"]:], layout["allowance"]))
-        if random_draws:
-            info.warnings.append(random_draws)
-        if allowance_note:
-            info.warnings.append(allowance_note)
-        if device.type == "cuda":
-            props = torch.cuda.get_device_properties(device)
-            info.device_name, info.capability = props.name, f"{props.major}.{props.minor}"
-        try:
-            for name, value in problem_roofline(problem, device, info.device_name, spec.cache_dir).items():
-                setattr(info, name, value)
-        except Exception as exc:  # noqa: BLE001 - a broken declaration is reported, not fatal
-            info.warnings.append(f"the problem's roofline declaration failed: {type(exc).__name__}: {exc}")
-        laps.lap("roofline")
-        try:
-            info.warnings += lint.lint_reference(reference, lambda: inputs_from_seed(problem, device, new_seed()),
-                                                tolerances=tolerances)
-        except Exception as exc:  # noqa: BLE001
-            info.warnings.append(f"the problem lint could not run: {type(exc).__name__}: {exc}")
-        free_cache(device)
-        info.memory = memory_use(device)
-        laps.lap("lint")
+        _describe(ref, info, laps)
     info.load_seconds = laps.laps
     channel.send(conn, to_dict(info))
-    outputs, output_bytes = None, 0
+    _serve(ref)
+
+
+def _load(conn, spec: ReferenceSpec, device: torch.device, laps: Laps) -> tuple[ReferenceProcess, ReferenceReady]:
+    """The problem imported, its reference built and run on a sample of its inputs: what the harness
+    learns before the first trial (the device's facts, the roofline and the lint are added after)."""
+    problem = import_file(spec.problem, "problem")
+    model = build_reference(problem, spec, device)
+    laps.lap("model")
+    ref = ReferenceProcess(conn, spec, device, problem, Shapes(problem))
+    ref.take(model)
+    info = ReferenceReady(ready=True, shapes=shape_variants(problem), benchmark_shapes=benchmark_shapes(problem))
+    probe = new_seed()
+    sample = _first_forward(ref, probe, info, laps)
+    random_draws = lint.draws_random(ref.model, sample, ref.state.restore)
+    laps.lap("random_draws")
+    allowance_note = _plan_backward(ref, sample, probe, random_draws, info) if spec.backward else ""
+    del sample
+    laps.lap("backward")
+    info.warnings += [note for note in (random_draws, allowance_note) if note]
+    return ref, info
+
+
+def _first_forward(ref: ReferenceProcess, probe: int, info: ReferenceReady, laps: Laps) -> list:
+    """The reference on a sample of its inputs: whether a seed reproduces them, the footprint (for the
+    harness to say before the first trial whether the problem fits), the numerics; the sample."""
+    problem, device, model = ref.problem, ref.device, ref.model
+    # Trials hand the worker a seed; that only works if a seed reproduces the inputs.
+    # Two draws, one alive at a time: a problem's inputs may fill most of the device.
+    first = checksum(inputs_from_seed(problem, device, probe))
+    sample = inputs_from_seed(problem, device, probe)
+    check_inputs(sample, "get_inputs()")
+    info.reproducible = checksum(sample) == first
+    with torch.no_grad():
+        exact, forward_peak = peak_above(device, lambda: model(*sample))
+    check_outputs(exact)
+    info.input_bytes, info.output_bytes = tensor_bytes(sample), tensor_bytes(as_list(exact))
+    info.parameter_bytes, info.flush_bytes = held_bytes(model), clock.flush_bytes(device)
+    # what is free, plus what this process already holds of the problem's own
+    info.available_bytes = (memory_available(device) + info.input_bytes + info.output_bytes
+                            + info.parameter_bytes)
+    laps.lap("inputs_and_forward")
+    info.numerics_differ, defaults_peak = changed_by_default_numerics(model, sample, as_list(exact), device)
+    laps.lap("numerics")
+    info.workspace_bytes = max(0, max(forward_peak, defaults_peak) - info.output_bytes)
+    info.inputs = input_facts(problem, sample)
+    return sample
+
+
+def _plan_backward(ref: ReferenceProcess, sample: list, probe: int, random_draws: str, info: ReferenceReady) -> str:
+    """--backward: what a trial's outputs hold (ref.layout), whether there is a backward to check,
+    and a trial's peak; the note on the gradients' allowance ("" for none)."""
+    model, device = ref.model, ref.device
+    found = backward.output_metas(model, sample)
+    if not any(found):
+        info.no_backward = ("no output of Model.forward has a gradient (integer outputs such as argmax's, "
+                            "or outputs detached from the inputs and parameters): it has no backward to "
+                            "check, so it is skipped under --backward")
+    names = [name for name, _ in backward.reference_parameters(model)]
+    ref.layout = layout = {"labels": backward.labels(len(found), sample, names), "first_gradient": len(found)}
+    note = ""
+    if not info.no_backward:  # a trial's peak (saved activations, gradients) is the workspace the fit counts
+        _, trial_peak = peak_above(device, lambda: len(backward.trial(ref.training(), sample, probe, device,
+                                                                      digest, changed)[0]))
+        info.workspace_bytes = max(info.workspace_bytes, trial_peak - info.output_bytes)
+        ref.state.restore()
+        if ref.spec.grad_rounding:
+            layout["allowance"], note = grad_allowance(model, sample, probe, device, layout, random_draws)
+    ref.state.restore()
+    if layout.get("allowance"):
+        info.grad_allowance = dict(zip(layout["labels"][layout["first_gradient"]:], layout["allowance"]))
+    return note
+
+
+def _describe(ref: ReferenceProcess, info: ReferenceReady, laps: Laps) -> None:
+    """What the harness is told beside the load: the device's facts, the problem's roofline, its lint."""
+    device = ref.device
+    info.device_name, info.hardware = platform.processor() or platform.machine(), hardware_facts(device)
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        info.device_name, info.capability = props.name, f"{props.major}.{props.minor}"
+    try:
+        for name, value in problem_roofline(ref.problem, device, info.device_name, ref.spec.cache_dir).items():
+            setattr(info, name, value)
+    except Exception as exc:  # noqa: BLE001 - a broken declaration is reported, not fatal
+        info.warnings.append(f"the problem's roofline declaration failed: {type(exc).__name__}: {exc}")
+    laps.lap("roofline")
+    try:
+        info.warnings += lint.lint_reference(ref.model, lambda: inputs_from_seed(ref.problem, device, new_seed()),
+                                            tolerances=ref.spec.tolerances)
+    except Exception as exc:  # noqa: BLE001
+        info.warnings.append(f"the problem lint could not run: {type(exc).__name__}: {exc}")
+    free_cache(device)
+    info.memory = memory_use(device)
+    laps.lap("lint")
+
+
+# --- the commands: each handler answers one, and says whether the process goes on ---------------
+
+def make_trial(ref: ReferenceProcess, message: channel.Message) -> bool:
+    """A trial drawn from a fresh seed, the reference's outputs kept. The worker makes the same inputs
+    from the seed: 8 bytes travel, not the tensors."""
+    seed, device = new_seed(), ref.device
+    try:
+        ref.outputs = None
+        ref.parking.unpark()
+        ref.state.restore()  # trial k sees the state the candidate's model sees: as constructed
+        inputs = inputs_from_seed(ref.problem, device, seed)
+        check_inputs(inputs, "get_inputs()")
+        digested = checksum(inputs)
+        ref.outputs = ref.outputs_of(inputs, seed)
+        sync(device)
+        del inputs
+        free_cache(device)  # the worker draws the same inputs next: one copy on the device, not two
+        ref.output_bytes = tensor_bytes(as_list(ref.outputs))
+    except BaseException as exc:  # noqa: BLE001
+        return ref.fail(exc)
+    return ref.send(TrialMade(seed=seed, checksum=digested, memory=memory_use(device)))
+
+
+def compare_outputs(ref: ReferenceProcess, message: channel.Message) -> bool:
+    """The candidate's outputs for the trial, relayed, compared with the reference's."""
+    tree, candidate = message.header.get("outputs"), None
+    try:
+        candidate = channel.unflatten(tree, message.tensors)
+        result = compare.compare(ref.outputs, candidate, channel.devices(tree),
+                                 lambda dtype: tolerance(ref.spec.tolerances, dtype),
+                                 grad_tolerances=lambda dtype: tolerance(ref.grads, dtype), **ref.layout)
+    except channel.ChannelError as exc:
+        result = CheckResult(False, reasons=[f"its outputs are unreadable: {exc}"])
+    # both sides' outputs go as soon as they are compared (the serving loop keeps the message, not its tensors)
+    message.tensors.clear()
+    del candidate
+    ref.outputs = None
+    free_cache(ref.device)
+    return ref.send(Checked(check=result, memory=memory_use(ref.device)))
+
+
+def time_reference(ref: ReferenceProcess, message: channel.Message) -> bool:
+    """The reference alone, in a process no candidate touched: the yardstick for the reference timed
+    beside the candidate; its twins, its compiled form and its default numerics where asked."""
+    request = from_dict(Request, message.header)
+    problem, device, model = ref.problem, ref.device, ref.model
+    make_inputs = lambda seed: inputs_from_seed(problem, device, seed)  # noqa: E731
+    ref.parking.unpark()
+    try:
+        # --backward: what each timed call's upstream gradients are drawn for
+        found = backward.output_metas(model, make_inputs(new_seed())) if ref.spec.backward else None
+
+        def entry(fn, owner=model, wrap=lambda f: f) -> clock.Entry:
+            if found is None:
+                return clock.Entry(make_inputs, wrap(fn))
+            return backward.timed(make_inputs, fn, backward.own_parameters(owner), found, device, wrap=wrap)
+        entries = {"reference": entry(model)}
+        if request.default_numerics:
+            entries["reference_defaults"] = entry(model, wrap=at_default_numerics)
+        for n, twin in enumerate(twins(model, device, request.placement_budget), 1):
+            entries[f"placement_{n}"] = entry(twin, twin)
+        if request.compile_baseline:
+            if ref.compiled is None:  # compiled once per reference process
+                ref.compiled = torch.compile(model)
+            entries["compiled"] = entry(ref.compiled)
+            if request.default_numerics:
+                entries["compiled_defaults"] = entry(ref.compiled, wrap=at_default_numerics)
+        results = clock.time_interleaved(entries, device, request.rule)
+    except BaseException as exc:  # noqa: BLE001
+        return ref.fail(exc)
+    del entries  # the twins with them
+    free_cache(device)
+    return ref.send(ReferenceTimed(timings=results, memory=memory_use(device)))
+
+
+def set_shape(ref: ReferenceProcess, message: channel.Message) -> bool:
+    """The reference at another shape, rebuilt afresh; one that cannot be built there is the
+    problem's limit, not a candidate's failure: the main shape comes back."""
+    request = from_dict(Request, message.header)
+    problem, spec, device = ref.problem, ref.spec, ref.device
+    # the old shape's model goes first: the device never holds it beside the new one
+    ref.model = ref.state = ref.parking = ref.outputs = ref.compiled = None
+    free_cache(device)
+    try:
+        ref.shapes.set(request.shape or {})
+        model = build_reference(problem, spec, device)
+        with torch.no_grad():  # a shape the reference cannot run is no shape to check a candidate at
+            check_outputs(model(*inputs_from_seed(problem, device, new_seed())))
+        reply = ShapeSet(applied=True)
+    except Exception as exc:  # noqa: BLE001
+        model = None
+        free_cache(device)
+        ref.shapes.set({})
+        model = build_reference(problem, spec, device)
+        reply = ShapeSet(reason=f"the reference cannot be built there: {type(exc).__name__}: {exc}"[:500])
+    ref.take(model)
+    free_cache(device)  # what the trial run left cached goes back, for the worker's build
+    return ref.send(reply)
+
+
+def park(ref: ReferenceProcess, message: channel.Message) -> bool:
+    """The reference's parameters to the host: the candidate's process times both models next."""
+    try:
+        ref.parking.park()
+    except BaseException as exc:  # noqa: BLE001
+        return ref.fail(exc)
+    return ref.send(Reply(memory=memory_use(ref.device)))
+
+
+def verify_timed_outputs(ref: ReferenceProcess, message: channel.Message) -> bool:
+    """The candidate's timed-output samples, relayed, re-checked against the reference on their seeds."""
+    ref.parking.unpark()
+
+    def reference_outputs(seed: int) -> list:
+        ref.state.restore()
+        return as_list(ref.outputs_of(inputs_from_seed(ref.problem, ref.device, seed), seed))
+
+    result = verify_timed(message.header.get("timed") or [], message.tensors, reference_outputs,
+                          ref.spec.tolerances, grad_tolerances=ref.grads, **ref.layout)
+    message.tensors.clear()
+    free_cache(ref.device)
+    return ref.send(Checked(check=result, memory=memory_use(ref.device)))
+
+
+Handler = Callable[[ReferenceProcess, channel.Message], bool]
+HANDLERS: dict[Command, Handler] = {
+    Command.MAKE_TRIAL: make_trial, Command.COMPARE: compare_outputs, Command.TIME_REFERENCE: time_reference,
+    Command.SHAPE: set_shape, Command.PARK: park, Command.VERIFY_TIMED: verify_timed_outputs}
+
+
+def _serve(ref: ReferenceProcess) -> None:
+    """The harness's commands until EXIT (or one this role has no handler for), or a failure."""
+    device = ref.device
     while True:
         # a candidate's outputs may not be much bigger than the reference's (plus the timed samples)
-        limit = 4 * output_bytes + (64 << 20)
+        limit = 4 * ref.output_bytes + (64 << 20)
         try:
-            message = channel.recv(conn, max_bytes=limit, pin=device.type == "cuda",
+            message = channel.recv(ref.conn, max_bytes=limit, pin=device.type == "cuda",
                                    gpu=device if device.type == "cuda" else None)
         except channel.ChannelError as exc:
             # what the candidate sent was malformed: that is its failure, not ours
-            channel.send(conn, to_dict(Checked(check=CheckResult(False, reasons=[f"its outputs are unreadable: {exc}"]))))
+            ref.send(Checked(check=CheckResult(False, reasons=[f"its outputs are unreadable: {exc}"])))
             continue
         # The harness sets cmd, on relayed messages too; the rest of a relayed message is the
         # candidate's and is read field by field, so a forged one cannot break this process.
-        cmd = from_dict(Command, message.header.get("cmd"))
-        if cmd is Command.MAKE_TRIAL:
-            # The worker makes the same inputs from the seed: 8 bytes travel, not the tensors.
-            seed = new_seed()
-            try:
-                outputs = None
-                parking.unpark()
-                state.restore()  # trial k sees the state the candidate's model sees: as constructed
-                inputs = inputs_from_seed(problem, device, seed)
-                check_inputs(inputs, "get_inputs()")
-                digested = checksum(inputs)
-                if spec.backward:
-                    outputs = backward.trial(training(), inputs, seed, device, digest, changed)[0]
-                else:
-                    with torch.no_grad():
-                        outputs = reference(*inputs)
-                sync(device)
-                del inputs
-                free_cache(device)  # the worker draws the same inputs next: one copy on the device, not two
-                output_bytes = tensor_bytes(as_list(outputs))
-            except BaseException as exc:  # noqa: BLE001
-                channel.send(conn, error_message(_failure(exc), exc))
-                return
-            channel.send(conn, to_dict(TrialMade(seed=seed, checksum=digested, memory=memory_use(device))))
-        elif cmd is Command.COMPARE:
-            tree, candidate = message.header.get("outputs"), None
-            try:
-                candidate = channel.unflatten(tree, message.tensors)
-                result = compare.compare(outputs, candidate, channel.devices(tree),
-                                         lambda dtype: tolerance(tolerances, dtype),
-                                         grad_tolerances=lambda dtype: tolerance(grads, dtype), **layout)
-            except channel.ChannelError as exc:
-                result = CheckResult(False, reasons=[f"its outputs are unreadable: {exc}"])
-            # both sides' outputs go as soon as they are compared
-            del message, candidate
-            outputs = None
-            free_cache(device)
-            channel.send(conn, to_dict(Checked(check=result, memory=memory_use(device))))
-        elif cmd is Command.TIME_REFERENCE:
-            request = from_dict(Request, message.header)
-            # The reference alone, in a process no candidate touched: the yardstick
-            # for the reference timed beside the candidate.
-            make_inputs = lambda seed: inputs_from_seed(problem, device, seed)  # noqa: E731
-            parking.unpark()
-            try:
-                # --backward: what each timed call's upstream gradients are drawn for
-                found = backward.output_metas(reference, make_inputs(new_seed())) if spec.backward else None
-
-                def entry(fn, model=reference, wrap=lambda f: f) -> timing.Entry:
-                    if found is None:
-                        return timing.Entry(make_inputs, wrap(fn))
-                    return backward.timed(make_inputs, fn, backward.own_parameters(model), found, device, wrap=wrap)
-                entries = {"reference": entry(reference)}
-                if request.default_numerics:
-                    entries["reference_defaults"] = entry(reference, wrap=at_default_numerics)
-                for n, twin in enumerate(twins(reference, device, request.placement_budget), 1):
-                    entries[f"placement_{n}"] = entry(twin, twin)
-                if request.compile_baseline:
-                    if compiled is None:  # compiled once per reference process
-                        compiled = torch.compile(reference)
-                    entries["compiled"] = entry(compiled)
-                    if request.default_numerics:
-                        entries["compiled_defaults"] = entry(compiled, wrap=at_default_numerics)
-                results = timing.time_interleaved(entries, device, request.rule)
-            except BaseException as exc:  # noqa: BLE001
-                channel.send(conn, error_message(_failure(exc), exc))
-                return
-            del entries  # the twins with them
-            free_cache(device)
-            channel.send(conn, to_dict(ReferenceTimed(timings=results, memory=memory_use(device))))
-        elif cmd is Command.SHAPE:
-            # The reference at another shape, rebuilt afresh; one that cannot be built there is the
-            # problem's limit, not a candidate's failure: the main shape comes back.
-            request = from_dict(Request, message.header)
-            # the old shape's model goes first: the device never holds it beside the new one
-            reference = state = parking = outputs = compiled = None
-            free_cache(device)
-            try:
-                shapes.set(request.shape or {})
-                reference = build_reference(problem, spec, device)
-                with torch.no_grad():  # a shape the reference cannot run is no shape to check a candidate at
-                    check_outputs(reference(*inputs_from_seed(problem, device, new_seed())))
-                reply = ShapeSet(applied=True)
-            except Exception as exc:  # noqa: BLE001
-                reference = None
-                free_cache(device)
-                shapes.set({})
-                reference = build_reference(problem, spec, device)
-                reply = ShapeSet(reason=f"the reference cannot be built there: {type(exc).__name__}: {exc}"[:500])
-            state, parking = State(reference), Parking(reference, device)
-            free_cache(device)  # what the trial run left cached goes back, for the worker's build
-            channel.send(conn, to_dict(reply))
-        elif cmd is Command.PARK:
-            try:
-                parking.park()  # the candidate's process times both models next
-            except BaseException as exc:  # noqa: BLE001
-                channel.send(conn, error_message(_failure(exc), exc))
-                return
-            channel.send(conn, to_dict(Reply(memory=memory_use(device))))
-        elif cmd is Command.VERIFY_TIMED:
-            parking.unpark()
-
-            def reference_outputs(seed: int) -> list:
-                state.restore()
-                inputs = inputs_from_seed(problem, device, seed)
-                if spec.backward:
-                    return backward.trial(training(), inputs, seed, device, digest, changed)[0]
-                with torch.no_grad():
-                    return as_list(reference(*inputs))
-
-            result = verify_timed(message.header.get("timed") or [], message.tensors, reference_outputs,
-                                  tolerances, grad_tolerances=grads, **layout)
-            del message
-            free_cache(device)
-            channel.send(conn, to_dict(Checked(check=result, memory=memory_use(device))))
-        else:
+        handler = HANDLERS.get(from_dict(Command, message.header.get("cmd")))
+        if handler is None or not handler(ref, message):
             return

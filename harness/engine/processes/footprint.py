@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..problem import Problem, ProblemError
+from ...problem import Problem, ProblemError
 from .protocol import PARK_BYTES, ReferenceReady
 
 

@@ -1,7 +1,7 @@
 """`harness profile`: one forward of a candidate (or the reference) under Nsight
 Compute, in a worker process, or under the torch profiler where ncu cannot run.
 
-The candidate's code runs only in the child (workers/profile.py). Each profile
+The candidate's code runs only in the child (../workers/profile.py). Each profile
 has a time limit, and ncu's replay passes stay bounded: kernel replay, at most
 LAUNCH_COUNT kernels, optionally only those matching a regex.
 """
@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ..errors import HarnessError
-from ..profiles import Profile
-from ..results import from_json
+from ...errors import HarnessError
+from ...profiles import Profile
+from ...results import from_json
+from ..processes.ownership import pythonpath
 from .ncu import findings, parse_raw
-from .process import pythonpath
 
 SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "MemoryWorkloadAnalysis_Tables", "WarpStateStats",
             "SchedulerStats")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Optional
 
-from ..profiles import KernelProfile
+from ...profiles import KernelProfile
 from .ncu import classify
 
 # Kineto's names for a kernel launch's facts in its trace event's args

@@ -11,17 +11,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional
 
-from ..device import gpu_arch
-from ..integrity import static
-from ..problem import Problem
-from ..results import BuildResult, EvalResult, Verdict, to_dict
-from . import build as builds
-from .cores import Cores, split_cores
-from .options import EvalOptions
-from .phases import Notify, Phase, quiet
-from .process import Child
-from .protocol import BuildDone, BuildSpec
-from .verdicts import Deadline, Stop, child_error, compile_errors, read_reply, received
+from ...device import gpu_arch
+from ...integrity import static
+from ...problem import Problem
+from ...results import BuildResult, EvalResult, Verdict, to_dict
+from ..findings import BuildFailed, Finding, NotPython, StaticRefusal, Unreadable
+from ..options import EvalOptions
+from ..phases import Notify, Phase, quiet
+from ..processes.child import Child
+from ..processes.cores import Cores, split_cores
+from ..processes.protocol import BuildDone, BuildSpec
+from ..verdicts import Deadline, judged, read_reply, received
+from .cache import BuildEntry, first_errors, log_tail
+from .pch import pch_lock_path, start_pch_aside
 
 
 @dataclass
@@ -29,7 +31,7 @@ class Built:
     """A candidate after its build step; `failed` means `result` is already final."""
 
     path: Path
-    entry: Optional[builds.BuildEntry]
+    entry: Optional[BuildEntry]
     result: EvalResult
     started: float
     failed: bool = False
@@ -66,9 +68,9 @@ def builds_of(thread: int) -> list[Child]:
         return [child for child, waiting in _RUNNING_BUILDS.items() if waiting == thread]
 
 
-def import_spec(path: Path, entry: builds.BuildEntry) -> BuildSpec:
+def import_spec(path: Path, entry: BuildEntry) -> BuildSpec:
     """What a child needs to import (and, the first time, build) a candidate from its cache entry."""
-    return BuildSpec(str(path.resolve()), str(entry.lock_path), str(entry.pch_lock_path))
+    return BuildSpec(str(path.resolve()), str(entry.lock_path), str(pch_lock_path(entry.cache_dir)))
 
 
 class Builder:
@@ -95,52 +97,54 @@ class Builder:
                             tolerance_given=self.options.atol is not None or self.options.rtol is not None,
                             backward=self.backward)
         try:
-            source = path.read_text()
-        except (OSError, UnicodeDecodeError) as exc:
-            result.verdict, result.explanation = Verdict.IMPORT_ERROR, f"Candidate file {path} cannot be read: {exc}."
+            source, report = self._checked(path, result)
+        except Finding as found:
+            judged(found).fill(result)
             return Built(path, None, result, started, failed=True)
-        result.candidate_hash = hashlib.sha256(source.encode()).hexdigest()
-        report = static.analyse(source, self.problem.source)
-        result.details["static"] = to_dict(report)  # for a person; no code reads it back
-        if unparsed := static.syntax_error(report):  # a build could only end in a failed import
-            result.verdict = Verdict.IMPORT_ERROR
-            result.explanation = (f"{Verdict.IMPORT_ERROR.sentence} It is not valid Python, so nothing was "
-                                  f"built: {unparsed}.")
-            return Built(path, None, result, started, failed=True)
-        refusal = static.static_verdict(report, self.options.policy)
-        if refusal:
-            result.verdict, result.explanation = Verdict.REJECTED, f"{Verdict.REJECTED.sentence} {refusal}"
-            return Built(path, None, result, started, failed=True)
-        result.warnings.extend(static.warnings(report))
-        entry = builds.BuildEntry(self.cache, source, self.arch)
+        entry = BuildEntry(self.cache, source, self.arch)
         notify = on_phase or quiet
         notify(Phase.BUILD.doing)
         # On a GPU, torch's header for the binding every load_inline compiles: made aside where it
         # is missing, once per install; a CPU (CI's 2 cores) would give a build's cores to it.
         if self.options.device != "cpu" and "load_inline" in source and not entry.recorded() \
-                and builds.start_pch_aside(self.cache, self.cores.build_prefix()):
+                and start_pch_aside(self.cache, self.cores.build_prefix()):
             notify(f"{Phase.BUILD.doing} (torch's precompiled header made aside, once per install)")
         try:
             # nothing to compile: the worker's own import is the whole build
             result.build = (BuildResult(ok=True, seconds=0.0, key=entry.key) if "no_kernel" in report.codes()
                             else self._compile(path, entry))
             result.phase_seconds[Phase.BUILD.value] = result.build.seconds  # 0 for a cached build
-        except Stop as stop:
-            stop.fill(result)
+        except Finding as found:
+            judged(found).fill(result)
             result.seconds = time.monotonic() - started
             return Built(path, entry, result, started, failed=True)
         return Built(path, entry, result, started)
 
-    def _compile(self, path: Path, entry: builds.BuildEntry) -> BuildResult:
+    def _checked(self, path: Path, result: EvalResult) -> tuple[str, static.StaticReport]:
+        """The candidate's source and the static check's report; raises what makes a build pointless or
+        refused."""
+        try:
+            source = path.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise Unreadable(str(path), str(exc)) from None
+        result.candidate_hash = hashlib.sha256(source.encode()).hexdigest()
+        report = static.analyse(source, self.problem.source)
+        result.details["static"] = to_dict(report)  # for a person; no code reads it back
+        if unparsed := static.syntax_error(report):  # a build could only end in a failed import
+            raise NotPython(unparsed)
+        refusal = static.static_verdict(report, self.options.policy)
+        if refusal:
+            raise StaticRefusal(refusal)
+        result.warnings.extend(static.warnings(report))
+        return source, report
+
+    def _compile(self, path: Path, entry: BuildEntry) -> BuildResult:
         cached = entry.recorded()
         if cached and cached.ok:
             return BuildResult(ok=True, seconds=0.0, cached=True, key=entry.key, log_path=cached.log_path)
         if cached:  # a compile error belongs to the source: the same file fails the same way again
-            failed = BuildResult(False, 0.0, cached=True, key=entry.key, log_path=cached.log_path,
-                                 first_errors=cached.first_errors)
-            stop = Stop(Verdict.COMPILE_ERROR, compile_errors(failed, "(cached: this source failed before) "))
-            stop.build = failed
-            raise stop
+            raise BuildFailed(BuildResult(False, 0.0, cached=True, key=entry.key, log_path=cached.log_path,
+                                          first_errors=cached.first_errors))
         started = time.monotonic()
         entry.dir.mkdir(parents=True, exist_ok=True)
         child = Child("build", entry.log_path, env={**self.options.child_env(entry), **self.cores.build_env()},
@@ -158,14 +162,11 @@ class Builder:
             child.stop()
         seconds = time.monotonic() - started
         if done.error:
-            stop = child_error(done, "importing (building) the candidate")
-            errors = builds.first_errors(builds.log_tail(entry.log_path))
-            stop.build = BuildResult(False, seconds, key=entry.key, log_path=str(entry.log_path),
-                                     first_errors=errors)
-            if stop.verdict is Verdict.COMPILE_ERROR and errors:
-                stop.explanation = compile_errors(stop.build)
-                entry.record(stop.build)
-            raise stop
+            errors = first_errors(log_tail(entry.log_path))
+            failed = BuildResult(False, seconds, key=entry.key, log_path=str(entry.log_path), first_errors=errors)
+            if done.error == "compile_error" and errors:
+                entry.record(failed)
+            raise BuildFailed(failed, done)
         record = BuildResult(True, seconds, key=entry.key, log_path=str(entry.log_path))
         entry.record(record)
         return record

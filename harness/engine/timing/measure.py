@@ -1,5 +1,5 @@
 """The timing phase: the candidate and the reference timed beside each other in the candidate's
-worker (flushed, interleaved, on each clock the device has: timing.py), the timed outputs
+worker (flushed, interleaved, on each clock the device has: clock.py), the timed outputs
 re-checked, the reference timed alone in its own process and with its twins (placement_spread),
 and the rules that read them: hidden work off the caller's stream (suspected from the latency
 clock's tail, confirmed by a per-stream trace), and a reference slowed down beside the candidate.
@@ -13,17 +13,19 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
-from ..problem import ProblemError
-from ..results import Clock, ClockFigures, EvalResult, Retimed, ShapeTiming, Timing, Verdict, shape_label, to_dict
+from ...problem import ProblemError
+from ...results import Clock, ClockFigures, EvalResult, Retimed, ShapeTiming, Timing, shape_label, to_dict
+from ..building.builder import builds_paused
+from ..checking.trials import check
+from ..children import REFERENCE_START_S, Children
+from ..findings import AtBenchmarkShape, Finding, SlowedReference, TimedOutputsDiffer, TimingsForged
+from ..phases import Notify, Phase
+from ..processes.child import Child
+from ..processes.footprint import gb, placement_budget
+from ..processes.protocol import (PARK_BYTES, Checked, Command, ReferenceTimed, Reply, Request, StopRule, StreamsTraced,
+                                  Timed)
+from ..verdicts import Deadline, after, refuse_on_guards
 from . import speedups
-from .builder import builds_paused
-from .children import REFERENCE_START_S, Children
-from .footprint import gb, placement_budget
-from .phases import Notify, Phase
-from .process import Child
-from .protocol import PARK_BYTES, Checked, Command, ReferenceTimed, Reply, Request, StopRule, StreamsTraced, Timed
-from .trials import check
-from .verdicts import Deadline, Stop, after, refuse_on_guards
 
 # references timed both beside the candidate and alone, each compared with itself
 BESIDE_AND_ALONE = ("reference", "reference_defaults")
@@ -161,11 +163,10 @@ class Measure:
                     notify(f"timing at {label}")
                     with children.holding_device(Phase.TIME.doing, notify, result):
                         found = self._time(worker, result, shares=len(shapes), shape=label)
-                except Stop as stop:  # wrong outputs here are its failure: their time would mean nothing
-                    stop.explanation = f"{stop.explanation} (at benchmark shape {label})"
+                except Finding as found:  # wrong outputs here are its failure: their time would mean nothing
                     if measured:  # the shapes timed before it stay on record
                         self._figures(result, measured)
-                    raise
+                    raise AtBenchmarkShape(label, found) from None
                 result.warnings[said:] = [f"at benchmark shape {label}: {w}" for w in result.warnings[said:]]
                 measured.append(Measured(values, found.clocked, found.spreads))
         finally:
@@ -230,8 +231,7 @@ class Measure:
                     if clock != Clock.ALL_STREAMS.value and "candidate" in each]
         if not observed or any("reference" not in each for each in timings.values()) \
                 or len(reply.timed) != sum(t.n for t in observed) or any(t.median <= 0 for t in observed):
-            raise Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} Its timing reply does not hold the "
-                       "outputs of the calls it claims to have timed: the reply was forged.")
+            raise TimingsForged()
         if reply.switches:
             note = (f"it flipped process-wide switches ({'; '.join(reply.switches)}); the reference beside it ran "
                     "under the harness's own settings")
@@ -246,17 +246,7 @@ class Measure:
         _add(split, "recheck", started)
         result.timed_calls_checked = checked.trials
         if not checked.passed:
-            # Trials synchronize the device before reading outputs; timed calls follow one another
-            # on the caller's stream, where unfinished work elsewhere shows as wrong outputs.
-            # Say what was measured; name a stream only where the trace saw work on one.
-            why = (f"Also, {seen}: work left running on another stream or thread, which the caller's stream does "
-                   "not wait for, would leave calls queued after it reading outputs not yet written"
-                   if seen
-                   else "No work was seen off the caller's stream: the outputs of its timed calls differ from those "
-                        "of its check trials, as call counting, cached outputs or gradients, or skipped work "
-                        "would make them")
-            raise Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} It passed the check trials, but "
-                       f"while being timed {'; '.join(checked.reasons)}. {why}.", timed_check=to_dict(checked))
+            raise TimedOutputsDiffer(checked, seen)
         kept = self._alone.get(shape)
         if kept and not fresh and time.monotonic() - kept[0] < REFERENCE_ALONE_REUSE_S:
             result.details["reference_alone_age_s"] = round(time.monotonic() - kept[0], 1)
@@ -347,9 +337,7 @@ class Measure:
         result.reference_alone_ms = alone.median
         ratio = slowdown(beside, alone)
         if self._slowed_down(beside, alone):
-            raise Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} The reference ran {ratio:.1f}x slower "
-                       f"beside the candidate ({beside.median:.4g} ms) than alone ({alone.median:.4g} ms): "
-                       "the candidate slowed the reference down to inflate its speedup.")
+            raise SlowedReference(ratio, beside.median, alone.median)
         if ratio > REFERENCE_SLOWDOWN_WARN:
             result.warnings.append(f"the reference ran {ratio:.2f}x slower beside the candidate than alone "
                                    f"({beside.median:.4g} ms vs {alone.median:.4g} ms)")

@@ -14,8 +14,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ..integrity.roofline import Peaks
-from ..results import CheckResult, Timing
+from ...integrity.roofline import Peaks
+from ...results import CheckResult, Timing
 
 
 class Command(str, enum.Enum):

@@ -1,4 +1,4 @@
-"""Nsight Compute output as profile records (results.py), and the plain-language findings drawn from them.
+"""Nsight Compute output as profile records (profiles.py), and the plain-language findings drawn from them.
 
 Pure: `parse_raw` reads what `ncu --csv --page raw` wrote (its own messages and
 the program's output may come before the CSV header, the line starting "ID";
@@ -11,8 +11,8 @@ import csv
 import re
 from typing import Callable, Optional
 
-from ..errors import HarnessError
-from ..profiles import KernelProfile, Stall
+from ...errors import HarnessError
+from ...profiles import KernelProfile, Stall
 
 
 class ProfileParseError(HarnessError):

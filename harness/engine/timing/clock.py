@@ -19,7 +19,7 @@ On a GPU every callable is timed on two clocks, one stage each (results.Clock):
             before the caller's event, never in that tail.
 On a CPU each sample is perf_counter around the call (Clock.HOST).
 
-A stage stops when its stopping criterion (stopping.py, `--stop`) is met after its fewest
+A stage stops when its stopping criterion (../stopping.py, `--stop`) is met after its fewest
 samples, or at its share of the cap; each Timing says which (Timing.ended).
 """
 from __future__ import annotations
@@ -35,10 +35,10 @@ from typing import Any, Callable, ContextManager, Optional
 
 import torch
 
-from ..results import Clock, Ended, Timing
-from ..stats import summarize
-from . import stopping
-from .protocol import StopRule
+from ...results import Clock, Ended, Timing
+from ...stats import summarize
+from .. import stopping
+from ..processes.protocol import StopRule
 
 # Taken at import, before any candidate code runs in this process.
 _perf_counter = time.perf_counter

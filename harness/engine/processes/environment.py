@@ -4,9 +4,9 @@ from __future__ import annotations
 import platform
 import socket
 
-from ..device import nvidia_smi
-from ..results import Environment
-from ..version import __version__
+from ...device import nvidia_smi
+from ...results import Environment
+from ...version import __version__
 
 
 def collect_environment(device: str, device_name: str = "", capability: str = "") -> Environment:

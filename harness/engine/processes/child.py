@@ -1,20 +1,11 @@
-"""Child processes as seen from the harness: start, talk, time-limit, watch, kill.
+"""One child process as seen from the harness: start it, talk to it, time-limit it, watch it, kill it.
 
-Every child runs `python -m harness.engine.workers ROLE FD` in a session of its own.
-Its stdout and stderr go to a log file; results come back only over the
-private channel on FD.
-
-The harness owns every process it starts and all of theirs, whatever session
-they move to: workers and the harness itself are child subreapers (orphans
-reparent to them, not to init), every child carries a mark in its environment
-that its descendants inherit, and each live worker is listed in a registry
-under the cache directory, so that the next harness start can end what a
-killed harness left behind.
+Every child runs `python -m harness.engine.workers ROLE FD` in a session of its own, owned by the
+harness (ownership.py). Its stdout and stderr go to a log file; results come back only over the
+private channel on FD. A child that runs candidate code is watched against its Limits.
 """
 from __future__ import annotations
 
-import atexit
-import ctypes
 import os
 import shutil
 import signal
@@ -25,12 +16,10 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Optional
 
 from . import channel
-
-MARK = "HARNESS_PROCESS"  # OWNER/SERIAL, inherited by everything a child starts
-REGISTRY = "processes"  # under the cache directory: a file per harness process, its workers' pids
+from .ownership import descendants, disown, end_processes, pythonpath, signal_tree, spawn
 
 
 class ChildDied(Exception):
@@ -64,211 +53,6 @@ def describe_exit(returncode: Optional[int]) -> str:
         return f"was killed by {name}{meaning}"
     return f"exited with status {returncode} before reporting a result"
 
-
-def become_subreaper() -> None:
-    """Orphans of anything this process starts reparent to it, not to init, so they stay findable."""
-    PR_SET_CHILD_SUBREAPER = 36
-    ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-
-
-def pythonpath() -> str:
-    """Children import this very harness package, wherever it was imported from: the folder
-    that holds the package goes first on their path."""
-    root = str(Path(__file__).resolve().parents[2])
-    rest = os.environ.get("PYTHONPATH")
-    return f"{root}{os.pathsep}{rest}" if rest else root
-
-
-def _stat(pid: int) -> Optional[list[str]]:
-    """The fields of /proc/PID/stat after the command name (state is [0], ppid [1], start time [19])."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def start_time(pid: int) -> Optional[int]:
-    """When the process started (clock ticks since boot): with the pid, names it even after pid reuse."""
-    fields = _stat(pid)
-    return int(fields[19]) if fields else None
-
-
-def _pids() -> list[int]:
-    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
-
-
-def _parents() -> dict[int, int]:
-    """pid -> parent pid for every process visible in /proc."""
-    table = {}
-    for pid in _pids():
-        fields = _stat(pid)
-        if fields:
-            table[pid] = int(fields[1])
-    return table
-
-
-def descendants(roots: int | Iterable[int]) -> set[int]:
-    roots = {roots} if isinstance(roots, int) else set(roots)
-    parents = _parents()
-    found, frontier = set(), roots
-    while frontier:
-        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found - roots
-        found |= frontier
-    return found
-
-
-def marked(prefix: str) -> set[int]:
-    """Processes whose environment carries MARK=PREFIX...: whatever a child started, in any session.
-    (End the prefix with NUL to match one mark exactly.)"""
-    needle = f"\0{MARK}={prefix}".encode()
-    found = set()
-    for pid in _pids():
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                if needle in b"\0" + f.read():
-                    found.add(pid)
-        except OSError:
-            continue
-    return found
-
-
-def signal_tree(root: int, signum: int) -> None:
-    for pid in descendants(root) | {root}:
-        try:
-            os.kill(pid, signum)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def end_processes(roots: set[int], mark: Optional[str] = None, spare: Optional[int] = None) -> set[int]:
-    """Stop every process under `roots` or carrying `mark`, then kill them all; the pids killed.
-
-    Stopping first keeps a fork bomb from outrunning the kill. Orphans reparented
-    to this process are reaped; `spare` (a child a Popen waits for) is left to its Popen."""
-    stopped: set[int] = set()
-    for _ in range(50):
-        found = roots | descendants(roots | stopped)
-        fresh = (found | (marked(mark) if mark else set())) - stopped - {os.getpid()}
-        if not fresh:
-            break
-        for pid in fresh:
-            try:
-                os.kill(pid, signal.SIGSTOP)
-            except (ProcessLookupError, PermissionError):
-                pass
-        stopped |= fresh
-    for pid in stopped:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    # SIGKILL lands asynchronously; wait (briefly) until the tree is really gone
-    deadline = time.monotonic() + 2.0
-    while any(running(pid) for pid in stopped) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    for pid in stopped - {spare}:
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
-    return stopped
-
-
-def running(pid: int) -> bool:
-    """Alive and not a zombie."""
-    fields = _stat(pid)
-    return bool(fields) and fields[0] not in ("Z", "X")
-
-
-def _identity(pid: int) -> str:
-    return f"{pid}-{start_time(pid)}"
-
-
-# --- the registry: live workers of each harness process, for the next start ----
-
-_OWNER = _identity(os.getpid())
-
-
-def _pid_namespace() -> str:
-    """This process's pid namespace: pids, and so owners' identities, mean something only within it."""
-    try:
-        return str(os.stat("/proc/self/ns/pid").st_ino)
-    except OSError:
-        return "unknown"
-
-
-# A harness in another pid namespace (a container sharing the cache) would look dead from here,
-# its owner pid naming another process or none: each namespace keeps its own list.
-_NAMESPACE = _pid_namespace()
-
-
-def _registry_file(registry: Path) -> Path:
-    return Path(registry) / _NAMESPACE / _OWNER
-
-
-_registries: set[Path] = set()  # where this process listed its workers
-
-
-def _register(registry: Path, pid: int) -> None:
-    _registry_file(registry).parent.mkdir(parents=True, exist_ok=True)
-    _registries.add(Path(registry))
-    with open(_registry_file(registry), "a") as f:
-        f.write(f"{_identity(pid)}\n")
-
-
-def end_leftovers(registry: Path) -> Optional[str]:
-    """End the workers (and all they started) of harness processes that died without
-    ending them, e.g. by SIGKILL; one line saying what was ended, or None. Only commands
-    that start processes call it: a listing ends nothing."""
-    try:
-        entries = sorted((Path(registry) / _NAMESPACE).iterdir())
-    except OSError:
-        return None
-    ended, owners = set(), []
-    for entry in entries:
-        owner = entry.name
-        pid, _, started = owner.partition("-")
-        if not pid.isdigit() or owner == _OWNER or _identity(int(pid)) == owner:
-            continue  # ours, or a harness still running
-        try:
-            workers = entry.read_text().split()
-        except OSError:
-            continue
-        roots = {int(w.partition("-")[0]) for w in workers
-                 if w.partition("-")[0].isdigit() and _identity(int(w.partition("-")[0])) == w}
-        killed = end_processes(roots, f"{owner}/")
-        if killed:
-            ended |= killed
-            owners.append(pid)
-        entry.unlink(missing_ok=True)
-    if not ended:
-        return None
-    return (f"Ended {len(ended)} process(es) left running by harness process(es) {', '.join(owners)}, "
-            "which ended without stopping them.")
-
-
-# --- every live child, so that any way out of the harness ends them ---------------
-
-_live: set["Child"] = set()
-_live_lock = threading.Lock()
-_serial = 0
-
-
-def end_all() -> None:
-    """Kill every child still alive, with all it started: the harness is ending."""
-    with _live_lock:
-        children = list(_live)
-    for child in children:
-        child.kill()
-    for registry in _registries:
-        _registry_file(registry).unlink(missing_ok=True)
-
-
-def _start_owning() -> None:
-    """Once per harness process: be the subreaper of everything started, and end it all at exit."""
-    become_subreaper()
-    atexit.register(end_all)
 
 
 @dataclass
@@ -326,7 +110,6 @@ class Child:
 
     def __init__(self, role: str, log_path: Path, env: Optional[dict] = None, limits: Optional[Limits] = None,
                  registry: Optional[Path] = None):
-        global _serial
         self.role = role
         self.log_path = Path(log_path)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -338,22 +121,13 @@ class Child:
         # a private scratch directory: what a candidate writes there goes with it
         self.scratch = tempfile.mkdtemp(prefix=f"harness-{role}-")
         self.conn, child_fd = channel.pair()
-        with _live_lock:
-            if not _serial:
-                _start_owning()
-            _serial += 1
-            self.mark = f"{_OWNER}/{_serial}"
-            with open(self.log_path, "ab") as log:
-                self._log_start = log.tell()
-                self.proc = subprocess.Popen(
-                    [sys.executable, "-m", "harness.engine.workers", role, str(child_fd)],
-                    pass_fds=(child_fd,), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    start_new_session=True, cwd=self.scratch,
-                    env={**os.environ, "PYTHONPATH": pythonpath(), "TMPDIR": self.scratch, **(env or {}),
-                         MARK: self.mark})
-            _live.add(self)
-            if registry:
-                _register(registry, self.proc.pid)
+        with open(self.log_path, "ab") as log:
+            self._log_start = log.tell()
+            self.proc, self.mark = spawn(
+                self, [sys.executable, "-m", "harness.engine.workers", role, str(child_fd)],
+                {**os.environ, "PYTHONPATH": pythonpath(), "TMPDIR": self.scratch, **(env or {})}, registry,
+                pass_fds=(child_fd,), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True, cwd=self.scratch)
         os.close(child_fd)
         if limits:
             threading.Thread(target=self._watch, daemon=True, name=f"watch-{role}").start()
@@ -459,8 +233,7 @@ class Child:
             pass
         self.conn.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
-        with _live_lock:
-            _live.discard(self)
+        disown(self)
 
     def end(self) -> None:
         """End its processes from another thread: the thread talking to it reads the death as any other

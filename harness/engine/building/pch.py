@@ -1,18 +1,11 @@
-"""Building candidates: a cache directory per source hash, arch, flags and logs.
-
-A build is the candidate's import (load_inline compiles at import), done in a
-child process with TORCH_EXTENSIONS_DIR pointing into the candidate's own cache
-entry. A later import with the same environment finds the extension built
-and only loads it, so the worker that runs the candidate pays no build.
-"""
+"""Torch's precompiled header, shared by every load_inline(use_pch=True) build: whether it is ready
+for a device's idiom, making it (under the lock build children take around the same step), and
+making it aside, in a process of its own, while candidates build without it."""
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import os
 import platform
-import re
 import select
 import subprocess
 import sys
@@ -21,110 +14,8 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
-from ..files import write_atomic
-from ..results import BuildResult
+from .cache import file_lock, first_errors
 
-# Bump when the way candidates are built changes, so old cache entries are not reused.
-BUILD_SCHEME = "1"
-BUILD_RECORD = "build.json"
-
-
-def default_cache_dir() -> Path:
-    if os.environ.get("HARNESS_CACHE_DIR"):
-        return Path(os.environ["HARNESS_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "harness"
-
-
-def cache_key(source: str, arch: str) -> str:
-    import torch
-
-    parts = [BUILD_SCHEME, source, arch, torch.__version__, str(torch.version.cuda),
-             platform.python_version()]
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
-
-
-class BuildEntry:
-    """One candidate's place in the cache: an ok build, or a compile error with its first errors."""
-
-    def __init__(self, cache_dir: Path, source: str, arch: str):
-        self.cache_dir = Path(cache_dir)
-        self.key = cache_key(source, arch)
-        self.dir = self.cache_dir / "builds" / self.key[:24]
-        self.arch = arch
-
-    @property
-    def log_path(self) -> Path:
-        return self.dir / "build.log"
-
-    @property
-    def lock_path(self) -> Path:
-        return self.dir.with_suffix(".lock")
-
-    @property
-    def pch_lock_path(self) -> Path:
-        return pch_lock_path(self.cache_dir)
-
-    def env(self) -> dict:
-        env = {"TORCH_EXTENSIONS_DIR": str(self.dir / "ext")}
-        if self.arch not in ("cpu", "unknown"):
-            env["TORCH_CUDA_ARCH_LIST"] = self.arch
-        return env
-
-    def recorded(self) -> Optional[BuildResult]:
-        from ..results import from_json
-
-        try:
-            return from_json(BuildResult, (self.dir / BUILD_RECORD).read_text())
-        except (OSError, ValueError, TypeError):
-            return None
-
-    def record(self, result: BuildResult) -> None:
-        from ..results import to_json
-
-        self.dir.mkdir(parents=True, exist_ok=True)
-        write_atomic(self.dir / BUILD_RECORD, to_json(result))
-
-
-# gcc/clang "file:12:5: error: ...", nvcc "file(12): error: ...", and the linker
-_COMPILER_ERROR = re.compile(r"(:\d+(:\d+)?: (fatal )?error|\(\d+\): (catastrophic )?error|"
-                             r"undefined reference|undefined symbol|ld returned)")
-_PYTHON_ERROR = re.compile(r"^(\w+\.)*\w*(Error|Exception|Exit)\b")
-
-
-def first_errors(log_text: str, limit: int = 12) -> list[str]:
-    """The lines of a build log that matter.
-
-    Compiler diagnostics first, each with the two lines after it (source line
-    and caret), paths cut to their file names; failing that, the Python
-    exception that ended the import."""
-    lines = log_text.splitlines()
-    picked: list[str] = []
-    for i, line in enumerate(lines):
-        if _COMPILER_ERROR.search(line) and re.sub(r"^/\S*/", "", line.rstrip()) not in picked:
-            for extra in lines[i:i + 3]:
-                extra = re.sub(r"^/\S*/", "", extra.rstrip())
-                if extra.strip() and extra not in picked[-3:]:
-                    picked.append(extra)
-        if len(picked) >= limit:
-            break
-    if not picked:
-        picked = [line for line in lines if _PYTHON_ERROR.match(line)][-1:] or lines[-limit:]
-    return [line[:300] for line in picked[:limit]]
-
-
-def log_tail(path: Path, max_bytes: int = 200_000) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - max_bytes))
-            return f.read().decode(errors="replace")
-    except OSError:
-        return ""
-
-
-
-# --- torch's precompiled header, shared by every load_inline(use_pch=True) build ----
 
 class PchError(RuntimeError):
     """The precompiled header could not be built; the message says why and what to do."""
@@ -216,26 +107,6 @@ def pch_lock_path(cache_dir: Path) -> Path:
     return header.with_suffix(".lock") if os.access(header.parent, os.W_OK) else Path(cache_dir) / "pch.lock"
 
 
-@contextlib.contextmanager
-def file_lock(path: str | Path | None, wait: bool = True):
-    """An exclusive flock; released by the kernel if the holder dies. Yields whether it is held:
-    always with `wait`, else only where nobody held it."""
-    if not path:
-        yield True
-        return
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 def pch_ready() -> bool:
     return pch_status() == "ready"
 
@@ -310,7 +181,7 @@ def start_pch_aside(cache_dir: Path, runner: Sequence[str] = ()) -> bool:
         with open(log_dir / "pch.log", "ab") as log:
             maker = subprocess.Popen(_maker_command(str(pch_lock_path(cache_dir)), list(runner)),
                                      stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
-                                     start_new_session=True, cwd=str(Path(__file__).resolve().parents[2]))
+                                     start_new_session=True, cwd=str(Path(__file__).resolve().parents[3]))
         ready, _, _ = select.select([maker.stdout], [], [], PCH_MAKER_START_S)
         said = maker.stdout.readline().strip() if ready else b""
         maker.stdout.close()

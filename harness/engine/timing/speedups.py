@@ -28,8 +28,8 @@ import math
 
 from typing import Optional
 
-from ..results import Baseline, Clock, Ended, EvalResult, HostShare, ShapeTiming, Timing
-from ..stats import geomean, overlap, ratio_interval
+from ...results import Baseline, Clock, Ended, EvalResult, HostShare, ShapeTiming, Timing
+from ...stats import geomean, overlap, ratio_interval
 
 # (baseline name, numerics, timings key)
 _BASELINES = (("eager", "default", "reference_defaults"), ("eager", "ieee", "reference"),

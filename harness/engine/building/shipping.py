@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Optional
 
-from .build import BuildEntry, file_lock
+from .cache import BuildEntry, file_lock
 
 # An entry over this many bytes is built again where it is timed rather than carried: a usual
 # CUDA extension is a few MB, and every byte carried sits in the cluster's object store meanwhile.

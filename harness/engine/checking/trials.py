@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..problem import ProblemError
-from ..results import CheckResult, EvalResult, ShapeVariant, Verdict, to_dict
-from .children import Children
-from .footprint import gb, in_process_need
-from .process import Child, ChildDied
-from .protocol import Checked, Command, Reply, Request, TrialMade, TrialOutputs
-from .verdicts import Deadline, Stop, refuse_on_guards
+from ...problem import ProblemError
+from ...results import CheckResult, EvalResult, ShapeVariant, to_dict
+from ..children import Children
+from ..findings import Finding, IncorrectAtShapes, InputsDiffer, TrialFailed
+from ..processes.child import Child, ChildDied
+from ..processes.footprint import gb, in_process_need
+from ..processes.protocol import Checked, Command, Reply, Request, TrialMade, TrialOutputs
+from ..verdicts import Deadline, refuse_on_guards, shape_reason
 
 # inputs up to this size get the CUDA graph's replay on new inputs (a second copy of them)
 GRAPH_SECOND_COPY_BYTES = 1 << 30
@@ -35,17 +36,14 @@ def _compared(children: Children, outputs, deadline: Deadline, doing: str) -> Ch
 
 
 def check(children: Children, worker: Child, trials: int, deadline: Optional[Deadline] = None) -> CheckResult:
-    """Trials on fresh inputs, each compared by the reference process; the first failure stops with INCORRECT,
-    the failed trial's CheckResult on the Stop."""
+    """Trials on fresh inputs, each compared by the reference process; the first failure is a TrialFailed."""
     deadline = deadline or children.run_deadline()
     total = CheckResult(True)
     for trial in range(trials):
         made, reply, outputs = _round_trip(children, worker, deadline, Command.TRIAL, f"drawing trial {trial + 1}",
                                            f"running trial {trial + 1}")
         if reply.checksum != made.checksum and children.reference_info.reproducible:
-            raise Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} Its process drew different inputs "
-                       "from the reference's for the same seed, although the problem's inputs are "
-                       "reproducible: it changed how inputs are drawn.")
+            raise InputsDiffer()
         if reply.checksum != made.checksum:
             raise ProblemError(
                 f"Problem file {children.problem.path}: get_inputs() gave different inputs in two processes "
@@ -67,10 +65,7 @@ def check(children: Children, worker: Child, trials: int, deadline: Optional[Dea
         if not result.passed:
             result.failed_trial = trial + 1
             result.max_abs_error, result.max_rel_error = total.max_abs_error, total.max_rel_error
-            stop = Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} Trial {trial + 1}: "
-                        + "; ".join(result.reasons) + ".")
-            stop.check = result
-            raise stop
+            raise TrialFailed(trial + 1, result)
     return total
 
 
@@ -131,9 +126,8 @@ def check_shapes(children: Children, worker: Child, result: EvalResult) -> None:
             try:
                 children.worker_at(worker, values, deadline)
                 variant.passed, variant.reason = check(children, worker, trials, deadline).passed, ""
-            except Stop as stop:
-                variant.passed, variant.reason = False, stop.explanation.removeprefix(
-                    Verdict.INCORRECT.sentence).strip().rstrip(".")[:800]
+            except Finding as found:
+                variant.passed, variant.reason = False, shape_reason(found)
             except ChildDied:
                 variant.passed, variant.reason = False, "the candidate's process died"
     finally:
@@ -143,7 +137,6 @@ def check_shapes(children: Children, worker: Child, result: EvalResult) -> None:
         return
     said = "; ".join(f"at {s.label}: {s.reason}" for s in failed)
     if options.shapes == "strict":
-        raise Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} It is correct at the main shape but not "
-                   f"at {len(failed)} other shape(s) (--shapes strict): {said}"[:3000])
+        raise IncorrectAtShapes(len(failed), said)
     result.warnings.append(f"incorrect at {len(failed)} of {len(result.shapes)} other shape(s), timed at the "
                            f"main shape only: {said}"[:3000])

@@ -16,7 +16,7 @@ import shutil
 from dataclasses import dataclass
 from typing import Optional
 
-from ..device import visible_gpus
+from ...device import visible_gpus
 
 # cores kept for the timing side on a GPU host, per GPU: the reference process and the candidate
 # worker each drive their GPU from one host thread, and they alternate, so two cores give each a

@@ -11,9 +11,9 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from ..problem import widened
-from ..results import CheckResult, as_list
-from .channel import Unsupported
+from ...problem import widened
+from ...results import CheckResult, as_list
+from ..processes.channel import Unsupported
 
 
 def _device_kind(device: str) -> str:

@@ -1,0 +1,117 @@
+"""What a phase found that ends a candidate's evaluation, with the evidence: the phases raise these,
+and verdicts.py alone turns each into the verdict and its sentence (verdicts.judged)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..results import BuildResult, CheckResult, Roofline
+from .processes.protocol import Reply
+
+
+class Finding(Exception):
+    """Ends an evaluation early; verdicts.judged says with which verdict and sentence."""
+
+    def __str__(self) -> str:
+        # raised where no evaluation fills a verdict, it still says what was found
+        return super().__str__() or repr(self)
+
+
+@dataclass(eq=False)
+class Unreadable(Finding):
+    """The candidate's file cannot be read."""
+
+    path: str
+    error: str
+
+
+@dataclass(eq=False)
+class NotPython(Finding):
+    """The candidate's source does not parse: a build could only end in a failed import."""
+
+    error: str  # where and why it does not parse
+
+
+@dataclass(eq=False)
+class StaticRefusal(Finding):
+    """The static check refuses the source under the policy (integrity/static.py says why)."""
+
+    reason: str
+
+
+@dataclass(eq=False)
+class BuildFailed(Finding):
+    """The build failed: `error`, the build child's reply; None where the cache holds the source's failure."""
+
+    build: BuildResult
+    error: Optional[Reply] = None
+
+
+@dataclass(eq=False)
+class ReferenceOutOfMemory(Finding):
+    """The reference process ran out of GPU memory beside the candidate's process."""
+
+    doing: str
+    message: str  # the first line of what it raised
+    exception: str
+
+
+@dataclass(eq=False)
+class InputsDiffer(Finding):
+    """The candidate's process drew other inputs than the reference's for the same seed, where the
+    problem's inputs are reproducible."""
+
+
+@dataclass(eq=False)
+class TrialFailed(Finding):
+    """A check trial's outputs do not match the reference's (`check` says how)."""
+
+    trial: int  # from 1
+    check: CheckResult
+
+
+@dataclass(eq=False)
+class IncorrectAtShapes(Finding):
+    """Under --shapes strict: the candidate is wrong at other shapes of the problem."""
+
+    count: int
+    said: str  # each failed shape and why, as the warning without --shapes strict says them
+
+
+@dataclass(eq=False)
+class TimingsForged(Finding):
+    """The timing reply does not hold the outputs of the calls it claims to have timed."""
+
+
+@dataclass(eq=False)
+class TimedOutputsDiffer(Finding):
+    """The outputs of timed calls fail the re-check that its check trials passed."""
+
+    check: CheckResult
+    hidden_work: str  # what was seen off the caller's stream ("" for nothing)
+
+
+@dataclass(eq=False)
+class SlowedReference(Finding):
+    """The reference ran much slower beside the candidate than alone."""
+
+    ratio: float
+    beside_ms: float
+    alone_ms: float
+
+
+@dataclass(eq=False)
+class BelowFloor(Finding):
+    """A time below the physical floor the problem's declared bytes set at the device's peak bandwidth."""
+
+    median_ms: float
+    line: Roofline
+    peak_gbs: float
+
+
+@dataclass(eq=False)
+class AtBenchmarkShape(Finding):
+    """What ended the evaluation at one of the problem's benchmark shapes."""
+
+    label: str
+    found: Finding
