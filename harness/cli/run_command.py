@@ -63,7 +63,26 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                              f"(times --samples; default {DEFAULT_CONCURRENCY})")
     parser.add_argument("--resume", metavar="RUN_DIR",
                         help="carry on a stopped or killed run, or suite (its suite-... directory)")
-    model = parser.add_argument_group("model: where candidates come from and how the endpoint is asked")
+    _model_arguments(parser.add_argument_group("model: where candidates come from and how the endpoint is asked"))
+    _loop_arguments(parser.add_argument_group("loop: when a run stops and what each round keeps"))
+    evaluation = parser.add_argument_group("evaluation: as `harness eval`, and profiling")
+    evaluation.add_argument("--profile", action="store_true", default=None,
+                            help="profile each correct candidate's forward (ncu, else the torch profiler) and feed "
+                                 "back its heaviest kernels and the findings")
+    evaluation.add_argument("--profile-kernel", dest="profile_kernel", metavar="REGEX",
+                            help="with --profile: only kernels whose name matches (ncu's --kernel-name)")
+    add_eval_options(evaluation)  # --device, --trials, timeouts, --cache-dir: as `harness eval`
+    output = parser.add_argument_group("output")
+    output.add_argument("--runs-dir", metavar="DIR", dest="runs_dir", help="where runs are stored (default runs/)")
+    output.add_argument("--dry-run", dest="dry_run", action="store_true",
+                        help="print the first request (system prompt, first user prompt) and exit: no endpoint, "
+                             "no run directory, and the reference is not timed")
+    output.add_argument("--measure", action="store_true",
+                        help="with --dry-run: time the reference (seconds) and put its time in the prompt, "
+                             "as a run does")
+
+
+def _model_arguments(model: argparse._ArgumentGroup) -> None:
     model.add_argument("--proposer", choices=kinds.names(),
                        help="where candidates come from (default: openai when an endpoint or model is "
                             "configured, files with --files, command with --command; human, a person at an "
@@ -98,7 +117,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                             "doubling waits from 30 s: seconds, or 10m (default 5m; 0: not at all)")
     model.add_argument("--stream", action="store_true", default=None,
                        help="ask for answers as server-sent events (config: stream = true)")
-    loop = parser.add_argument_group("loop: when a run stops and what each round keeps")
+
+
+def _loop_arguments(loop: argparse._ArgumentGroup) -> None:
     loop.add_argument("--rounds", metavar="N", type=COUNT,
                       help="round budget (default 10; none for the human proposer)")
     loop.add_argument("--accept", metavar="X", type=POSITIVE, help="acceptable speedup (default 1.5)")
@@ -121,21 +142,6 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                            "best with a different approach; 0 never (default 3)")
     loop.add_argument("--plateau", metavar="N", type=int,
                       help="rounds without a measurable gain that end the run; 0 never (default 6)")
-    evaluation = parser.add_argument_group("evaluation: as `harness eval`, and profiling")
-    evaluation.add_argument("--profile", action="store_true", default=None,
-                            help="profile each correct candidate's forward (ncu, else the torch profiler) and feed "
-                                 "back its heaviest kernels and the findings")
-    evaluation.add_argument("--profile-kernel", dest="profile_kernel", metavar="REGEX",
-                            help="with --profile: only kernels whose name matches (ncu's --kernel-name)")
-    add_eval_options(evaluation)  # --device, --trials, timeouts, --cache-dir: as `harness eval`
-    output = parser.add_argument_group("output")
-    output.add_argument("--runs-dir", metavar="DIR", dest="runs_dir", help="where runs are stored (default runs/)")
-    output.add_argument("--dry-run", dest="dry_run", action="store_true",
-                        help="print the first request (system prompt, first user prompt) and exit: no endpoint, "
-                             "no run directory, and the reference is not timed")
-    output.add_argument("--measure", action="store_true",
-                        help="with --dry-run: time the reference (seconds) and put its time in the prompt, "
-                             "as a run does")
 
 
 def _absolute(settings: Settings) -> None:
