@@ -1,5 +1,6 @@
 """Big CUDA outputs travel as CUDA IPC handles; the receiver copies only what lies inside the
 sender's allocation and refuses a handle that claims more."""
+import os
 import subprocess
 import sys
 import textwrap
@@ -13,7 +14,7 @@ pytestmark = pytest.mark.gpu
 # Sends one 64 MiB tensor of arange values, its spec edited by MODE, and waits for the reply.
 SENDER = textwrap.dedent('''
     import json, sys, torch
-    from harness.engine import channel
+    from harness.engine.processes import channel
     chan = channel.Channel.from_fd(int(sys.argv[1]))
     mode = sys.argv[2]
     t = torch.arange(16 << 20, dtype=torch.float32, device="cuda")
@@ -40,6 +41,7 @@ def _exchange(mode: str):
     parent, child_fd = channel.pair()
     proc = subprocess.Popen([sys.executable, "-c", SENDER, str(child_fd), mode], pass_fds=[child_fd],
                             stdout=subprocess.PIPE, text=True)
+    os.close(child_fd)  # the sender's end, closed here: a sender that dies ends recv at once
     try:
         try:
             message = channel.recv(parent, gpu=torch.device("cuda"))
