@@ -289,8 +289,18 @@ def test_a_host_bound_reference_slower_beside_the_candidate_is_reported_not_reje
     children = FakeChildren(clocked(candidate, tiny_beside), clocked(candidate, tiny_alone))
     result = measured(children)
     assert result.verdict is Verdict.CORRECT, result.explanation
-    assert result.retimed_for_slowdown is None  # nothing to judge again: host time is not the candidate's doing
+    assert result.retimed_for_slowdown is None  # under its own threshold: nothing to judge again
     assert any("slower beside the candidate" in w and "host-bound" in w for w in result.warnings), result.warnings
+
+
+def test_a_host_bound_reference_made_to_sleep_beside_the_candidate_is_still_rejected():
+    """An aten kernel overridden to sleep 2 ms in the candidate's process (tests/adversarial/
+    slows_reference_dispatcher.py) on the same host-bound reference."""
+    tiny_alone = {GPU: (0.0493, 0.041), LATENCY: (0.06, 0.045, 0.012), ALL: (0.062, 0.045)}
+    asleep = {GPU: (2.07, 2.06), LATENCY: (2.08, 2.06, 0.012), ALL: (2.09, 2.06)}
+    candidate = {GPU: (0.157, 0.133), LATENCY: (0.17, 0.14, 0.012), ALL: (0.172, 0.14)}
+    result = measured(FakeChildren(clocked(candidate, asleep), clocked(candidate, tiny_alone)))
+    assert result.verdict is Verdict.REJECTED and "slower beside the candidate" in result.explanation
 
 
 def test_legacy_flags_read_cleanly_and_switches_are_reported_not_held_against_it(cpu_options):
