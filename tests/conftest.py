@@ -3,6 +3,12 @@ from pathlib import Path
 
 import pytest
 
+# pytest-xdist hands its workers the controller's terminal size as COLUMNS and LINES, which the
+# CLI would honour; the tests read the CLI as a pipe does, whoever runs them
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
+
 HERE = Path(__file__).parent
 CANDIDATES = HERE / "candidates"
 PROBLEMS = HERE / "problems"
@@ -19,6 +25,16 @@ def _cuda() -> bool:
         return False
 
 
+def pytest_xdist_auto_num_workers(config):
+    """Test processes for `-n auto` (pyproject's addopts): a test spends most of its time waiting on
+    the harness's children, so one process more than the cores keeps them busy (three on the 2-core
+    CI machine: its suite from 22 to about 10 minutes), at most four; the GPU tests (-m gpu) one at
+    a time, in pytest's own process, as they time on one device."""
+    if "gpu" in (config.option.markexpr or ""):
+        return 0
+    return min(4, len(os.sched_getaffinity(0)) + 1)
+
+
 def pytest_collection_modifyitems(config, items):
     if _cuda():
         return
@@ -30,8 +46,14 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory) -> Path:
-    """One build cache for the whole session, so real builds happen once."""
-    path = Path(os.environ.get("HARNESS_TEST_CACHE") or tmp_path_factory.mktemp("cache"))
+    """One build cache for the whole session, so real builds happen once: shared by pytest-xdist's
+    workers too (their base folders sit side by side), whose builds of one source wait for each
+    other on the entry's lock as any two harness processes do."""
+    if os.environ.get("HARNESS_TEST_CACHE"):
+        return Path(os.environ["HARNESS_TEST_CACHE"])
+    base = tmp_path_factory.getbasetemp()
+    path = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "build-cache"
+    path.mkdir(exist_ok=True)
     return path
 
 

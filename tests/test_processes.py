@@ -153,8 +153,10 @@ def hold_the_cpu(cpu_options) -> subprocess.Popen:
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
-def test_a_second_harness_waits_for_the_device_and_says_so(cpu_options):
+def test_a_second_harness_waits_for_the_device_and_says_so(cpu_options, tmp_path):
     """The lock key is the device: two evaluations on the CPU contend for "cpu"."""
+    # a device lock of its own: another test process (pytest-xdist) times on this machine's CPU too
+    cpu_options = dataclasses.replace(cpu_options, cache_dir=tmp_path / "cache")
     import threading
 
     phases, waiting = [], threading.Event()
@@ -184,8 +186,10 @@ def test_a_second_harness_waits_for_the_device_and_says_so(cpu_options):
     assert any("waited for another harness process" in w for w in result.warnings)
 
 
-def test_a_prepared_reference_loads_only_while_no_one_times_on_the_device(cpu_options):
+def test_a_prepared_reference_loads_only_while_no_one_times_on_the_device(cpu_options, tmp_path):
     """A sweep loads the next problem's reference beside the current one: never beside its timing."""
+    # a device lock of its own: another test process (pytest-xdist) times on this machine's CPU too
+    cpu_options = dataclasses.replace(cpu_options, cache_dir=tmp_path / "cache")
     import threading
 
     holder = hold_the_cpu(cpu_options)

@@ -21,9 +21,32 @@ from harness.sweep.jobs import find_jobs  # noqa: E402
 from harness.sweep.records import RESULTS_FILE, ResultLog, read_records  # noqa: E402
 from test_sweep import CANDIDATES, EXPECTED, PROBLEMS  # noqa: E402
 
-KILLS_ITS_PARENT = ("import os\nimport signal\n\nimport torch.nn as nn\n\n"
-                    "os.kill(os.getppid(), signal.SIGKILL)  # the process that started this one: the actor\n\n\n"
-                    "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x * 2\n")
+# Kills the Ray worker that timed it: the first process above it that is one (a fork server, where
+# workers are forked from one, sits between).
+KILLS_ITS_ACTOR = """import os
+import signal
+
+import torch.nn as nn
+
+
+def actor():
+    pid = os.getppid()
+    while pid > 1:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if any(name in f.read() for name in (b"ray::", b"default_worker")):
+                return pid
+        with open(f"/proc/{pid}/stat") as f:
+            pid = int(f.read().rsplit(")", 1)[1].split()[1])
+    return os.getppid()
+
+
+os.kill(actor(), signal.SIGKILL)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x * 2
+"""
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +114,7 @@ def test_a_candidate_that_keeps_killing_its_actor_is_recorded_as_crashed(cluster
     candidates.mkdir(parents=True)
     shutil.copy(PROBLEMS / "level1" / "1_scale.py", problems / "1_scale.py")
     shutil.copy(CANDIDATES / "level1" / "1" / "sample_0.py", candidates / "sample_0.py")
-    (candidates / "sample_1.py").write_text(KILLS_ITS_PARENT)
+    (candidates / "sample_1.py").write_text(KILLS_ITS_ACTOR)
     assert main(["sweep", str(problems), str(tmp_path / "candidates"), "--device", "cpu", "--time-cap", "1",
                  "--cache-dir", str(cache_dir), "-o", str(tmp_path / "out"), "--ray", cluster.address]) == 0
     records = {r.candidate: r for r in read_records(tmp_path / "out" / RESULTS_FILE)}

@@ -1,7 +1,8 @@
 """One child process as seen from the harness: start it, talk to it, time-limit it, watch it, kill it.
 
-Every child runs `python -m harness.engine.workers ROLE FD` in a session of its own, owned by the
-harness (ownership.py). Its stdout and stderr go to a log file; results come back only over the
+Every child runs as `python -m harness.engine.workers ROLE FD` would, in a session of its own, owned
+by the harness (ownership.py): forked from the fork server where it runs (forkserver.py), which
+saves each child torch's import, else that very command. Its stdout and stderr go to a log file; results come back only over the
 private channel on FD. A child that runs candidate code is watched against its Limits.
 """
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from . import channel
+from . import channel, forkserver
 from .ownership import descendants, disown, end_processes, pythonpath, signal_tree, spawn
 
 
@@ -121,13 +122,19 @@ class Child:
         # a private scratch directory: what a candidate writes there goes with it
         self.scratch = tempfile.mkdtemp(prefix=f"harness-{role}-")
         self.conn, child_fd = channel.pair()
-        with open(self.log_path, "ab") as log:
-            self._log_start = log.tell()
-            self.proc, self.mark = spawn(
-                self, [sys.executable, "-m", "harness.engine.workers", role, str(child_fd)],
-                {**os.environ, "PYTHONPATH": pythonpath(), "TMPDIR": self.scratch, **(env or {})}, registry,
+        base = {**os.environ, "PYTHONPATH": pythonpath()}
+        # forked from the server where it runs (no torch import of its own), else a fresh interpreter
+        server = forkserver.server(base, registry, self.log_path.parent / "forkserver.log")
+
+        def start(marked: dict):
+            return (server and server.fork(role, child_fd, marked, log.fileno(), self.scratch)) or subprocess.Popen(
+                [sys.executable, "-m", "harness.engine.workers", role, str(child_fd)], env=marked,
                 pass_fds=(child_fd,), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True, cwd=self.scratch)
+
+        with open(self.log_path, "ab") as log:
+            self._log_start = log.tell()
+            self.proc, self.mark = spawn(self, {**base, "TMPDIR": self.scratch, **(env or {})}, registry, start)
         os.close(child_fd)
         if limits:
             threading.Thread(target=self._watch, daemon=True, name=f"watch-{role}").start()

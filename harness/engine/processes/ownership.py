@@ -16,7 +16,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 MARK = "HARNESS_PROCESS"  # OWNER/SERIAL, inherited by everything a child starts
 REGISTRY = "processes"  # under the cache directory: a file per harness process, its workers' pids
@@ -230,18 +230,18 @@ def _start_owning() -> None:
     atexit.register(end_all)
 
 
-def spawn(owner, command: list[str], env: dict, registry: Optional[Path] = None,
-          **popen) -> tuple[subprocess.Popen, str]:
-    """Start `command` as a process this harness owns: its mark in its environment (and so in all it
-    starts), `owner` listed live until disowned (end_all kills it), and its pid in `registry` for the
-    next start where one is given. The process and its mark."""
+def spawn(owner, env: dict, registry: Optional[Path], start: Callable[[dict], object]) -> tuple[object, str]:
+    """Start a process this harness owns: `start(env)` starts it (subprocess.Popen, or the fork
+    server) with its mark in `env` (and so in all it starts), `owner` listed live until disowned
+    (end_all kills it), and its pid in `registry` for the next start where one is given. The
+    process's handle and its mark."""
     global _serial
     with _live_lock:
         if not _serial:
             _start_owning()
         _serial += 1
         mark = f"{_OWNER}/{_serial}"
-        proc = subprocess.Popen(command, env={**env, MARK: mark}, **popen)
+        proc = start({**env, MARK: mark})
         _live.add(owner)
         if registry:
             _register(registry, proc.pid)

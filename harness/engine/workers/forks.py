@@ -1,0 +1,109 @@
+"""The fork server's process (processes/forkserver.py is the harness's side):
+`python -m harness.engine.workers.forks FD`. It imports torch and every role once, touches no device,
+and on each request on FD (a role, an environment and a cwd, with the worker's channel and log as
+file descriptors) forks a worker, answers with its pid, and reports every worker's exit status as
+it reaps it."""
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import sys
+from pathlib import Path
+
+PR_SET_PDEATHSIG = 1
+
+
+
+def _send(sock: socket.socket, message: dict) -> None:
+    sock.send(json.dumps(message).encode())
+
+
+def _worker(sock: socket.socket, wake: tuple[int, int], request: dict, fds: list[int]) -> None:
+    """In the forked child: become the worker the request asks for; never returns."""
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        sock.close()
+        for fd in wake:
+            os.close(fd)
+        os.setsid()
+        channel_fd, log_fd = fds
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        os.close(null)
+        os.close(log_fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        import random
+        import tempfile
+
+        import torch
+
+        tempfile.tempdir = None  # TMPDIR is this worker's own scratch
+        random.seed()
+        torch.seed()
+        from . import launch
+
+        # as a fresh interpreter's: `python -m harness.engine.workers ROLE FD`
+        sys.argv = [str(Path(launch.__file__).with_name("__main__.py")), request["role"], str(channel_fd)]
+        launch.begin()
+        launch.main(sys.argv)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        os._exit(1)
+
+
+def _reap(sock: socket.socket) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if not pid:
+            return
+        _send(sock, {"exit": pid, "status": os.waitstatus_to_exitcode(status)})
+
+
+def serve(fd: int) -> None:
+    import ctypes
+
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # dies with the harness
+    sock = socket.socket(fileno=fd)
+    from . import roles  # noqa: F401  torch and every role, imported once here
+
+    with open("/proc/self/maps") as f:
+        if "libcuda.so" in f.read():  # the driver is loaded: a forked child could not use the device
+            return  # (workers start the old way)
+    wake = os.pipe()
+    os.set_blocking(wake[1], False)
+    signal.set_wakeup_fd(wake[1])
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    _send(sock, {"ready": True})
+    while True:
+        readable = select.select([sock, wake[0]], [], [])[0]
+        if wake[0] in readable:
+            os.read(wake[0], 4096)
+        if sock in readable:
+            data, fds, _, _ = socket.recv_fds(sock, 1 << 20, 2)
+            if not data:
+                return  # the harness closed its end
+            pid = os.fork()
+            if pid == 0:
+                _worker(sock, wake, json.loads(data), fds)
+            for each in fds:
+                os.close(each)
+            _send(sock, {"pid": pid})
+        _reap(sock)
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]))
