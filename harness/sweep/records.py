@@ -155,10 +155,12 @@ class EventLog:
 
     def append(self, slot: str, text: str) -> None:
         with self._lock:
-            self._file.write(json.dumps({"t": round(time.time(), 3), "slot": slot, "text": text}) + "\n")
+            if not self._file.closed:  # an interrupted sweep's slots may still announce a step as it ends
+                self._file.write(json.dumps({"t": round(time.time(), 3), "slot": slot, "text": text}) + "\n")
 
     def close(self) -> None:
-        self._file.close()
+        with self._lock:
+            self._file.close()
 
 
 def _cut_partial_line(path: Path) -> None:

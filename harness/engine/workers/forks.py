@@ -53,6 +53,10 @@ def _worker(sock: socket.socket, wake: tuple[int, int], request: dict, fds: list
         # as a fresh interpreter's: `python -m harness.engine.workers ROLE FD`
         sys.argv = [str(Path(launch.__file__).with_name("__main__.py")), request["role"], str(channel_fd)]
         launch.begin()
+        # torch's threads as a fresh interpreter would count them: here OpenMP counted the server's
+        # cores when torch was imported, and this worker may have been given fewer
+        threads = os.environ.get("OMP_NUM_THREADS", "")
+        torch.set_num_threads(int(threads) if threads.isdigit() else len(os.sched_getaffinity(0)))
         launch.main(sys.argv)
     except BaseException:
         import traceback
