@@ -64,3 +64,10 @@ def test_with_the_server_off_or_killed_workers_start_the_old_way(cpu_options, mo
     with Evaluator(SMALL, cpu_options, keep_spare=False) as ev:
         assert ev.evaluate(CANDIDATES / "py_correct.py").verdict == Verdict.CORRECT
         assert isinstance(ev.reference.proc, subprocess.Popen)
+
+
+def test_only_a_cpu_evaluations_workers_are_forked(cpu_options):
+    from harness.engine.evaluate import EvalOptions
+
+    assert cpu_options.forked()
+    assert not EvalOptions(device="cuda").forked()  # fresh interpreters there (EvalOptions.forked says why)

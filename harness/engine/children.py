@@ -125,7 +125,7 @@ class Children:
 
     def _spawn_reference(self, spare: bool = False) -> Child:
         log = self.logs / f"reference-{self.problem.name}-{os.getpid()}-{self.options.gpu or 0}.log"
-        return Child("reference", log, env=self._start_env(spare), registry=self.registry)
+        return Child("reference", log, env=self._start_env(spare), registry=self.registry, forked=self.options.forked())
 
     def spawn(self) -> None:
         """Start the reference process and a spare worker for the first candidate without the
@@ -186,7 +186,8 @@ class Children:
             raise ChildDied("was not started: the evaluator is closed")
         self._spawned += 1
         log = self.logs / f"worker-{os.getpid()}-{self.options.gpu or 0}-{self._spawned}.log"
-        return Child("candidate", log, env=self._start_env(spare), limits=self.limits, registry=self.registry)
+        return Child("candidate", log, env=self._start_env(spare), limits=self.limits, registry=self.registry,
+                     forked=self.options.forked())
 
     def _take_worker(self) -> Child:
         """The spare worker if one is ready, else a fresh one."""

@@ -86,6 +86,13 @@ class EvalOptions:
         """What a candidate's process tree may hold."""
         return Limits(self.max_host_memory or default_host_memory(), self.max_processes, self.max_log_bytes)
 
+    def forked(self) -> bool:
+        """Whether its workers are forked from the fork server (processes/forkserver.py): on a CPU, where
+        it saves each worker torch's import. On a GPU host workers start as fresh interpreters (spares
+        import ahead there): forked ones made a sweep of 16 level 1 copies 2.1-2.6x slower on an H100
+        (143-173 s against 67 s), between its problems, for a reason not yet found."""
+        return self.device == "cpu"
+
     def child_env(self, entry=None) -> dict:
         """A child's environment: the candidate's build entry (building.cache.BuildEntry), and only this
         evaluation's GPU."""

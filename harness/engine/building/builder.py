@@ -148,7 +148,7 @@ class Builder:
         started = time.monotonic()
         entry.dir.mkdir(parents=True, exist_ok=True)
         child = Child("build", entry.log_path, env={**self.options.child_env(entry), **self.cores.build_env()},
-                      limits=self.limits, registry=self.registry)
+                      limits=self.limits, registry=self.registry, forked=self.options.forked())
         limit = self.options.build_timeout
         with _BUILDS_LOCK:
             _RUNNING_BUILDS[child] = threading.get_ident()

@@ -1,8 +1,8 @@
 """One child process as seen from the harness: start it, talk to it, time-limit it, watch it, kill it.
 
 Every child runs as `python -m harness.engine.workers ROLE FD` would, in a session of its own, owned
-by the harness (ownership.py): forked from the fork server where it runs (forkserver.py), which
-saves each child torch's import, else that very command. Its stdout and stderr go to a log file; results come back only over the
+by the harness (ownership.py): forked from the fork server where asked and it runs (forkserver.py),
+which saves each child torch's import, else that very command. Its stdout and stderr go to a log file; results come back only over the
 private channel on FD. A child that runs candidate code is watched against its Limits.
 """
 from __future__ import annotations
@@ -110,7 +110,7 @@ class Child:
     """One worker process and the parent's end of its channel."""
 
     def __init__(self, role: str, log_path: Path, env: Optional[dict] = None, limits: Optional[Limits] = None,
-                 registry: Optional[Path] = None):
+                 registry: Optional[Path] = None, forked: bool = False):
         self.role = role
         self.log_path = Path(log_path)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -123,8 +123,8 @@ class Child:
         self.scratch = tempfile.mkdtemp(prefix=f"harness-{role}-")
         self.conn, child_fd = channel.pair()
         base = {**os.environ, "PYTHONPATH": pythonpath()}
-        # forked from the server where it runs (no torch import of its own), else a fresh interpreter
-        server = forkserver.server(base, registry, self.log_path.parent / "forkserver.log")
+        # `forked`: from the server where it runs (no torch import of its own), else a fresh interpreter
+        server = forked and forkserver.server(base, registry, self.log_path.parent / "forkserver.log")
 
         def start(marked: dict):
             return (server and server.fork(role, child_fd, marked, log.fileno(), self.scratch)) or subprocess.Popen(

@@ -1,7 +1,7 @@
 """Workers forked from a server that has imported torch once.
 
-Importing torch costs a worker 2-3 s of CPU. A harness process that starts many workers (a sweep,
-a loop, a test suite) starts one fork server instead: a process of its own (never the harness's:
+Importing torch costs a worker 2-3 s of CPU. A harness process that starts many workers on a CPU
+(a sweep, a loop, a test suite; EvalOptions.forked says where) starts one fork server instead: a process of its own (never the harness's:
 it runs no candidate code, and the harness's threads must not be forked) that imports torch and the
 worker roles, touches no device, and forks a worker per request. The worker, forked, becomes what
 `python -m harness.engine.workers ROLE FD` would have been: its own session, the environment, cwd,
