@@ -72,7 +72,10 @@ def test_daemons_in_new_sessions_are_gone_after_a_correct_verdict(cpu_options, t
         assert not wait_gone(daemons, 2)
 
 
-def test_what_a_killed_harness_left_is_ended_at_the_next_start(tmp_path, cache_dir):
+def test_what_a_killed_harness_left_is_ended_at_the_next_start(tmp_path):
+    # a registry of its own: any harness start on a shared cache (another test process's) would end
+    # what this killed harness left before the doctor below could
+    cache_dir = tmp_path / "cache"
     env = {**os.environ, "PYTHONPATH": str(REPO), "HARNESS_CACHE_DIR": str(cache_dir)}
 
     def harness_command(*words: str) -> subprocess.CompletedProcess:
