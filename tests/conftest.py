@@ -26,11 +26,12 @@ def _cuda() -> bool:
 
 
 def pytest_xdist_auto_num_workers(config):
-    """Test processes for `-n auto` (pyproject's addopts): a test spends most of its time waiting on
+    """Test processes for `-n auto` (pyproject's addopts): a test spends much of its time waiting on
     the harness's children, so one process more than the cores keeps them busy (three on the 2-core
-    CI machine: its suite from 22 to about 10 minutes), at most four; the GPU tests (-m gpu) one at
-    a time, in pytest's own process, as they time on one device."""
-    if "gpu" in (config.option.markexpr or ""):
+    CI machine: its suite from 22 to 11-12 minutes), at most four; the GPU tests (-m gpu) one at a
+    time, in pytest's own process, as they time on one device."""
+    marks = config.option.markexpr or ""
+    if "gpu" in marks and "not gpu" not in marks:
         return 0
     return min(4, len(os.sched_getaffinity(0)) + 1)
 

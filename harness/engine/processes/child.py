@@ -2,8 +2,9 @@
 
 Every child runs as `python -m harness.engine.workers ROLE FD` would, in a session of its own, owned
 by the harness (ownership.py): forked from the fork server where asked and it runs (forkserver.py),
-which saves each child torch's import, else that very command. Its stdout and stderr go to a log file; results come back only over the
-private channel on FD. A child that runs candidate code is watched against its Limits.
+which saves each child torch's import, else that very command. Its stdout and stderr go to a log
+file; results come back only over the private channel on FD. A child that runs candidate code is
+watched against its Limits.
 """
 from __future__ import annotations
 

@@ -1,19 +1,20 @@
 """Workers forked from a server that has imported torch once.
 
 Importing torch costs a worker 2-3 s of CPU. A harness process that starts many workers on a CPU
-(a sweep, a loop, a test suite; EvalOptions.forked says where) starts one fork server instead: a process of its own (never the harness's:
-it runs no candidate code, and the harness's threads must not be forked) that imports torch and the
-worker roles, touches no device, and forks a worker per request. The worker, forked, becomes what
-`python -m harness.engine.workers ROLE FD` would have been: its own session, the environment, cwd,
-log and channel the harness gives it, fresh random state (a worker forked from the same server
-would otherwise draw what another draws), then launch.begin() and launch.main() as a fresh
-interpreter runs them. The server reaps its children and reports each exit status, so the harness
-holds a handle (Forked) that answers as subprocess.Popen does.
+(a sweep, a loop, a test suite; EvalOptions.forked says where) starts one fork server instead: a
+process of its own (never the harness's: it runs no candidate code, and the harness's threads must
+not be forked) that imports torch and the worker roles, touches no device, and forks a worker per
+request. The worker, forked, becomes what `python -m harness.engine.workers ROLE FD` would have
+been: its own session, the environment, cwd, log and channel the harness gives it, fresh random
+state (a worker forked from the same server would otherwise draw what another draws), then
+launch.begin() and launch.main() as a fresh interpreter runs them. The server reaps its children
+and reports each exit status, so the harness holds a handle (Forked) that answers as
+subprocess.Popen does.
 
-The server's own side is workers/forks.py. Where the server cannot start or has died, workers start as fresh interpreters, as they did
-before; HARNESS_FORKSERVER=0 asks for that always. The server dies with the harness
-(PR_SET_PDEATHSIG), and carries the harness's mark (ownership.py): what a killed harness leaves is
-found as before.
+The server's own side is workers/forks.py. Where the server cannot start or has died, workers
+start as fresh interpreters, as they did before; HARNESS_FORKSERVER=0 asks for that always. The
+server dies with the harness (PR_SET_PDEATHSIG), and carries the harness's mark (ownership.py):
+what a killed harness leaves is found as before.
 """
 from __future__ import annotations
 
@@ -73,31 +74,25 @@ class Server:
         self.replies: list[dict] = []
         self.statuses: dict[int, int] = {}
         self.exited = threading.Condition()
-        self.ready = self._next_reply(time.monotonic() + START_S, first=True) is not None
-        if self.ready:
-            threading.Thread(target=self._read, daemon=True, name="forkserver").start()
+        self.ready = True  # until the server's hello says otherwise, or its end closes
+        threading.Thread(target=self._read, daemon=True, name="forkserver").start()
+        hello = self._next_reply(time.monotonic() + START_S)
+        self.ready = bool(hello and hello.get("ready"))
 
-    def _message(self, timeout: Optional[float]) -> Optional[dict]:
-        self.sock.settimeout(timeout)
-        try:
-            data = self.sock.recv(1 << 16)
-        except OSError:
-            return None
-        return json.loads(data) if data else None
-
-    def _next_reply(self, deadline: float, first: bool = False) -> Optional[dict]:
-        """Before the reader runs (first), the server's hello; after, the reader's next reply."""
-        if first:
-            message = self._message(max(0.1, deadline - time.monotonic()))
-            return message if message and message.get("ready") else None
+    def _next_reply(self, deadline: float) -> Optional[dict]:
         with self.exited:
             while not self.replies and self.alive() and time.monotonic() < deadline:
                 self.exited.wait(0.05)
             return self.replies.pop(0) if self.replies else None
 
     def _read(self) -> None:
+        """Every message from the server: replies in order, exit statuses by pid."""
         while True:
-            message = self._message(None)
+            try:
+                data = self.sock.recv(1 << 16)
+            except OSError:
+                data = b""
+            message = json.loads(data) if data else None
             with self.exited:
                 if message is None:
                     self.ready = False
@@ -123,7 +118,13 @@ class Server:
             except OSError:
                 return None
             reply = self._next_reply(time.monotonic() + 30.0)
-        return Forked(self, reply["pid"]) if reply and reply.get("pid") else None
+            if not (reply and reply.get("pid")):
+                # unanswered, it may still fork this worker: a server not to ask again (replaced, and
+                # disowned, by the next server(); this runs under ownership's lock, kill() takes it)
+                self.ready = False
+                self.proc.kill()
+                return None
+        return Forked(self, reply["pid"])
 
     def exit_status(self, pid: int) -> Optional[int]:
         """The worker's exit code (negative: the signal), or None while it runs."""

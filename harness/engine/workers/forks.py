@@ -16,7 +16,6 @@ from pathlib import Path
 PR_SET_PDEATHSIG = 1
 
 
-
 def _send(sock: socket.socket, message: dict) -> None:
     sock.send(json.dumps(message).encode())
 
