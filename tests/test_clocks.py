@@ -124,7 +124,7 @@ def simulated(monkeypatch):
     monkeypatch.setattr(timing, "_Event", line.event)
     monkeypatch.setattr(timing, "_synchronize", line.synchronize)
     monkeypatch.setattr(timing, "_perf_counter", lambda: line.now / 1e3)
-    monkeypatch.setattr(timing, "_sleep", lambda cycles: line.launch("caller", 0.1))
+    monkeypatch.setattr(timing, "_sleep", lambda cycles: line.launch("caller", cycles / 1e6))  # 1e6 cycles a ms
     sampler = timing.CudaSampler(torch.device("cpu"))
     sampler.flush_buffer = torch.empty(0, dtype=torch.uint8)
     sampler.reset_persistence = None
@@ -160,6 +160,33 @@ def test_a_simulated_timeline_flags_an_unjoined_stream_and_not_a_busy_host(monke
         assert speedups.suspects_hidden_work(hidden)
         assert speedups.hidden_work_ms(hidden[LATENCY]) == pytest.approx(1.0, abs=0.02)
         assert hidden[ALL]["candidate"].median > hidden[LATENCY]["candidate"].median + 0.9
+
+
+def test_gpu_time_leaves_out_the_host_however_slow_it_is(monkeypatch):
+    """Host time before one entry's window (the reference's `around`) and a slow host drawing each
+    sample's inputs (the device runs dry meanwhile) put no host time in either window: the same GPU
+    work reads the same GPU time (without the lead spin: 0.076 ms against 0.05 of work)."""
+    with simulated(monkeypatch) as (line, sampler):
+        def prepare(seed):
+            line.host(0.3)
+            return []
+
+        def call():  # 0.02 ms of Python, then its one kernel
+            line.host(0.02)
+            line.launch("caller", 0.05)
+
+        @contextlib.contextmanager
+        def restoring_switches():
+            line.host(0.05)
+            yield
+
+        entries = {"candidate": timing.Entry(prepare, call),
+                   "reference": timing.Entry(prepare, lambda: call(), around=restoring_switches)}
+        rule = StopRule(min_samples=10, max_samples=20, warmup_calls=2, time_cap=60.0)
+        gpu = timing.time_interleaved(entries, torch.device("cpu"), rule, sampler)[GPU]
+        assert gpu["candidate"].median == pytest.approx(0.05, abs=0.003)
+        assert gpu["reference"].median == pytest.approx(0.05, abs=0.003)
+        assert sampler.lead.ms(call) < timing.Lead.MAX_MS
 
 
 def _trace(calls: list[list[tuple[str, float, float]]], caller: int = 7) -> list[dict]:

@@ -8,8 +8,12 @@ output) and a cache flush.
 On a GPU every callable is timed on two clocks, one stage each (results.Clock):
   GPU time  the samples queued, as `triton.testing.do_bench` queues them: per sample
             a flush, a start event, the call, an end event, one synchronize per batch.
-            The GPU never idles while the host launches, so neither the host's launch
-            time nor a clock that drops on an idle GPU lands in the window.
+            Before the start event the device spins (Lead) for longer than the host
+            takes to queue the call, as nvbench's blocking kernel holds the device until
+            the host is done: so neither the host's launch time nor a clock that drops
+            on an idle GPU lands in the window, however slow the host (a reference's
+            `around` or a busy core once put 0.01 ms of host time in one entry's windows
+            and not in the other's).
   latency   a synchronize before each call and after it, as KernelBench's timer does:
             the start event, the call, an event on the caller's stream as it returns
             (latency ends there), a device-wide synchronize, a last event (every
@@ -30,6 +34,7 @@ import os
 import random
 import statistics
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, Optional
 
@@ -175,6 +180,43 @@ class Sampler:
         raise NotImplementedError("a CPU has one clock")
 
 
+class Lead:
+    """How long the device spins before each queued sample's start event, per callable: longer than
+    the host took to queue its recent samples (the spin, the start event, the call, the end event),
+    so the device reaches the start event with the whole call already queued behind it."""
+
+    MARGIN = 1.25
+    MIN_MS = 0.02
+    # A call that waits for the device (a synchronize inside) also waits for the spin: the lead would
+    # grow without end. Past this the host's part stays in such a call's window, as it must.
+    MAX_MS = 2.0
+    RECENT = 8  # samples remembered: a slow first call stops setting the lead after this many
+
+    def __init__(self):
+        self.recent: dict[int, deque] = {}
+
+    def ms(self, fn: Callable) -> float:
+        seen = self.recent.get(id(fn))
+        return min(self.MAX_MS, self.MARGIN * max(seen) + self.MIN_MS) if seen else self.MIN_MS
+
+    def saw(self, fn: Callable, queued_ms: float) -> None:
+        self.recent.setdefault(id(fn), deque(maxlen=self.RECENT)).append(queued_ms)
+
+
+def _cycles_per_ms() -> float:
+    """The spin kernel's clock cycles per millisecond, at the faster of two tries (a clock that
+    is still rising reads fewer cycles a millisecond: the spin then runs longer, never shorter)."""
+    cycles, found = 2_000_000, 0.0
+    for _ in range(2):
+        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+        start.record()
+        _sleep(cycles)
+        end.record()
+        end.synchronize()
+        found = max(found, cycles / max(start.elapsed_time(end), 1e-6))
+    return found
+
+
 class CudaSampler(Sampler):
     """Queued samples between CUDA events on the caller's stream, and synchronous ones."""
 
@@ -183,6 +225,8 @@ class CudaSampler(Sampler):
     def __init__(self, device: torch.device):
         super().__init__(device)
         self.reset_persistence = _l2_persistence_reset()
+        self.lead = Lead()
+        self.cycles_per_ms = _cycles_per_ms() if _sleep else 0.0
 
     def stages(self, headline: str) -> list[str]:
         both = [Clock.GPU.value, Clock.LATENCY.value]
@@ -192,12 +236,16 @@ class CudaSampler(Sampler):
         args = self._prepare(timed, seed)
         start, end = _Event(enable_timing=True), _Event(enable_timing=True)
         with timed.around():
+            began = _perf_counter()
+            if self.cycles_per_ms:
+                _sleep(int(self.lead.ms(timed.fn) * self.cycles_per_ms))
             start.record()
             t0 = _perf_counter()
             with torch.no_grad():
                 output = timed.fn(*args)
             submit = (_perf_counter() - t0) * 1e3
             end.record()
+            self.lead.saw(timed.fn, (_perf_counter() - began) * 1e3)
         if timed.observe:
             timed.observe(seed, output)
         return (start, end), submit
@@ -208,11 +256,8 @@ class CudaSampler(Sampler):
         return start.elapsed_time(end)
 
     def settle(self) -> None:
-        """The device finishes what is queued, then gets a short spin to run while the host
-        queues the batch, so the first sample does not start on an idle GPU."""
+        """The device finishes what is queued (each sample's lead keeps it from idling in a window)."""
         _synchronize()
-        if _sleep:
-            _sleep(200_000)  # ~0.1 ms at Hopper clocks
 
     def drain(self) -> None:
         _synchronize()
