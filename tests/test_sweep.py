@@ -345,9 +345,9 @@ def test_a_problem_opened_unloaded_loads_on_request_in_the_process_started_for_i
     assert not reference.alive()
 
 
-def test_a_gpu_slot_opens_two_problems_ahead_and_evaluates_each_once(tmp_path, cpu_options):
-    """A GPU's slot (run here on the CPU) opens the problem after next before the current one has
-    a result, so that one's imports are done when it comes; every problem still gets one record."""
+def test_a_gpu_slot_opens_three_problems_ahead_and_evaluates_each_once(tmp_path, cpu_options):
+    """A GPU's slot (run here on the CPU) opens the problems after the next before the current one
+    has a result, so their imports are done when they come; every problem still gets one record."""
     import queue
 
     from harness.sweep.sweep import Sweep
@@ -371,7 +371,7 @@ def test_a_gpu_slot_opens_two_problems_ahead_and_evaluates_each_once(tmp_path, c
     sweep._slot(0, groups)
     assert not sweep._errors
     assert [name for name, _ in taken] == ["1_scale", "2_shift", "3_negate", "1_broken"]
-    assert taken[2][1] == 0  # the third problem was opened while the first was still being evaluated
+    assert taken[2][1] == taken[3][1] == 0  # the third and fourth opened while the first was evaluated
     verdicts = {(r.level, r.problem): r.verdict for r in log.records}
     assert len(log.records) == 4 and verdicts[("level2", "1_broken")] == PROBLEM_ERROR
     assert [v for v in verdicts.values() if v != PROBLEM_ERROR] == ["correct"] * 3

@@ -4,9 +4,9 @@ worker per GPU, each GPU taking the next problem from one queue.
 Every candidate of every problem is handed to one shared build pool (engine.pool.Builds) as
 soon as the job list is known, so the cores build while the GPUs time, and a problem's pool
 takes its candidates as their builds finish. Per problem a Pool (its reference process, one
-candidate timed at a time). A GPU works two problems ahead: once the current problem's first
-candidate is checked, the problem after next has its reference process and a first worker start importing torch, and
-the next problem's reference, its imports done by then, loads its problem as soon as no timing
+candidate timed at a time). A GPU works SPAWN_AHEAD problems ahead: once the current problem's
+first candidate is checked, the problems after the next have their reference processes and first
+workers start importing torch, and the next problem's reference, its imports done by then, loads its problem as soon as no timing
 runs on the device (it takes the device's lock), unless the current problem needs much of the
 GPU's memory; then it loads once the current one has ended, beside its first worker. So a
 problem costs little more than its own timing.
@@ -18,6 +18,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import deque
 from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
@@ -70,6 +71,10 @@ def loadable(group: list[Job]) -> Optional[Problem]:
 # less than this share of the memory its device had free: two big problems side by side
 # could each run the other out of memory
 PREFETCH_SHARE = 0.25
+# Problems a GPU's slot has started beyond the current one. A problem's processes take 3-4 s to
+# import torch on a 16-core H100 host while a level 1 copy is done in about 2: two ahead left the
+# slot waiting for imports on every other problem.
+SPAWN_AHEAD = 3
 
 
 def _leaves_room(pool: Pool) -> bool:
@@ -217,23 +222,27 @@ class Sweep:
         return Opened(group, replace(self.options, gpu=gpu), gpu, self.builds, loaded, prebuilt)
 
     def _slot(self, gpu: Optional[int], groups: "queue.Queue[tuple[list[Job], Optional[list]]]") -> None:
-        """On a GPU two problems ahead: the next one's reference loads while the current one is
-        checked, and the one after imports torch meanwhile, so its seconds of imports are over
-        by the time it is next."""
+        """On a GPU SPAWN_AHEAD problems ahead: the next one's reference loads while the current one is
+        checked, and the ones after it import torch meanwhile, so their seconds of imports are over
+        by the time each is next."""
         name = "cpu" if gpu is None else f"gpu {gpu}"
         upcoming = self._take(groups, gpu)
-        after: Optional[Opened] = None
+        ahead: deque[Opened] = deque()  # opened after `upcoming`, importing, not loaded
         while upcoming is not None:
             current, upcoming = upcoming, None
 
             def prefetch(pool: Pool) -> None:
-                nonlocal upcoming, after
-                if gpu is not None:
-                    upcoming, after = after or self._take(groups, gpu, loaded=False), None
-                    if upcoming is not None:
-                        if _leaves_room(pool):
-                            upcoming.load()
-                        after = self._take(groups, gpu, loaded=False)
+                nonlocal upcoming
+                if gpu is None:
+                    return
+                upcoming = ahead.popleft() if ahead else self._take(groups, gpu, loaded=False)
+                if upcoming is not None and _leaves_room(pool):
+                    upcoming.load()
+                while upcoming is not None and len(ahead) < SPAWN_AHEAD - 1:
+                    opened = self._take(groups, gpu, loaded=False)
+                    if opened is None:
+                        break
+                    ahead.append(opened)
 
             try:
                 evaluate_problem(name, current, self._record, self.on_phase, prefetch)
@@ -242,12 +251,12 @@ class Sweep:
             finally:
                 current.close()
             if self._errors:
-                for opened in (upcoming, after):
+                for opened in (upcoming, *ahead):
                     if opened is not None:
                         opened.close()
                 break
             if upcoming is None:  # no candidate of this one was checked: nothing was opened for the next
-                upcoming, after = after or self._take(groups, gpu), None
+                upcoming = ahead.popleft() if ahead else self._take(groups, gpu)
         self.on_phase(name, "done")
 
     def _record(self, record: SweepRecord) -> None:
