@@ -10,8 +10,8 @@ import sys
 import time
 
 from conftest import CANDIDATES, PROBLEMS
-from harness.engine.processes.cores import (BUILD_MEMORY_BYTES, CPUS_ENV, NICE_ENV, SPARE_CPUS_ENV, Cores, build_slots,
-                                            split_cores)
+from harness.engine.processes.cores import (BUILD_MEMORY_BYTES, CPUS_ENV, NICE_ENV, SPARE_CPUS_ENV, WARM_DEVICE_ENV,
+                                            Cores, build_slots, split_cores)
 from harness.sweep.sweep import Sweep
 from harness.sweep.jobs import find_jobs
 from harness.sweep.records import ResultLog
@@ -113,6 +113,20 @@ def test_a_gpu_host_keeps_two_cores_a_gpu_for_timing_and_a_small_one_none():
     assert gpu.timing_env(spare=True) == {CPUS_ENV: "14,15", SPARE_CPUS_ENV: ",".join(map(str, range(14)))}
     small = split_cores("cuda", (0, 1), gpus=1)
     assert small.timing_env() == small.timing_env(spare=True) == {} and small.build_env() == {NICE_ENV: "10"}
+
+
+def test_a_spare_on_a_gpu_is_told_to_make_its_cuda_context_while_it_waits(tmp_path):
+    """Its first candidate's start then does not pay for the context; on a CPU there is none to make."""
+    from harness import EvalOptions
+    from harness.engine.children import Children
+    from harness.problem import load_problem
+
+    problem = load_problem(SMALL)
+    gpu = Children(problem, EvalOptions(device="cuda", cache_dir=tmp_path), backward=False)
+    assert gpu._start_env(spare=True)[WARM_DEVICE_ENV] == "cuda"
+    assert WARM_DEVICE_ENV not in gpu._start_env(spare=False)  # started for work: the role makes it
+    cpu = Children(problem, EvalOptions(device="cpu", cache_dir=tmp_path), backward=False)
+    assert WARM_DEVICE_ENV not in cpu._start_env(spare=True)
 
 
 def test_a_spare_imports_on_the_build_cores_and_takes_its_own_with_every_thread_once_it_has_work():

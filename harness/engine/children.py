@@ -16,7 +16,7 @@ from .findings import Finding, ReferenceOutOfMemory
 from .options import EvalOptions
 from .phases import Notify, quiet
 from .processes.child import Child, ChildBrokeProtocol, ChildDied, ChildTimeout, prune_logs
-from .processes.cores import split_cores
+from .processes.cores import WARM_DEVICE_ENV, split_cores
 from .processes.device_lock import DeviceLock, device_key
 from .processes.environment import collect_environment
 from .processes.footprint import DoesNotFit, fit_refusal
@@ -290,8 +290,9 @@ class Children:
 
     def _start_env(self, spare: bool) -> dict:
         # a spare imports torch at low priority, so a timing running meanwhile keeps its CPU
+        warm = {WARM_DEVICE_ENV: self.options.device} if spare and self.options.device != "cpu" else {}
         return {**self.options.child_env(), **self.cores.timing_env(spare),
-                **({"HARNESS_START_NICE": "10"} if spare else {})}
+                **({"HARNESS_START_NICE": "10"} if spare else {}), **warm}
 
     @property
     def device_key(self) -> str:

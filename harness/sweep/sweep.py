@@ -5,7 +5,7 @@ Every candidate of every problem is handed to one shared build pool (engine.pool
 soon as the job list is known, so the cores build while the GPUs time, and a problem's pool
 takes its candidates as their builds finish. Per problem a Pool (its reference process, one
 candidate timed at a time). A GPU works SPAWN_AHEAD problems ahead: once the current problem's
-first candidate is checked, the problems after the next have their reference processes and first
+first candidate is timed, the problems after the next have their reference processes and first
 workers start importing torch, and the next problem's reference, its imports done by then, loads its problem as soon as no timing
 runs on the device (it takes the device's lock), unless the current problem needs much of the
 GPU's memory; then it loads once the current one has ended, beside its first worker. So a
@@ -269,22 +269,29 @@ def evaluate_problem(name: str, opened: Opened, on_record: Recorded, on_phase: P
                      prefetch: Optional[Callable[[Pool], None]] = None) -> None:
     """One problem's candidates through its pool, a record for each as it finishes; a problem that
     fails itself is a problem_failure record for each candidate it had not finished. `prefetch` is
-    told once, when the first candidate starts its check: the reference is ready then and has said
-    whether it fits, so a next problem's reference started then never crowds that check."""
+    told once, when the first candidate's timing is over (its other shapes begin) or it ended
+    without one: the reference is ready then and has said whether it fits. A next problem's
+    reference told at the check took the device's lock for its load while that check ran, and the
+    timing after it waited (a level 1 copy's check, 0.3-0.6 s, is shorter than a load)."""
     group = opened.group
     on_phase(name, f"{group[0].level}/{group[0].problem.stem}: starting the reference")
     finished: set[int] = set()
     pool: Optional[Pool] = None
 
+    def tell_next() -> None:
+        nonlocal prefetch
+        if prefetch and pool:
+            prefetch, told = None, prefetch
+            told(pool)
+
     def on_result(index: int, result: EvalResult) -> None:
         finished.add(index)
         on_record(record_of(group[index], result, pool.evaluators[0].reference_info if pool else None))
+        tell_next()
 
     def on_event(index: int, phase: str) -> None:
-        nonlocal prefetch
-        if phase == Step.CHECK.doing and prefetch and pool:
-            prefetch, told = None, prefetch
-            told(pool)
+        if phase == Step.SHAPES.doing:
+            tell_next()
         on_phase(name, f"{group[index].level}/{group[index].problem.stem} {group[index].label}: {phase}")
 
     try:
