@@ -73,7 +73,7 @@ class CheckResult:
 class Clock(str, enum.Enum):
     """What a Timing's samples measure. A verdict divides timings of one clock only."""
 
-    GPU = "gpu"  # calls queued between events on the caller's stream, the queue kept full (do_bench)
+    GPU = "gpu"  # calls queued between events on the caller's stream, each behind a spin that outlasts its launch
     LATENCY = "latency"  # a synchronize before and after each call, events on the caller's stream (KernelBench)
     ALL_STREAMS = "all_streams"  # as LATENCY, the end taken once the whole device finished: every stream
     HOST = "host"  # a CPU: perf_counter around each call
@@ -84,7 +84,7 @@ class Clock(str, enum.Enum):
 
 
 _CLOCK_TEXT = {
-    Clock.GPU: "GPU time (calls queued as do_bench does, L2 flushed before each)",
+    Clock.GPU: "GPU time (calls queued as do_bench does, L2 flushed before each, the launch hidden behind a spin)",
     Clock.LATENCY: "per-call latency (a synchronize before and after each call, as KernelBench times)",
     Clock.ALL_STREAMS: "per-call latency with the whole device synchronized (work ran off the caller's stream)",
     Clock.HOST: "perf_counter around each call, caches flushed",
