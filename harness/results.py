@@ -125,6 +125,9 @@ class Timing:
     tail: float = 0.0
     tail_overhead: float = 0.0
     ended: str = ""  # why its stage stopped sampling (Ended); "" in eval.json files from before
+    # HOST: the median of each call's time less the time its thread waited for a CPU (other processes'
+    # load); 0 where not measured
+    unloaded_median: float = 0.0
 
     @property
     def on_gpu(self) -> bool:

@@ -4,6 +4,7 @@ import contextlib
 import random
 import statistics
 from types import SimpleNamespace
+from typing import Optional
 
 import pytest
 import torch
@@ -220,10 +221,12 @@ class FakeChildren:
     """What Measure talks to, with replies scripted: the worker's timing, the reference alone, the
     re-check and the stream trace."""
 
-    def __init__(self, beside: dict, alone: dict, traced: StreamsTraced = StreamsTraced(calls=3)):
-        self.options = EvalOptions(device="cuda", time_cap=2.0, clock=GPU, run_timeout=60.0)
+    def __init__(self, beside: dict, alone: dict, traced: StreamsTraced = StreamsTraced(calls=3),
+                 device: str = "cuda", background: Optional[float] = None):
+        self.options = EvalOptions(device=device, time_cap=2.0, clock=GPU, run_timeout=60.0)
         self.reference_info = ReferenceReady(ready=True, benchmark_shapes=[], parameter_bytes=0)
         self.beside, self.alone, self.traced = beside, alone, traced
+        self.background = background  # the worker's process tree's CPU beside the timing thread (Timed)
         self.reference = SimpleNamespace(send=lambda message: None, forward=lambda message, cmd: None)
         self.sent: list = []
 
@@ -237,7 +240,7 @@ class FakeChildren:
     def talk(self, worker, deadline, doing, kind, raw=False):
         if kind is Timed:
             n = sum(each["candidate"].n for clock, each in self.beside.items() if clock != ALL)
-            return Timed(timings=self.beside, timed=[{}] * n), None
+            return Timed(timings=self.beside, timed=[{}] * n, background_cpu_share=self.background), None
         return self.traced, None
 
     def reference_says(self, deadline, kind, doing):
@@ -328,6 +331,33 @@ def test_a_host_bound_reference_made_to_sleep_beside_the_candidate_is_still_reje
     candidate = {GPU: (0.157, 0.133), LATENCY: (0.17, 0.14, 0.012), ALL: (0.172, 0.14)}
     result = measured(FakeChildren(clocked(candidate, asleep), clocked(candidate, tiny_alone)))
     assert result.verdict is Verdict.REJECTED and "slower beside the candidate" in result.explanation
+
+
+def test_on_a_cpu_load_from_other_processes_never_convicts_and_the_candidates_own_work_does():
+    """Figures from the 2-core machine, twice as many busy processes as cores and four test processes:
+    a reference of three small ops read 8.7x slower beside an honest candidate (5.532 ms) than alone
+    (0.6327 ms), its thread waiting for a CPU most of that time. Less those waits it is no slower, and
+    the candidate ran nothing beside its calls: not refused. A thread of the candidate's taking the CPU,
+    or a sleep slipped into the reference's path (no wait for a CPU), is still refused."""
+    host = Clock.HOST.value
+
+    def timed(reference: float, unloaded: float) -> dict:
+        found = {host: {"candidate": timing_of(0.6, clock=host, seed=0), "reference": timing_of(reference, clock=host,
+                                                                                                seed=1)}}
+        for each in found[host].values():
+            each.method = "perf_counter"
+        found[host]["reference"].unloaded_median = unloaded
+        return found
+
+    beside, alone = timed(5.532, 0.66), timed(0.6327, 0.62)
+    loaded = measured(FakeChildren(beside, alone, device="cpu", background=0.001))
+    assert loaded.verdict is Verdict.CORRECT, loaded.explanation
+    assert any("8.74x slower" in w and "other processes' load, not refused" in w for w in loaded.warnings)
+    own_thread = measured(FakeChildren(beside, alone, device="cpu", background=0.9))
+    assert own_thread.verdict is Verdict.REJECTED and "8.7x slower beside the candidate" in own_thread.explanation
+    asleep = measured(FakeChildren(timed(2.7, 2.65), alone, device="cpu", background=0.0))
+    assert asleep.verdict is Verdict.REJECTED, asleep.explanation
+    assert measured(FakeChildren(beside, alone, device="cpu")).verdict is Verdict.REJECTED  # not measured: wall time
 
 
 def test_legacy_flags_read_cleanly_and_switches_are_reported_not_held_against_it(cpu_options):

@@ -76,6 +76,20 @@ def descendants(roots: int | Iterable[int]) -> set[int]:
     return found
 
 
+def tree_cpu_seconds(root: int) -> float:
+    """CPU seconds spent by `root`'s live descendants, and by its children that ended and were waited for."""
+    import resource
+
+    ticks = os.sysconf("SC_CLK_TCK")
+    live = 0
+    for pid in descendants(root):
+        fields = _stat(pid)
+        if fields and len(fields) > 12:
+            live += int(fields[11]) + int(fields[12])  # utime, stime
+    ended = resource.getrusage(resource.RUSAGE_CHILDREN) if root == os.getpid() else None
+    return live / ticks + ((ended.ru_utime + ended.ru_stime) if ended else 0.0)
+
+
 def marked(prefix: str) -> set[int]:
     """Processes whose environment carries MARK=PREFIX...: whatever a child started, in any session.
     (End the prefix with NUL to match one mark exactly.)"""

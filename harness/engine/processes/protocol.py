@@ -227,6 +227,9 @@ class Timed(Guarded):
     timed: list[dict] = field(default_factory=list)  # recheck.TimedOutputs samples, one per timed call
     # process-wide switches the candidate left flipped (guards.BackendSwitches); the reference ran without them
     switches: list[str] = field(default_factory=list)
+    # CPU the worker's process tree spent beyond the timing thread, as a share of the timing's wall time:
+    # threads or processes running beside the timed calls (None: not measured)
+    background_cpu_share: Optional[float] = None
 
 
 @dataclass

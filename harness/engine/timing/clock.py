@@ -113,6 +113,16 @@ class Entry:
     around: Callable[[], ContextManager] = contextlib.nullcontext
 
 
+def _runqueue_wait_ms() -> float:
+    """How long this thread has waited for a CPU while runnable (/proc's schedstat), in ms: the
+    time other processes' load took from it; 0 where the kernel does not say."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e6
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def _cpu_cache_bytes() -> int:
     try:
         text = open("/sys/devices/system/cpu/cpu0/cache/index3/size").read().strip()
@@ -158,17 +168,24 @@ class Sampler:
         with torch.no_grad():
             pass
         with timed.around():
+            waited = _runqueue_wait_ms()
             t0 = _perf_counter()
             with torch.no_grad():
                 output = timed.fn(*args)
             submit = (_perf_counter() - t0) * 1e3
+            waited = _runqueue_wait_ms() - waited
         if timed.observe:
             timed.observe(seed, output)
-        return submit, submit
+        return (submit, max(submit - waited, 0.0)), submit
 
     @staticmethod
     def elapsed(token: Any) -> float:
-        return token
+        return token[0]
+
+    @staticmethod
+    def unloaded(token: Any) -> Optional[float]:
+        """The sample less its thread's wait for a CPU (None on a clock that does not know it)."""
+        return token[1]
 
     def settle(self) -> None:
         """Before a batch: nothing to wait for on a CPU."""
@@ -255,6 +272,10 @@ class CudaSampler(Sampler):
         start, end = token
         return start.elapsed_time(end)
 
+    @staticmethod
+    def unloaded(token: Any) -> Optional[float]:
+        return None
+
     def settle(self) -> None:
         """The device finishes what is queued (each sample's lead keeps it from idling in a window)."""
         _synchronize()
@@ -310,6 +331,7 @@ def _queued(sampler: Sampler, entries: dict[str, Entry], rule: StopRule, cap: fl
     sampler.drain()
     overhead = statistics.median(sampler.elapsed(t) for t in tokens)
     samples: dict[str, list[float]] = {name: [] for name in entries}
+    unloaded: dict[str, list[float]] = {name: [] for name in entries}
     submit: dict[str, list[float]] = {name: [] for name in entries}
     order = list(entries)
     started = _perf_counter()
@@ -327,6 +349,7 @@ def _queued(sampler: Sampler, entries: dict[str, Entry], rule: StopRule, cap: fl
         sampler.drain()
         for name, tokens in queued.items():
             samples[name].extend(sampler.elapsed(t) for t in tokens)
+            unloaded[name].extend(u for u in map(sampler.unloaded, tokens) if u is not None)
         n = len(samples[order[0]])
         ended = _ended(samples, rule, started, cap)
         if ended:
@@ -334,8 +357,12 @@ def _queued(sampler: Sampler, entries: dict[str, Entry], rule: StopRule, cap: fl
         # batches of about 0.2 s, so the device runs long stretches without waiting on the host
         per_round = (_perf_counter() - batch_started) / rounds
         rounds = max(1, min(rule.max_samples - n, int(0.2 / max(per_round, 1e-6)), 200))
-    return {name: summarize(samples[name], sampler.method, submit[name], overhead, clock=clock, ended=ended.value)
-            for name in entries}
+    found = {name: summarize(samples[name], sampler.method, submit[name], overhead, clock=clock, ended=ended.value)
+             for name in entries}
+    for name, each in unloaded.items():
+        if each:
+            found[name].unloaded_median = statistics.median(each)
+    return found
 
 
 def _synchronous(sampler: Sampler, entries: dict[str, Entry], rule: StopRule, cap: float,

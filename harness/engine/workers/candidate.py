@@ -9,6 +9,7 @@ handler each (HANDLERS).
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Callable, Optional
@@ -24,6 +25,7 @@ from ...problem import Shapes
 from ...results import from_dict, to_dict
 from ..checking import compare
 from ..processes import channel
+from ..processes.ownership import tree_cpu_seconds
 from ..processes.protocol import (CandidateReady, CandidateSpec, Command, Reply, Request, ShapeSet, StreamsTraced,
                                   Timed, TrialOutputs)
 from ..profiling import torch_trace
@@ -53,6 +55,8 @@ _digest, _totals, _changed, _memory_use = digests.digest, digests.totals, digest
 _free_cache, _SameTensors, _park, _unpark = free_cache, SameTensors, Parking.park, Parking.unpark
 _trial, _timed_training, _output_metas = backward.trial, backward.timed, backward.output_metas
 _trace_calls, _late_streams = clock.trace_calls, torch_trace.late_streams
+# taken at import, before the candidate's code can replace them
+_monotonic, _process_time, _thread_time = time.monotonic, time.process_time, time.thread_time
 
 
 @dataclass
@@ -233,7 +237,9 @@ def time_both(worker: CandidateWorker, request: Request) -> bool:
         for name, entry in entries.items():
             if name.startswith("reference"):
                 entry.around = worker.switches.as_taken
+        beside = _cpu_beside() if device.type == "cpu" else None
         results = _time_interleaved(entries, device, rule)
+        background = beside() if beside else None
         _park(worker.parking)
     except BaseException as exc:  # noqa: BLE001
         channel.send(worker.conn, error_message("runtime_error", exc, phase="timing"))
@@ -244,8 +250,23 @@ def time_both(worker: CandidateWorker, request: Request) -> bool:
     del observed, mirrored, entries
     _free_cache(device)  # before the reply: the reference re-checks the samples next, on inputs of its own
     _send(worker.conn, to_dict(Timed(timings=results, timed=samples, memory=memory,
-                                     switches=worker.switches.described(), guards=worker.guards())), tensors)
+                                     switches=worker.switches.described(), guards=worker.guards(),
+                                     background_cpu_share=background)), tensors)
     return True
+
+
+def _cpu_beside() -> Callable[[], float]:
+    """Counts the CPU this worker's process tree spends beyond this thread from now (threads or
+    processes the candidate left running beside the timed calls); the function returned gives it as
+    a share of the wall time since."""
+    pid = os.getpid()
+    wall, process, thread, tree = _monotonic(), _process_time(), _thread_time(), tree_cpu_seconds(pid)
+
+    def share() -> float:
+        spent = (_process_time() - process) - (_thread_time() - thread) + tree_cpu_seconds(pid) - tree
+        elapsed = _monotonic() - wall
+        return max(spent, 0.0) / elapsed if elapsed > 0 else 0.0
+    return share
 
 
 def trace_streams(worker: CandidateWorker, request: Request) -> bool:
