@@ -16,7 +16,7 @@ from .findings import Finding, ReferenceOutOfMemory
 from .options import EvalOptions
 from .phases import Notify, quiet
 from .processes.child import Child, ChildBrokeProtocol, ChildDied, ChildTimeout, prune_logs
-from .processes.cores import WARM_DEVICE_ENV, split_cores
+from .processes.cores import START_NICE_ENV, WARM_DEVICE_ENV, split_cores
 from .processes.device_lock import DeviceLock, device_key
 from .processes.environment import collect_environment
 from .processes.footprint import DoesNotFit, fit_refusal
@@ -289,10 +289,12 @@ class Children:
     # -- the device ------------------------------------------------------------------
 
     def _start_env(self, spare: bool) -> dict:
-        # a spare imports torch at low priority, so a timing running meanwhile keeps its CPU
-        warm = {WARM_DEVICE_ENV: self.options.device} if spare and self.options.device != "cpu" else {}
-        return {**self.options.child_env(), **self.cores.timing_env(spare),
-                **({"HARNESS_START_NICE": "10"} if spare else {}), **warm}
+        """A child's environment: a spare (importing ahead of its work) at low priority, and on a GPU
+        making its CUDA context meanwhile."""
+        if not spare:
+            return {**self.options.child_env(), **self.cores.timing_env()}
+        warm = {WARM_DEVICE_ENV: self.options.device} if self.options.device != "cpu" else {}
+        return {**self.options.child_env(), **self.cores.timing_env(spare=True), START_NICE_ENV: "10", **warm}
 
     @property
     def device_key(self) -> str:

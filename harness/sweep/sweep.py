@@ -222,9 +222,9 @@ class Sweep:
         return Opened(group, replace(self.options, gpu=gpu), gpu, self.builds, loaded, prebuilt)
 
     def _slot(self, gpu: Optional[int], groups: "queue.Queue[tuple[list[Job], Optional[list]]]") -> None:
-        """On a GPU SPAWN_AHEAD problems ahead: the next one's reference loads while the current one is
-        checked, and the ones after it import torch meanwhile, so their seconds of imports are over
-        by the time each is next."""
+        """On a GPU SPAWN_AHEAD problems ahead: the next one's reference loads once the current one's
+        first candidate is timed, and the ones after it import torch meanwhile, so their seconds of
+        imports are over by the time each is next."""
         name = "cpu" if gpu is None else f"gpu {gpu}"
         upcoming = self._take(groups, gpu)
         ahead: deque[Opened] = deque()  # opened after `upcoming`, importing, not loaded

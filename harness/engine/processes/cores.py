@@ -38,6 +38,8 @@ CPUS_ENV, NICE_ENV = "HARNESS_CPUS", "HARNESS_NICE"  # read by a child as it sta
 # moves to its CPUS_ENV ones: its seconds of imports never take the timing cores from a timing in progress.
 SPARE_CPUS_ENV = "HARNESS_SPARE_CPUS"
 _timing_later: set[int] = set()  # a spare's own cores, taken when it gets work (take_own_cores)
+# A spare imports torch (and waits for work) at this niceness, so a timing running meanwhile keeps its CPU.
+START_NICE_ENV = "HARNESS_START_NICE"
 # A spare on a GPU makes its CUDA context (0.15-0.35 s of driver work, no kernel) on this device while
 # it waits for work, so its first candidate's start does not pay for it (workers/launch.py).
 WARM_DEVICE_ENV = "HARNESS_WARM_DEVICE"

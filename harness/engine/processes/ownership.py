@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import os
+import resource
 import signal
 import subprocess
 import threading
@@ -78,8 +79,6 @@ def descendants(roots: int | Iterable[int]) -> set[int]:
 
 def tree_cpu_seconds(root: int) -> float:
     """CPU seconds spent by `root`'s live descendants, and by its children that ended and were waited for."""
-    import resource
-
     ticks = os.sysconf("SC_CLK_TCK")
     live = 0
     for pid in descendants(root):

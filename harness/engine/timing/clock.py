@@ -50,6 +50,7 @@ _perf_counter = time.perf_counter
 _synchronize = torch.cuda.synchronize
 _Event = torch.cuda.Event
 _sleep = getattr(torch.cuda, "_sleep", None)
+_open = open
 
 
 # The headline clock's stage takes this share of the time cap, the other clock's the rest.
@@ -117,7 +118,7 @@ def _runqueue_wait_ms() -> float:
     """How long this thread has waited for a CPU while runnable (/proc's schedstat), in ms: the
     time other processes' load took from it; 0 where the kernel does not say."""
     try:
-        with open("/proc/thread-self/schedstat") as f:
+        with _open("/proc/thread-self/schedstat") as f:
             return int(f.read().split()[1]) / 1e6
     except (OSError, IndexError, ValueError):
         return 0.0

@@ -344,12 +344,16 @@ class Measure:
                      f"its time cap's {rule.time_cap:.3g} s of sampling, then the run timeout of {o.run_timeout:.0f} s"
                      + (" and the reference's start limit for torch.compile" if extra else ""))
 
-    def _judged(self, beside: Timing, alone: Timing, result: EvalResult) -> tuple[float, float]:
-        """The two times a slowdown is read on (ms): on a CPU where the candidate ran nothing beside its
-        calls, each less its thread's waits for a CPU (BACKGROUND_SHARE); else the medians."""
+    def _load_excused(self, beside: Timing, alone: Timing, result: EvalResult) -> bool:
+        """On a CPU, the candidate ran nothing beside its calls (BACKGROUND_SHARE) and both timings know
+        their waits for a CPU: a slowdown is read without them."""
         share = result.details.get("background_cpu_share")
-        if (self.children.options.device == "cpu" and share is not None and share < BACKGROUND_SHARE
-                and beside.unloaded_median and alone.unloaded_median):
+        return (self.children.options.device == "cpu" and share is not None and share < BACKGROUND_SHARE
+                and bool(beside.unloaded_median and alone.unloaded_median))
+
+    def _judged(self, beside: Timing, alone: Timing, result: EvalResult) -> tuple[float, float]:
+        """The two times a slowdown is read on (ms): less the waits for a CPU where load is excused."""
+        if self._load_excused(beside, alone, result):
             return beside.unloaded_median, alone.unloaded_median
         return beside.median, alone.median
 
@@ -370,10 +374,10 @@ class Measure:
         if ratio > REFERENCE_SLOWDOWN_WARN:
             host = (f"; its time is the host's, which load from other processes moves: refused only past "
                     f"{HOST_BOUND_REJECT:g}x" if host_bound(beside, alone) else "")
-            waited = self._judged(beside, alone, result)
-            if waited != (beside.median, alone.median):
-                host += (f"; less its waits for a CPU, {waited[0]:.4g} ms vs {waited[1]:.4g} ms, and no thread or "
-                         "process of the candidate's ran beside its calls: other processes' load, not refused")
+            if self._load_excused(beside, alone, result):
+                host += (f"; less its waits for a CPU, {beside.unloaded_median:.4g} ms vs {alone.unloaded_median:.4g} "
+                         "ms, and no thread or process of the candidate's ran beside its calls: other processes' "
+                         "load, not refused")
             result.warnings.append(f"the reference ran {ratio:.2f}x slower beside the candidate than alone "
                                    f"({beside.median:.4g} ms vs {alone.median:.4g} ms){host}")
 

@@ -16,16 +16,16 @@ import os
 import sys
 
 from ..processes import channel
-from ..processes.cores import WARM_DEVICE_ENV, apply_from_env, take_own_cores
+from ..processes.cores import START_NICE_ENV, WARM_DEVICE_ENV, apply_from_env, take_own_cores
 from ..processes.ownership import become_subreaper
 
 
 def begin() -> None:
     """The cores and priority of this role (processes/cores.py), before torch starts its threads."""
     apply_from_env()
-    if os.environ.get("HARNESS_START_NICE"):
+    if os.environ.get(START_NICE_ENV):
         # a spare worker: import torch (or wait for work) without taking CPU from a timing in progress
-        os.nice(int(os.environ["HARNESS_START_NICE"]))
+        os.nice(int(os.environ[START_NICE_ENV]))
 
 
 FILE_SIZE_LIMIT = 16 << 30
@@ -71,7 +71,7 @@ def main(argv: list[str]) -> None:
     conn = channel.Channel.from_fd(fd)
     spec = channel.recv(conn).header
     take_own_cores()  # a spare waited on the build cores; its work runs on its own
-    if os.environ.get("HARNESS_START_NICE"):
+    if os.environ.get(START_NICE_ENV):
         try:  # started as a spare at low priority; now it has work (raising it back needs root)
             os.setpriority(os.PRIO_PROCESS, 0, 0)
         except OSError:
