@@ -21,7 +21,8 @@ is `harness sweep` under `taskset -c 0-15` with only GPU 0 visible (so 14 cores 
 16-core GPU host); the cluster's driver runs there too. torch's precompiled header is made first
 (`harness doctor --prepare`), for both runs alike.
 
-About 8 minutes with the defaults: the baseline is bound by its 50 builds of ~100 CPU-seconds on
+`--runs alone` and then `--runs ray` split the two across calls (each run's summary is kept in
+--out, and the comparison reads the other run from there). About 8 minutes with the defaults: the baseline is bound by its 50 builds of ~100 CPU-seconds on
 14 build cores (~5-6 min), the cluster run by one round of builds on 62 slots and then the GPU's
 turn at each candidate (~2 min). Fewer candidates (-n) for less.
 """
@@ -90,8 +91,8 @@ class Run:
     returncode: int
 
 
-def sweep(name: str, args: argparse.Namespace, problems: Path, candidates: Path, *extra: str) -> Run:
-    """One `harness sweep` on the GPU node's cores, from an empty cache."""
+def sweep(name: str, args: argparse.Namespace, problems: Path, candidates: Path, *extra: str) -> None:
+    """One `harness sweep` on the GPU node's cores, from an empty cache; its summary kept in --out."""
     out, cache = args.out / name, args.out / f"cache-{name}"
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(cache, ignore_errors=True)
@@ -109,8 +110,17 @@ def sweep(name: str, args: argparse.Namespace, problems: Path, candidates: Path,
         if (out / "results.jsonl").is_file() else []
     print(f"{name}: {len(records)} records, the first at {arrivals[0] if arrivals else float('nan'):.1f} s")
     print("\n".join(phase_table(records)))
-    return Run(name, wall, builds[-1] if builds else float("nan"),
-               {(r["problem"], r["candidate"]): r for r in records}, process.returncode)
+    summary = {"wall": wall, "last_build": builds[-1] if builds else float("nan"), "returncode": process.returncode}
+    (args.out / f"{name}.json").write_text(json.dumps(summary))
+
+
+def recorded(name: str, args: argparse.Namespace) -> Run:
+    """A run as its summary and results log in --out keep it."""
+    summary = json.loads((args.out / f"{name}.json").read_text())
+    log = args.out / name / "results.jsonl"
+    records = [json.loads(line) for line in log.read_text().splitlines()] if log.is_file() else []
+    return Run(name, summary["wall"], summary["last_build"],
+               {(r["problem"], r["candidate"]): r for r in records}, summary["returncode"])
 
 
 def environment() -> dict:
@@ -179,6 +189,8 @@ def main() -> int:
     parser.add_argument("--time-cap", default="0.5", help="harness sweep --time-cap (default 0.5)")
     parser.add_argument("--shape", default="4096x4096", help="the problems' inputs, ROWSxCOLS")
     parser.add_argument("--object-store-gb", type=int, default=4, help="each node's Ray object store")
+    parser.add_argument("--runs", default="alone,ray",
+                        help="which runs to make now (default both); the other is read from --out")
     args = parser.parse_args()
     args.out = args.out.absolute()
     rows, cols = (int(v) for v in args.shape.split("x"))
@@ -189,12 +201,20 @@ def main() -> int:
     print(f"{len(written)} candidates in {args.out / 'candidates'} for {problems}", flush=True)
     subprocess.run(["taskset", "-c", cores(0, args.cores_per_node), sys.executable, "-m", "harness", "doctor",
                     "--prepare"], env=environment(), check=False)
-    alone = sweep("alone", args, problems, args.out / "candidates")
-    cluster = start_cluster(args)
-    try:
-        farm = sweep("ray", args, problems, args.out / "candidates", "--ray", cluster.address)
-    finally:
-        cluster.shutdown()
+    runs = args.runs.split(",")
+    if "alone" in runs:
+        sweep("alone", args, problems, args.out / "candidates")
+    if "ray" in runs:
+        cluster = start_cluster(args)
+        try:
+            sweep("ray", args, problems, args.out / "candidates", "--ray", cluster.address)
+        finally:
+            cluster.shutdown()
+    missing = [name for name in ("alone", "ray") if not (args.out / f"{name}.json").is_file()]
+    if missing:
+        print(f"no comparison yet: make the {' and '.join(missing)} run (--runs) with this --out")
+        return 0
+    alone, farm = recorded("alone", args), recorded("ray", args)
     print("\n".join(compare(alone, farm)))
     return alone.returncode or farm.returncode
 
