@@ -186,10 +186,12 @@ def shape_names(source: str) -> list[str]:
 
 
 def derived_shapes(main: dict[str, int]) -> list[dict[str, int]]:
-    """Other shapes from the main one: every int halved, made odd, then small (1 and 3).
-    None is larger than the main shape, so each fits where the main one does."""
-    variants = [{k: max(1, n // 2) for k, n in main.items()},
-                {k: n - 1 if n % 2 == 0 and n > 1 else n for k, n in main.items()},
+    """Other shapes from the main one: every int halved, then halved and made odd, then small (1 and 3).
+    None is larger than the main shape, so each fits where the main one does. The odd shape is a
+    halved one: odd sizes catch what the main shape's divisibility hid at any size, and a trial near
+    the main size costs as much as the main shape's (a multi-GB input's check is mostly copies)."""
+    halved = {k: max(1, n // 2) for k, n in main.items()}
+    variants = [halved, {k: n - 1 if n % 2 == 0 and n > 1 else n for k, n in halved.items()},
                 {k: 1 for k in main}, {k: min(3, n) for k, n in main.items()}]
     unique: list[dict[str, int]] = []
     for variant in variants:

@@ -1,11 +1,14 @@
 """Pure parts of the engine: comparison, error extraction, statistics."""
 import math
+from types import SimpleNamespace
 
 import torch
 
 from harness.engine.building.cache import first_errors
 from harness.engine.processes.channel import Unsupported
-from harness.engine.checking.compare import compare
+from harness.engine.checking.compare import CHUNK, compare
+from harness.engine.checking.trials import side_by_side
+from harness.engine.processes.protocol import ReferenceReady
 from harness.engine.timing.clock import Entry, StopRule, time_interleaved
 from harness.stats import rel_se_of_median, summarize
 
@@ -173,3 +176,29 @@ def test_parameters_are_randomized_in_chunks_alike_in_every_build(monkeypatch):
     init = flat.weight.detach().clone()
     common.randomize_parameters(flat, seed=3)
     assert (flat.weight != init).all()
+
+
+def test_compare_reads_every_slice_of_a_big_output():
+    ref = torch.zeros(2 * CHUNK + 3)
+    cand = ref.clone()
+    cand[CHUNK + 5], cand[2 * CHUNK + 1], cand[7] = 2.0, float("nan"), 1e-5  # the last within tolerance
+    result = compare(ref, cand, ["cpu"], TOL)
+    assert not result.passed and result.first_bad_index == [CHUNK + 5]
+    assert result.max_abs_error == 2.0 and result.mismatch_share == 2 / ref.numel()
+    assert "1 non-finite value(s)" in result.reasons[0] and "differs from the reference in 2 of" in result.reasons[1]
+    ints = torch.arange(10)
+    result = compare(ints, torch.where(ints == 3, 7, ints), ["cpu"], lambda dtype: (0, 0))
+    assert result.first_bad_index == [3] and result.max_abs_error == 4.0 and result.max_rel_error == 0.0
+
+
+def test_trials_run_side_by_side_only_where_the_memory_holds_both():
+    gib = 1 << 30
+
+    def children(available: int) -> SimpleNamespace:
+        return SimpleNamespace(reference_info=ReferenceReady(input_bytes=gib, output_bytes=gib,
+                                                             available_bytes=available))
+
+    # one evaluation holds 5 GiB at most (two input draws, three outputs)
+    assert side_by_side(children(80 * gib))
+    assert not side_by_side(children(8 * gib))  # the reference gives the device back first
+    assert not side_by_side(children(0))  # not known

@@ -83,18 +83,28 @@ def _compare_values(label: str, ref: torch.Tensor, cand: torch.Tensor,
     if ref.numel() == 0:
         return
     refs, cands = ref.reshape(-1), cand.reshape(-1)
-    mismatches, nonfinite, flat = 0, 0, None
-    for start in range(0, refs.numel(), CHUNK):
-        bad, nan = _compare_chunk(refs[start:start + CHUNK], cands[start:start + CHUNK], tol, result)
-        count = int(bad.sum())
-        if count and flat is None:
-            flat = start + int(bad.nonzero()[0, 0])
-        mismatches, nonfinite = mismatches + count, nonfinite + nan
-        del bad
+    slices = [(refs[start:start + CHUNK], cands[start:start + CHUNK]) for start in range(0, refs.numel(), CHUNK)]
+    # Each slice's figures stay on the device until the last slice is queued: one wait for them all,
+    # not four a slice. A slice holding a non-finite difference is read again the exact way.
+    figures = [_finite_figures(r, c, tol) for r, c in slices]
+    on_host = torch.stack([torch.stack(each).double() for each in figures]).tolist()
+    counts, nonfinite, largest_abs, largest_rel = [], 0, 0.0, 0.0
+    for (r, c), (special, *found) in zip(slices, on_host):
+        bad, nan, abs_error, rel_error = [float(v) for v in _exact_figures(r, c, tol)] if special else found
+        counts.append(int(bad))
+        nonfinite += int(nan)
+        largest_abs = max(largest_abs, abs_error)
+        if rel_error == rel_error:  # a slice whose reference holds a NaN gives none
+            largest_rel = max(largest_rel, rel_error)
+    result.max_abs_error = max(result.max_abs_error, largest_abs)
+    result.max_rel_error = max(result.max_rel_error, largest_rel)
+    mismatches = sum(counts)
     atol, rtol = tol
     if nonfinite:
         result.reasons.append(f"{label} has {nonfinite} non-finite value(s) where the reference is finite")
     if mismatches:
+        first = next(i for i, count in enumerate(counts) if count)
+        flat = first * CHUNK + int(_mismatched(*slices[first], tol).nonzero()[0, 0])
         result.passed = False
         result.mismatch_share = mismatches / ref.numel()
         index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), ref.shape))
@@ -106,21 +116,43 @@ def _compare_values(label: str, ref: torch.Tensor, cand: torch.Tensor,
             f"(atol={atol:g}, rtol={rtol:g})")
 
 
-def _compare_chunk(ref: torch.Tensor, cand: torch.Tensor, tol: tuple[float, float],
-                   result: CheckResult) -> tuple[torch.Tensor, int]:
-    """Where one slice differs, and its non-finite values where the reference is finite;
-    the largest errors go into `result`."""
-    atol, rtol = tol
-    nonfinite = 0
+def _floats(ref: torch.Tensor, cand: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Half types are compared in float32 so the error figures are not rounded away; integers in float64."""
     if not ref.dtype.is_floating_point:
-        bad = cand != ref
-        diff = (cand.to(torch.float64) - ref.to(torch.float64)).abs()
-    else:
-        # half types are compared in float32 so the error figures are not rounded away
-        r, c = (ref, cand) if ref.dtype in (torch.float32, torch.float64) else (ref.float(), cand.float())
-        bad = ~torch.isclose(c, r, rtol=rtol, atol=atol, equal_nan=True)
-        nonfinite = int((~torch.isfinite(c) & torch.isfinite(r)).sum())
-        diff = (c - r).abs_().nan_to_num_(nan=0.0, posinf=0.0)
-        result.max_rel_error = max(result.max_rel_error, float((diff / r.abs().clamp_min(1e-12)).max()))
-    result.max_abs_error = max(result.max_abs_error, float(diff.max()))
-    return bad, nonfinite
+        return ref.to(torch.float64), cand.to(torch.float64)
+    return (ref, cand) if ref.dtype in (torch.float32, torch.float64) else (ref.float(), cand.float())
+
+
+def _mismatched(ref: torch.Tensor, cand: torch.Tensor, tol: tuple[float, float]) -> torch.Tensor:
+    """Where one slice differs: torch.isclose's rule (NaN equal to NaN), exact for integers."""
+    if not ref.dtype.is_floating_point:
+        return cand != ref
+    r, c = _floats(ref, cand)
+    atol, rtol = tol
+    return ~torch.isclose(c, r, rtol=rtol, atol=atol, equal_nan=True)
+
+
+def _finite_figures(ref: torch.Tensor, cand: torch.Tensor, tol: tuple[float, float]) -> list[torch.Tensor]:
+    """One slice's figures in few passes over it, right where every difference is finite (no NaN or
+    infinity on either side): whether it is not, how many elements differ, how many are non-finite
+    where the reference is finite (none then), the largest absolute and relative errors."""
+    r, c = _floats(ref, cand)
+    atol, rtol = tol
+    diff = torch.sub(c, r).abs_()
+    special = ~torch.isfinite(diff).all()
+    if not ref.dtype.is_floating_point:  # compared as they are: float64 rounds integers past 2**53
+        return [special, (cand != ref).sum(), special.new_zeros((), dtype=torch.int64), diff.max(), diff.new_zeros(())]
+    magnitude = r.abs()
+    bad = diff > magnitude * rtol + atol
+    rel = (diff / magnitude.clamp_min_(1e-12)).max()
+    return [special, bad.sum(), special.new_zeros((), dtype=torch.int64), diff.max(), rel]
+
+
+def _exact_figures(ref: torch.Tensor, cand: torch.Tensor, tol: tuple[float, float]) -> list[torch.Tensor]:
+    """_finite_figures' figures for a slice with NaN or infinity in it."""
+    bad = _mismatched(ref, cand, tol)
+    r, c = _floats(ref, cand)
+    nonfinite = (~torch.isfinite(c) & torch.isfinite(r)).sum()
+    diff = (c - r).abs_().nan_to_num_(nan=0.0, posinf=0.0)
+    rel = (diff / r.abs().clamp_min(1e-12)).max() if ref.dtype.is_floating_point else diff.new_zeros(())
+    return [bad.sum(), nonfinite, diff.max(), rel]

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ...files import new_seed
 from ...problem import ProblemError
 from ...results import CheckResult, EvalResult, ShapeVariant, to_dict
 from ..children import Children
 from ..findings import Finding, IncorrectAtShapes, InputsDiffer, TrialFailed
 from ..processes.child import Child, ChildDied
-from ..processes.footprint import gb, in_process_need
+from ..processes.footprint import footprint, gb, in_process_need
 from ..processes.protocol import Checked, Command, Reply, Request, TrialMade, TrialOutputs
 from ..verdicts import Deadline, refuse_on_guards, shape_reason
 
@@ -18,13 +19,34 @@ from ..verdicts import Deadline, refuse_on_guards, shape_reason
 GRAPH_SECOND_COPY_BYTES = 1 << 30
 
 
+# Where one evaluation's most memory (footprint) is at most this share of what the device had free,
+# the reference draws and runs a trial while the worker runs it too: each holds its own input draw
+# and outputs at once, which the footprint already counts.
+SIDE_BY_SIDE_SHARE = 0.5
+
+
+def side_by_side(children: Children) -> bool:
+    """Whether the two processes run each trial at once (SIDE_BY_SIDE_SHARE); else the reference
+    gives the device back before the worker draws."""
+    info = children.reference_info
+    return bool(info.available_bytes) and footprint(info) <= SIDE_BY_SIDE_SHARE * info.available_bytes
+
+
 def _round_trip(children: Children, worker: Child, deadline: Deadline, command: Command, drawing: str,
                 running: str, **request) -> tuple[TrialMade, TrialOutputs, object]:
     """The reference draws a trial, the worker runs `command` on its seed: what each said, and the
-    worker's outputs as they came (raw, for the reference to compare)."""
-    children.reference.send(to_dict(Request(Command.MAKE_TRIAL)))
-    made = children.reference_says(deadline, TrialMade, drawing)
-    worker.send(to_dict(Request(command, seed=made.seed, **request)))
+    worker's outputs as they came (raw, for the reference to compare). Side by side, the harness
+    draws the seed and both start at once; the reference's reply is read first either way, so
+    none is left unread when the worker's fails."""
+    if side_by_side(children):
+        seed = new_seed()
+        children.reference.send(to_dict(Request(Command.MAKE_TRIAL, seed=seed)))
+        worker.send(to_dict(Request(command, seed=seed, **request)))
+        made = children.reference_says(deadline, TrialMade, drawing)
+    else:
+        children.reference.send(to_dict(Request(Command.MAKE_TRIAL)))
+        made = children.reference_says(deadline, TrialMade, drawing)
+        worker.send(to_dict(Request(command, seed=made.seed, **request)))
     reply, outputs = children.talk(worker, deadline, running, TrialOutputs, raw=True)
     refuse_on_guards(reply)
     return made, reply, outputs

@@ -102,7 +102,7 @@ class StopRule:
 @dataclass
 class Request:
     cmd: Command
-    seed: Optional[int] = None  # TRIAL, GRAPH
+    seed: Optional[int] = None  # TRIAL, GRAPH; MAKE_TRIAL where the harness draws it
     last: bool = False  # GRAPH: no replay follows, so the graph's captured inputs can go before the reply
     rule: Optional[StopRule] = None  # TIME, TIME_REFERENCE
     compile_baseline: bool = False  # TIME_REFERENCE

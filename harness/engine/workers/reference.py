@@ -284,9 +284,10 @@ def _describe(ref: ReferenceProcess, info: ReferenceReady, laps: Laps) -> None:
 # --- the commands: each handler answers one, and says whether the process goes on ---------------
 
 def make_trial(ref: ReferenceProcess, message: channel.Message) -> bool:
-    """A trial drawn from a fresh seed, the reference's outputs kept. The worker makes the same inputs
-    from the seed: 8 bytes travel, not the tensors."""
-    seed, device = new_seed(), ref.device
+    """A trial drawn from a fresh seed (the harness's, where it sends the worker the same one at once),
+    the reference's outputs kept. The worker makes the same inputs from the seed: 8 bytes travel,
+    not the tensors."""
+    seed, device = message.header.get("seed") or new_seed(), ref.device
     try:
         ref.outputs = None
         ref.parking.unpark()
