@@ -1,9 +1,12 @@
 """Workers forked from the fork server (engine/processes/forkserver.py): what a fresh interpreter
 would be, each with random state of its own, ended and reported as before, and started the old way
 where the server is off or gone."""
+import json
 import os
 import signal
+import socket
 import subprocess
+import threading
 import time
 
 from conftest import CANDIDATES, PROBLEMS
@@ -71,3 +74,25 @@ def test_only_a_cpu_evaluations_workers_are_forked(cpu_options):
 
     assert cpu_options.forked()
     assert not EvalOptions(device="cuda").forked()  # fresh interpreters there (EvalOptions.forked says why)
+
+
+def test_a_reused_pid_is_not_given_the_exit_of_the_worker_that_had_it():
+    """The server reaps a worker and reports its exit; the kernel may give its pid to the next worker
+    it forks (pid_max is 32768 in many containers). The old exit is not the new worker's."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    server = object.__new__(forkserver.Server)  # the harness's end alone, over a real socket
+    server.sock, server.replies, server.statuses = ours, [], {}
+    server.exited, server.ready = threading.Condition(), True
+    server.proc = subprocess.Popen(["sleep", "30"])  # the server process, alive
+    try:
+        threading.Thread(target=server._read, daemon=True).start()
+        for message in ({"exit": 4242, "status": 1}, {"pid": 4242}):  # an old worker's end, then a new one
+            theirs.send(json.dumps(message).encode())
+        assert server._next_reply(time.monotonic() + 10) == {"pid": 4242}
+        worker = forkserver.Forked(server, 4242)
+        assert worker.poll() is None  # running, not the old worker's status 1
+        theirs.send(json.dumps({"exit": 4242, "status": 0}).encode())
+        assert worker.wait(timeout=10) == 0
+    finally:
+        server.proc.kill()
+        theirs.close()

@@ -101,6 +101,9 @@ class Server:
                 if "exit" in message:
                     self.statuses[message["exit"]] = message["status"]
                 else:
+                    # A new worker's pid may be an old one's, reused: its exit, reported before this
+                    # reply, is not the new worker's (taken for it, an honest candidate read as crashed).
+                    self.statuses.pop(message.get("pid"), None)
                     self.replies.append(message)
                 self.exited.notify_all()
 
