@@ -47,6 +47,9 @@ def test_a_second_call_starts_no_reference_process_for_a_problem_it_has_seen(fas
         assert default_judge() is judge
         assert reference_starts == ["small_layernorm", "1_scale"]  # the problem not seen before only
         assert {k: p for k, p in reference_pids(judge).items() if k in pids} == pids
+        # each problem's workers log apart (each pool numbers its own from 1)
+        for problem in ("small_layernorm", "1_scale"):
+            assert list(fast.logs().glob(f"worker-{problem}-{os.getpid()}-*-1.log")), problem
     finally:
         judge.close()
     assert default_judge() is not judge  # a closed default judge is made anew

@@ -185,7 +185,9 @@ class Children:
         if self._closed:
             raise ChildDied("was not started: the evaluator is closed")
         self._spawned += 1
-        log = self.logs / f"worker-{os.getpid()}-{self.options.gpu or 0}-{self._spawned}.log"
+        # named for the problem too: a process with several problems' pools (a sweep, a batch) numbers
+        # each pool's workers from 1, and two logs of one name would interleave
+        log = self.logs / f"worker-{self.problem.name}-{os.getpid()}-{self.options.gpu or 0}-{self._spawned}.log"
         return Child("candidate", log, env=self._start_env(spare), limits=self.limits, registry=self.registry,
                      forked=self.options.forked())
 
