@@ -137,22 +137,21 @@ def _finite_figures(ref: torch.Tensor, cand: torch.Tensor, tol: tuple[float, flo
     infinity on either side): whether it is not, how many elements differ, how many are non-finite
     where the reference is finite (none then), the largest absolute and relative errors."""
     r, c = _floats(ref, cand)
-    atol, rtol = tol
     diff = torch.sub(c, r).abs_()
-    special = ~torch.isfinite(diff).all()
-    if not ref.dtype.is_floating_point:  # compared as they are: float64 rounds integers past 2**53
-        return [special, (cand != ref).sum(), special.new_zeros((), dtype=torch.int64), diff.max(), diff.new_zeros(())]
+    special, none = ~torch.isfinite(diff).all(), diff.new_zeros(())
+    if not ref.dtype.is_floating_point:  # counted as they are: float64 rounds integers past 2**53
+        return [special, _mismatched(ref, cand, tol).sum(), none, diff.max(), none]
+    atol, rtol = tol
     magnitude = r.abs()
     bad = diff > magnitude * rtol + atol
-    rel = (diff / magnitude.clamp_min_(1e-12)).max()
-    return [special, bad.sum(), special.new_zeros((), dtype=torch.int64), diff.max(), rel]
+    return [special, bad.sum(), none, diff.max(), (diff / magnitude.clamp_min_(1e-12)).max()]
 
 
 def _exact_figures(ref: torch.Tensor, cand: torch.Tensor, tol: tuple[float, float]) -> list[torch.Tensor]:
-    """_finite_figures' figures for a slice with NaN or infinity in it."""
+    """_finite_figures' figures for a slice with NaN or infinity in it (a floating-point one: integers
+    are finite)."""
     bad = _mismatched(ref, cand, tol)
     r, c = _floats(ref, cand)
     nonfinite = (~torch.isfinite(c) & torch.isfinite(r)).sum()
     diff = (c - r).abs_().nan_to_num_(nan=0.0, posinf=0.0)
-    rel = (diff / r.abs().clamp_min(1e-12)).max() if ref.dtype.is_floating_point else diff.new_zeros(())
-    return [bad.sum(), nonfinite, diff.max(), rel]
+    return [bad.sum(), nonfinite, diff.max(), (diff / r.abs().clamp_min(1e-12)).max()]
