@@ -192,6 +192,8 @@ def main() -> int:
     parser.add_argument("--runs", default="alone,ray",
                         help="which runs to make now (default both); the other is read from --out")
     args = parser.parse_args()
+    if set(args.runs.split(",")) - {"alone", "ray"}:
+        parser.error(f"--runs {args.runs}: name alone, ray or both (alone,ray)")
     args.out = args.out.absolute()
     rows, cols = (int(v) for v in args.shape.split("x"))
     shutil.rmtree(args.out / "problems", ignore_errors=True)
