@@ -1,6 +1,7 @@
 """One clock per verdict: GPU time and latency kept apart, host latency never read as hidden work,
 hidden work confirmed by a per-stream trace, and the judge refusing to divide across clocks."""
 import contextlib
+import dataclasses
 import random
 import statistics
 from types import SimpleNamespace
@@ -10,7 +11,7 @@ import pytest
 import torch
 
 from conftest import CANDIDATES, PROBLEMS
-from harness import EvalResult, Timing, Verdict, evaluate, from_json, to_json
+from harness import EvalResult, Timing, Verdict, evaluate, from_dict, from_json, to_json
 from harness.engine.timing import clock as timing
 from harness.engine.timing import speedups
 from harness.engine.profiling import torch_trace
@@ -19,7 +20,8 @@ from harness.engine.timing.measure import Measure
 from harness.engine.options import EvalOptions
 from harness.engine.findings import Finding
 from harness.engine.verdicts import judged
-from harness.engine.processes.protocol import Checked, ReferenceReady, ReferenceTimed, StopRule, StreamsTraced, Timed
+from harness.engine.processes.protocol import (Checked, ReferenceReady, ReferenceTimed, Request, StopRule,
+                                               StreamsTraced, Timed)
 from harness.results import CheckResult, Clock
 
 GPU, LATENCY, ALL = Clock.GPU.value, Clock.LATENCY.value, Clock.ALL_STREAMS.value
@@ -163,6 +165,17 @@ def test_a_simulated_timeline_flags_an_unjoined_stream_and_not_a_busy_host(monke
         assert hidden[ALL]["candidate"].median > hidden[LATENCY]["candidate"].median + 0.9
 
 
+def test_the_reference_alone_takes_the_verdicts_stage_only(monkeypatch):
+    """A rule without the second clock (the reference alone, measure._alone_rule) samples the headline's
+    stage and no other: GPU time alone, or the latency stage with the every-stream clock it reads."""
+    with simulated(monkeypatch) as (line, sampler):
+        entries = {"reference": timing.Entry(lambda seed: [], lambda: line.launch("caller", 0.5))}
+        rule = StopRule(min_samples=10, max_samples=20, warmup_calls=1, time_cap=60.0, second_clock=False)
+        assert set(timing.time_interleaved(entries, torch.device("cpu"), rule, sampler)) == {GPU}
+        latency = dataclasses.replace(rule, clock=LATENCY)
+        assert set(timing.time_interleaved(entries, torch.device("cpu"), latency, sampler)) == {LATENCY, ALL}
+
+
 def test_gpu_time_leaves_out_the_host_however_slow_it_is(monkeypatch):
     """Host time before one entry's window (the reference's `around`) and a slow host drawing each
     sample's inputs (the device runs dry meanwhile) put no host time in either window: the same GPU
@@ -227,8 +240,8 @@ class FakeChildren:
         self.reference_info = ReferenceReady(ready=True, benchmark_shapes=[], parameter_bytes=0)
         self.beside, self.alone, self.traced = beside, alone, traced
         self.background = background  # the worker's process tree's CPU beside the timing thread (Timed)
-        self.reference = SimpleNamespace(send=lambda message: None, forward=lambda message, cmd: None)
-        self.sent: list = []
+        self.sent: list = []  # what the reference process was asked
+        self.reference = SimpleNamespace(send=self.sent.append, forward=lambda message, cmd: None)
 
     @contextlib.contextmanager
     def holding_device(self, doing, notify, result):
@@ -244,9 +257,11 @@ class FakeChildren:
         return self.traced, None
 
     def reference_says(self, deadline, kind, doing):
-        if kind is ReferenceTimed:
+        if kind is ReferenceTimed:  # the stages its rule asks for, as clock.time_interleaved samples them
+            rule = from_dict(Request, self.sent[-1]).rule
+            stage = {LATENCY: {LATENCY, ALL}}.get(rule.clock, {rule.clock})
             return ReferenceTimed(timings={c: {k: t for k, t in each.items() if k != "candidate"}
-                                           for c, each in self.alone.items()})
+                                           for c, each in self.alone.items() if rule.second_clock or c in stage})
         return Checked(check=CheckResult(True, trials=10))
 
 
@@ -295,6 +310,28 @@ def test_confirmed_hidden_work_puts_every_timing_on_the_all_streams_clock():
     assert result.reference_alone_ms == pytest.approx(0.13, rel=0.02)
     assert "whole device synchronized" in speedups.basis_text(result)
     assert any("on stream(s) 13" in w for w in result.warnings)
+
+
+def test_the_reference_alone_is_timed_on_the_verdicts_clock_and_its_spread_widens_both():
+    """The twins alone on the verdict's clock only: the other clock's interval takes the same placement
+    spread (the device's work is what moves), and the every-stream verdict asks for the latency stage."""
+    alone = clocked(HOST_BOUND, EAGER)
+    for n, moved in enumerate((1.0, 1.03), 1):  # two twins, one placement 3% slower: a spread of log(1.03)
+        for clock, each in alone.items():
+            each[f"placement_{n}"] = timing_of(EAGER[clock][0] * moved, clock=clock, seed=10 + n)
+    children = FakeChildren(clocked(HOST_BOUND, EAGER), alone)
+    children.reference_info.parameter_bytes = 1 << 20
+    result = measured(children)
+    asked = [from_dict(Request, message).rule for message in children.sent]
+    assert [(rule.clock, rule.second_clock) for rule in asked] == [(GPU, False)]
+    assert result.verdict is Verdict.CORRECT and result.placement_spread == pytest.approx(0.03, abs=0.005)
+    assert result.second.clock == LATENCY and result.second.placement_spread == result.placement_spread
+    wide = result.second.baselines[0].interval
+    assert wide[1] / wide[0] > 1.06  # widened by the spread on both sides
+    side = {GPU: (0.05, 0.02), LATENCY: (0.08, 0.02, 1.0), ALL: (1.08, 0.02)}
+    hidden = FakeChildren(clocked(side, EAGER), clocked(side, EAGER), StreamsTraced(late_ms={"13": 0.99}, calls=3))
+    assert measured(hidden).clock == ALL
+    assert [from_dict(Request, m).rule.clock for m in hidden.sent] == [LATENCY]
 
 
 def test_a_tail_the_trace_does_not_confirm_changes_no_clock():

@@ -260,6 +260,10 @@ def test_killed_bench_resumes_without_duplicates_or_losses(tmp_path):
     # where each correct evaluation's time went, for a sweep that runs slower than it should
     assert all({"check", "time"} <= set(r.phases) for r in records if r.correct)
     assert sum("time=" in row for row in rows) == 3
+    # ...split finer by the replies the harness waited on, every trial's under one step
+    assert all({"importing (building) the candidate", "running trial", "comparing trial", "being timed",
+                "re-checking the timed outputs"} <= set(r.waits) for r in records if r.correct)
+    assert all(sum(r.waits.values()) <= r.seconds for r in records if r.correct)
     # each process's peaks beside what an in-process evaluation would hold, for the memory table
     assert all(r.memory["candidate_worker"]["host"] > 0 and r.memory["reference"]["host"] > 0
                and r.sizes["in_process_need"] > r.sizes["inputs"] > 0 for r in records if r.correct)

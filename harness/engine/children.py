@@ -5,6 +5,8 @@ problem's error or the candidate's verdict), moving both to another shape, and t
 from __future__ import annotations
 
 import os
+import re
+import time
 from contextlib import contextmanager
 from typing import Iterator, Optional
 
@@ -56,6 +58,9 @@ class Children:
         self._blank_reference: Optional[Child] = None  # a reference process importing, not yet told the problem
         self._spawned = 0
         self.current: Optional[Child] = None  # the worker in flight
+        # seconds waited on each step's replies (step_name) since the evaluation in flight began: where
+        # its phases' seconds went, for its record
+        self.waits: dict[str, float] = {}
         self._closed = False  # after close, a timing thread still running starts no process
 
     def close(self) -> None:
@@ -150,7 +155,8 @@ class Children:
         out of memory is the device's limit."""
         log = self.reference.log_path
         try:
-            reply = from_dict(kind, self.reference.recv(deadline.at).header)
+            with self._waiting(doing):
+                reply = from_dict(kind, self.reference.recv(deadline.at).header)
         except ChildTimeout:
             self.end()
             raise ProblemError(f"Problem file {self.problem.path}: the reference process was still {doing} "
@@ -263,12 +269,22 @@ class Children:
 
     def talk(self, child: Child, deadline: Deadline, doing: str, kind: type[R], raw: bool = False):
         """The candidate worker's next reply, read as `kind`, and the message it came in."""
-        message = received(child, deadline, doing, raw)
+        with self._waiting(doing):
+            message = received(child, deadline, doing, raw)
         reply = read_reply(kind, message)
         if reply.error:
             raise child_error(reply, reply.phase or doing)
         _note_memory(self.memory.setdefault("candidate_worker", {}), reply)
         return reply, message
+
+    @contextmanager
+    def _waiting(self, doing: str) -> Iterator[None]:
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            step = step_name(doing)
+            self.waits[step] = self.waits.get(step, 0.0) + time.monotonic() - started
 
     # -- both at another shape ----------------------------------------------------
 
@@ -328,6 +344,11 @@ class Children:
     def run_deadline(self) -> Deadline:
         """A step of a few calls (trials, a shape's rebuild, the re-check): the run timeout bounds it."""
         return after(self.options.run_timeout, "the run timeout")
+
+
+def step_name(doing: str) -> str:
+    """A step's name in the waits ledger: what a child was `doing`, less its trial's number and its shape."""
+    return re.sub(r"( at .*| \d+)$", "", doing)
 
 
 def _note_memory(peaks: dict[str, int], reply: Reply) -> None:

@@ -119,6 +119,7 @@ class Evaluator:
             return result
         notify = on_phase or quiet
         children = self.children
+        children.waits = {}  # this candidate's from here (a prepared reference's load was before it)
         worker = children.worker_for(built)  # imports while the reference process comes up
         if upcoming is not None:  # after this one has its worker: the warm spare goes to the candidate due first
             children.stage(upcoming)
@@ -156,6 +157,7 @@ class Evaluator:
         finally:
             children.done_with(worker, result)
             result.seconds = time.monotonic() - built.started
+            result.details["waits_s"] = {step: round(s, 3) for step, s in children.waits.items()}
         return result
 
     @staticmethod

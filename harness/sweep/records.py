@@ -71,6 +71,9 @@ class SweepRecord:
     # the problem's reference process loading it, by step (ReferenceReady.load_seconds), once for its candidates
     reference_load: dict[str, float] = field(default_factory=dict)
     built_on: str = ""  # under --ray, the node whose cores built the candidate ("" on one host)
+    # seconds the harness waited on its children's replies, by step (Children.waits): start, check, time and
+    # shapes split finer than `phases`
+    waits: dict[str, float] = field(default_factory=dict)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -110,7 +113,8 @@ def record_of(job: Job, result: EvalResult, ready: Optional[ReferenceReady] = No
                        second.interval if second else None, result.stop,
                        timed.ended if timed else "", timed.n if timed else 0,
                        dict(result.details.get("time_split_s", {})),
-                       dict(ready.load_seconds) if ready and ready.ready else {})
+                       dict(ready.load_seconds) if ready and ready.ready else {},
+                       waits=dict(result.details.get("waits_s", {})))
 
 
 def problem_failure(job: Job, explanation: str, seconds: float = 0.0, skipped: bool = False) -> SweepRecord:

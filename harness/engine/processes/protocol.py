@@ -97,6 +97,8 @@ class StopRule:
     time_cap: float = 10.0  # seconds for the whole sampling stage
     warmup_calls: int = 3
     clock: str = "gpu"  # the headline clock (results.Clock): on a GPU its stage samples first, with the larger share
+    # the other clock's stage too (a GPU has two); False: the headline's stage alone, with its share of the cap
+    second_clock: bool = True
 
 
 @dataclass

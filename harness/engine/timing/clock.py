@@ -401,8 +401,8 @@ def _synchronous(sampler: Sampler, entries: dict[str, Entry], rule: StopRule, ca
 
 def time_interleaved(entries: dict[str, Entry], device: torch.device, rule: StopRule,
                      sampler: Optional[Sampler] = None) -> dict[str, dict[str, Timing]]:
-    """Every entry on every clock the device has: {clock: {entry name: Timing}}. The headline
-    clock (`rule.clock`) samples first and gets the larger share of the cap."""
+    """Every entry on every clock the device has (`rule.second_clock`), {clock: {entry: Timing}}. The
+    headline clock (`rule.clock`) samples first and gets the larger share of the cap."""
     rng = random.Random(os.urandom(16))
     sampler = sampler or sampler_for(device)
     for timed in entries.values():
@@ -411,9 +411,10 @@ def time_interleaved(entries: dict[str, Entry], device: torch.device, rule: Stop
             sampler.queue(warm, rng.getrandbits(63))
     sampler.drain()
     stages = sampler.stages(rule.clock)
+    shares = [1.0] if len(stages) == 1 else [HEADLINE_SHARE, 1 - HEADLINE_SHARE]
     found: dict[str, dict[str, Timing]] = {}
-    for i, clock in enumerate(stages):
-        cap = rule.time_cap * (1.0 if len(stages) == 1 else HEADLINE_SHARE if i == 0 else 1 - HEADLINE_SHARE)
+    for i, clock in enumerate(stages if rule.second_clock else stages[:1]):
+        cap = rule.time_cap * shares[i]
         if i:  # reported beside the headline, never divided by it: a coarser interval does
             rule = dataclasses.replace(rule, target=rule.target * SECOND_COARSER,
                                        min_samples=min(rule.min_samples, max(SECOND_MIN_SAMPLES,

@@ -10,7 +10,7 @@ is of the verdict's clock (EvalResult.clock); the other clock's figures are repo
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from ...problem import ProblemError
@@ -211,7 +211,7 @@ class Measure:
             # just before the candidate's timing as well as just after, the slower of the two counting,
             # so load that comes and goes cannot fall on the candidate's side alone.
             with builds_paused():
-                before = self._reference_alone(shares)
+                before = self._reference_alone(shares, clock=clock)
                 timings, alone = self._time_once(worker, result, shares, shape, fresh=True)
             for each, earlier in before.items():
                 alone[each].update({key: max(earlier[key], alone[each][key], key=lambda t: t.median)
@@ -265,12 +265,12 @@ class Measure:
         if not checked.passed:
             raise TimedOutputsDiffer(checked, seen)
         kept = self._alone.get(shape)
-        if kept and not fresh and time.monotonic() - kept[0] < REFERENCE_ALONE_REUSE_S:
+        if kept and not fresh and result.clock in kept[1] and time.monotonic() - kept[0] < REFERENCE_ALONE_REUSE_S:
             result.details["reference_alone_age_s"] = round(time.monotonic() - kept[0], 1)
             alone = {clock: dict(each) for clock, each in kept[1].items()}
         else:
             started = time.monotonic()
-            alone = self._time_alone(shares, shape)
+            alone = self._time_alone(shares, shape, result.clock, list(timings))
             _add(split, "alone", started)
             if not fresh:
                 self._alone[shape] = (time.monotonic(), {clock: dict(each) for clock, each in alone.items()})
@@ -281,21 +281,23 @@ class Measure:
                 result.warnings.append(note)
         return timings, alone
 
-    def _time_alone(self, shares: int, shape: str) -> Clocked:
-        """The reference alone in its own process, the compiled reference where asked, and the first time
-        at a shape its twins (placement_spread)."""
+    def _time_alone(self, shares: int, shape: str, clock: str, clocks: list[str]) -> Clocked:
+        """The reference alone in its own process on the verdict's `clock` (every clock where a compiled
+        reference is asked), and the first time at a shape its twins (placement_spread), whose spread
+        every clock of `clocks` takes where it was not timed alone: placement moves the device's work,
+        which each clock times."""
         info = self.children.reference_info
         measure = shape not in self.placement
         alone = self._reference_alone(shares, self.children.options.compile_baseline,
-                                      placement_budget(info) if measure else 0)
-        twins = {clock: [each.pop(key) for key in [key for key in each if key.startswith("placement_")]]
-                 for clock, each in alone.items()}
+                                      placement_budget(info) if measure else 0, clock)
+        twins = {each: [timed.pop(key) for key in [key for key in timed if key.startswith("placement_")]]
+                 for each, timed in alone.items()}
         if measure:
             # no twins of a model that holds tensors: too big to copy twice, the spread is not known
             unmeasured = not any(twins.values()) and info.parameter_bytes
-            self.placement[shape] = {clock: None if unmeasured else speedups.placement_spread(alone[clock]["reference"],
-                                                                                              twins[clock])
-                                     for clock in alone}
+            spreads = {each: None if unmeasured else speedups.placement_spread(alone[each]["reference"], twins[each])
+                       for each in alone}
+            self.placement[shape] = {each: spreads.get(each, spreads[clock]) for each in {*clocks, *spreads}}
         return alone
 
     def _hidden_work(self, worker: Child, timings: Clocked, result: EvalResult) -> str:
@@ -320,20 +322,29 @@ class Measure:
         result.warnings.append(f"{seen}; every timing of this verdict counts the whole device (latency, every stream)")
         return seen
 
-    def _reference_alone(self, shares: int, compile_baseline: bool = False, twin_budget: int = 0) -> Clocked:
+    def _reference_alone(self, shares: int, compile_baseline: bool = False, twin_budget: int = 0,
+                         clock: Optional[str] = None) -> Clocked:
         """The reference alone, at each numerics setting the candidate's timing has; the compiled reference
-        and the twins only where asked."""
+        and the twins only where asked; on `clock` only where given (_alone_rule)."""
         children = self.children
-        rule = self._alone_rule(shares)
+        rule = self._alone_rule(shares, clock)
         children.reference.send(to_dict(Request(Command.TIME_REFERENCE, rule=rule, compile_baseline=compile_baseline,
                                                 default_numerics=children.reference_info.numerics_differ,
                                                 placement_budget=twin_budget)))
         alone = children.reference_says(self._timing_deadline(rule), ReferenceTimed, "timing the reference alone")
         return alone.timings
 
-    def _alone_rule(self, shares: int = 1) -> StopRule:
+    def _alone_rule(self, shares: int = 1, clock: Optional[str] = None) -> StopRule:
+        """Sampling the reference alone: every clock the device has, or where a verdict's `clock` is
+        given, that clock's stage only (the every-stream clock is the latency stage's), unless a compiled
+        reference is timed (its baselines are reported on both clocks). The slowdown is judged on the
+        verdict's clock, and the other clock's figures take no time alone but the compiled reference's."""
         o = self.children.options
-        return o.stop_rule(min(o.time_cap, REFERENCE_ALONE_CAP_S) / shares)
+        rule = o.stop_rule(min(o.time_cap, REFERENCE_ALONE_CAP_S) / shares)
+        if clock is None or o.compile_baseline:
+            return rule
+        stage = Clock.LATENCY.value if clock == Clock.ALL_STREAMS.value else clock
+        return replace(rule, clock=stage, second_clock=False)
 
     def _timing_deadline(self, rule: StopRule) -> Deadline:
         """A timing step: the sampling its time cap allows, then a run timeout, which bounds a call
