@@ -416,3 +416,28 @@ def test_three_candidates_of_one_problem_in_one_sweep_start_one_reference_proces
     finally:
         opened.close()
     assert [r.verdict for r in records] == ["correct"] * 3
+
+
+def test_a_loaded_problem_stages_its_first_candidate_for_the_pool_to_time(cpu_options):
+    """Opened.load(stage=True), as a GPU slot loads the next problem once the current one's only
+    candidate is timed: the first candidate's worker imports it and builds its models then, and the
+    pool times it in that worker, not in a fresh one."""
+    from harness.engine.building.builder import Builder
+    from harness.problem import load_problem
+    from harness.sweep.sweep import Opened
+
+    problem = HERE / "problems" / "small_layernorm.py"
+    job = Job(problem, "level1", HERE / "candidates" / "py_correct.py", "py_correct")
+    with Builds(1) as builds:
+        first = builds.submit(Builder(load_problem(problem), cpu_options), job.candidate)
+        built = first.result()
+        opened = Opened([job], cpu_options, None, builds, loaded=False, prebuilt=[first])
+        opened.load(stage=True)
+        pool = opened.ready()
+        try:
+            staged = built.result.worker_log
+            assert staged and pool.evaluators[0].children._staged[0] is built
+            [result] = pool.evaluate(opened.candidates)
+            assert result.verdict.value == "correct" and result.worker_log == staged
+        finally:
+            opened.close()

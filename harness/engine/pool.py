@@ -140,6 +140,10 @@ class Pool:
         for evaluator in self.evaluators:
             evaluator.prepare()
 
+    def stage(self, built: Built) -> None:
+        """The candidate the first slot will time first imports now (Children.stage)."""
+        self.evaluators[0].children.stage(built)
+
     def reference_time(self) -> Timing:
         """The reference alone on the first slot's device, before any candidate."""
         return self.evaluators[0].time_reference()
