@@ -323,7 +323,7 @@ def test_the_reference_alone_is_timed_on_the_verdicts_clock_and_its_spread_widen
     children.reference_info.parameter_bytes = 1 << 20
     result = measured(children)
     asked = [from_dict(Request, message).rule for message in children.sent]
-    assert [(rule.clock, rule.second_clock) for rule in asked] == [(GPU, False)]
+    assert [(rule.clock, rule.second_clock, rule.min_samples) for rule in asked] == [(GPU, False, 5)]
     assert result.verdict is Verdict.CORRECT and result.placement_spread == pytest.approx(0.03, abs=0.005)
     assert result.second.clock == LATENCY and result.second.placement_spread == result.placement_spread
     wide = result.second.baselines[0].interval

@@ -74,10 +74,8 @@ def _cudart():
 
 
 def _l2_persistence_reset() -> Optional[Callable[[], int]]:
-    """cudaCtxResetPersistingL2Cache, if the runtime is there.
-
-    Lines a kernel marked persisting survive an ordinary flush; resetting them
-    before each sample keeps a candidate from carrying its data across calls."""
+    """cudaCtxResetPersistingL2Cache, if the runtime is there. Lines a kernel marked persisting survive
+    an ordinary flush; resetting them before each sample keeps a candidate from carrying its data across calls."""
     return getattr(_cudart(), "cudaCtxResetPersistingL2Cache", None)
 
 
@@ -126,7 +124,7 @@ def _runqueue_wait_ms() -> float:
 
 def _cpu_cache_bytes() -> int:
     try:
-        text = open("/sys/devices/system/cpu/cpu0/cache/index3/size").read().strip()
+        text = open("/sys/devices/system/cpu/cpu0/cache/index3/size").read().strip()  # "32768K" or "32M"
         return int(text.rstrip("K")) * 1024 if text.endswith("K") else int(text.rstrip("M")) << 20
     except (OSError, ValueError):
         return 32 << 20
@@ -355,9 +353,11 @@ def _queued(sampler: Sampler, entries: dict[str, Entry], rule: StopRule, cap: fl
         ended = _ended(samples, rule, started, cap)
         if ended:
             break
-        # batches of about 0.2 s, so the device runs long stretches without waiting on the host
+        # batches of about 0.2 s, so the device runs long stretches without waiting on the host; short
+        # of the fewest samples, what reaches them (a criterion met there ends the stage there)
         per_round = (_perf_counter() - batch_started) / rounds
-        rounds = max(1, min(rule.max_samples - n, int(0.2 / max(per_round, 1e-6)), 200))
+        short = rule.min_samples - n if n < rule.min_samples else 200
+        rounds = max(1, min(rule.max_samples - n, int(0.2 / max(per_round, 1e-6)), 200, short))
     found = {name: summarize(samples[name], sampler.method, submit[name], overhead, clock=clock, ended=ended.value)
              for name in entries}
     for name, each in unloaded.items():
