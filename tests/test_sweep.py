@@ -435,8 +435,9 @@ def test_a_loaded_problem_stages_its_first_candidate_for_the_pool_to_time(cpu_op
         opened.load(stage=True)
         pool = opened.ready()
         try:
-            staged = built.result.worker_log
-            assert staged and pool.evaluators[0].children._staged[0] is built
+            staged, children = built.result.worker_log, pool.evaluators[0].children
+            assert staged and children._staged[0] is built
+            assert children._spare is None  # the staged worker was the spare: no other imports beside it
             [result] = pool.evaluate(opened.candidates)
             assert result.verdict.value == "correct" and result.worker_log == staged
         finally:

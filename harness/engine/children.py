@@ -135,8 +135,9 @@ class Children:
     def spawn(self) -> None:
         """Start the reference process and a spare worker for the first candidate without the
         problem, at low priority: they import torch (seconds) but hold no GPU memory until
-        start_reference and the first candidate. A sweep starts a problem so while others are timed."""
-        if self._spare is None:
+        start_reference and the first candidate (none where that one is staged already). A sweep
+        starts a problem so while others are timed."""
+        if self._spare is None and self._staged is None:
             self._spare = self._spawn_worker(spare=True)
         if not (self.reference and self.reference.alive()) and self._blank_reference is None:
             self._blank_reference = self._spawn_reference(spare=True)
