@@ -34,7 +34,8 @@ def cli_flags() -> dict[str, set[str]]:
 
 
 def script_flags() -> set[str]:
-    return {m for path in (ROOT / "bench").glob("*.py") for m in SCRIPT_FLAG.findall(path.read_text())}
+    return {m for folder in ("bench", "examples") for path in (ROOT / folder).glob("*.py")
+            for m in SCRIPT_FLAG.findall(path.read_text())}
 
 
 def named(path: Path) -> set[str]:
@@ -60,7 +61,7 @@ def test_every_flag_the_pages_name_exists():
     pages = sorted(DOCS.glob("*.md")) + [ROOT / "README.md"]
     unknown = {page.relative_to(ROOT): sorted(named(page) - known) for page in pages}
     unknown = {page: flags for page, flags in unknown.items() if flags}
-    assert not unknown, "flags no command (nor bench/ script) has, by page:\n" + \
+    assert not unknown, "flags no command (nor bench/ or examples/ script) has, by page:\n" + \
         "\n".join(f"  {page}: {' '.join(flags)}" for page, flags in unknown.items())
 
 
