@@ -102,15 +102,21 @@ print("EXPORT OK")
 '''
 
 
-def _install(tmp_path, candidate, name: str) -> tuple[str, dict]:
-    """Export CANDIDATE and pip-install the package into a fresh venv; its python and environment."""
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory) -> str:
+    """One fresh venv for the module's exports (each installs a package of its own name into it):
+    making one costs a python start and ensurepip's install of pip, about 5 s of CPU."""
+    return str(fresh_venv(tmp_path_factory.mktemp("export") / "venv"))
+
+
+def _install(tmp_path, candidate, name: str, python: str) -> tuple[str, dict]:
+    """Export CANDIDATE and pip-install the package into the venv `python` runs; it and the environment."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}
     out = tmp_path / "pkg"
     done = subprocess.run([sys.executable, "-m", "harness", "export", str(candidate), "--name", name, "-o", str(out)],
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert (out / "pyproject.toml").is_file() and "No figures" in (out / "README.md").read_text()
-    python = str(fresh_venv(tmp_path / "venv"))
     # built by this python, whose setuptools makes wheels (as tests/test_wheel.py does), installed into the venv
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
@@ -121,15 +127,15 @@ def _install(tmp_path, candidate, name: str) -> tuple[str, dict]:
     return python, {k: v for k, v in env.items() if k != "PYTHONPATH"}
 
 
-def test_export_installs_and_traces(tmp_path):
-    python, env = _install(tmp_path, CANDIDATES / "cpp_layernorm.py", "mykernels::layer_norm")
+def test_export_installs_and_traces(tmp_path, venv):
+    python, env = _install(tmp_path, CANDIDATES / "cpp_layernorm.py", "mykernels::layer_norm", venv)
     assert "**Forward-only.** mykernels::layer_norm is forward-only" in (tmp_path / "pkg" / "README.md").read_text()
     run = subprocess.run([python, "-c", CHECK], cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
     assert "EXPORT OK" in run.stdout, run.stderr[-3000:]
 
 
-def test_export_of_a_training_kernel_registers_its_backward(tmp_path):
-    python, env = _install(tmp_path, CANDIDATES / "backward_cpp_rmsnorm.py", "mykernels::rms_norm")
+def test_export_of_a_training_kernel_registers_its_backward(tmp_path, venv):
+    python, env = _install(tmp_path, CANDIDATES / "backward_cpp_rmsnorm.py", "mykernels::rms_norm", venv)
     text = (tmp_path / "pkg" / "mykernels_rms_norm" / "__init__.py").read_text()
     assert "register_autograd" in text and "mykernels::rms_norm_backward" in text and "forward-only" not in text
     run = subprocess.run([python, "-c", BACKWARD_CHECK], cwd=tmp_path, capture_output=True, text=True, timeout=600,
@@ -138,9 +144,9 @@ def test_export_of_a_training_kernel_registers_its_backward(tmp_path):
 
 
 @pytest.mark.gpu
-def test_gpu_export_of_the_shipped_layernorm_kernel(tmp_path):
+def test_gpu_export_of_the_shipped_layernorm_kernel(tmp_path, venv):
     """opcheck, torch.compile(fullgraph=True) with inductor, and CUDA graph replay of the exported op."""
-    python, env = _install(tmp_path, REPO / "kernels" / "layernorm_4d.py", "harness_kernels::layer_norm_4d")
+    python, env = _install(tmp_path, REPO / "kernels" / "layernorm_4d.py", "harness_kernels::layer_norm_4d", venv)
     run = subprocess.run([python, "-c", GPU_CHECK], cwd=tmp_path, capture_output=True, text=True, timeout=900, env=env)
     assert "EXPORT OK" in run.stdout, run.stdout[-1000:] + run.stderr[-3000:]
 
