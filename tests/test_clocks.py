@@ -251,9 +251,10 @@ class FakeChildren:
         return None
 
     def talk(self, worker, deadline, doing, kind, raw=False):
-        if kind is Timed:
-            n = sum(each["candidate"].n for clock, each in self.beside.items() if clock != ALL)
-            return Timed(timings=self.beside, timed=[{}] * n, background_cpu_share=self.background), None
+        if kind is Timed:  # a list: one timing reply after another
+            beside = self.beside.pop(0) if isinstance(self.beside, list) else self.beside
+            n = sum(each["candidate"].n for clock, each in beside.items() if clock != ALL)
+            return Timed(timings=beside, timed=[{}] * n, background_cpu_share=self.background), None
         return self.traced, None
 
     def reference_says(self, deadline, kind, doing):
@@ -332,6 +333,19 @@ def test_the_reference_alone_is_timed_on_the_verdicts_clock_and_its_spread_widen
     hidden = FakeChildren(clocked(side, EAGER), clocked(side, EAGER), StreamsTraced(late_ms={"13": 0.99}, calls=3))
     assert measured(hidden).clock == ALL
     assert [from_dict(Request, m).rule.clock for m in hidden.sent] == [LATENCY]
+
+
+def test_a_retiming_that_finds_hidden_work_judges_on_the_clock_it_moved_to():
+    """A slowdown suspected on GPU time is timed again; where the second timing confirms hidden work,
+    the verdict moves to every stream, and the reference alone is read there (the first alone
+    timing, on GPU time, has no clock in common with it)."""
+    slowed = dict(EAGER, **{GPU: (4.0, 0.2)})
+    side = {GPU: (0.05, 0.02), LATENCY: (0.08, 0.02, 1.0), ALL: (1.08, 0.02)}
+    children = FakeChildren([clocked(HOST_BOUND, slowed), clocked(side, EAGER), clocked(side, EAGER)],
+                            clocked(side, EAGER), StreamsTraced(late_ms={"13": 0.99}, calls=3))
+    result = measured(children)
+    assert result.clock == ALL and result.verdict is Verdict.CORRECT
+    assert [from_dict(Request, m).rule.clock for m in children.sent] == [GPU, GPU, LATENCY]
 
 
 def test_a_tail_the_trace_does_not_confirm_changes_no_clock():

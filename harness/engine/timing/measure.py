@@ -217,7 +217,8 @@ class Measure:
             with builds_paused():
                 before = self._reference_alone(shares, clock=clock)
                 timings, alone = self._time_once(worker, result, shares, shape, fresh=True)
-            for each, earlier in before.items():
+            for each in before.keys() & alone.keys():  # none in common where hidden work moved the verdict's clock
+                earlier = before[each]
                 alone[each].update({key: max(earlier[key], alone[each][key], key=lambda t: t.median)
                                     for key in BESIDE_AND_ALONE if key in earlier and key in alone[each]})
         clock = result.clock
