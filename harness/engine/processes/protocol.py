@@ -86,6 +86,9 @@ class ReferenceSpec:
 
 # --- requests -----------------------------------------------------------------
 
+FEWER_SAMPLES = 5  # the least of StopRule.fewer_samples
+
+
 @dataclass
 class StopRule:
     """When timing stops (timing.time_interleaved): the one rule from the options to the worker."""
@@ -99,6 +102,11 @@ class StopRule:
     clock: str = "gpu"  # the headline clock (results.Clock): on a GPU its stage samples first, with the larger share
     # the other clock's stage too (a GPU has two); False: the headline's stage alone, with its share of the cap
     second_clock: bool = True
+
+    def fewer_samples(self) -> int:
+        """The fewest samples of a stage that is read against a coarser margin than the headline's (the
+        other clock's, the reference alone beside a candidate): half this rule's, at least FEWER_SAMPLES."""
+        return min(self.min_samples, max(FEWER_SAMPLES, self.min_samples // 2))
 
 
 @dataclass

@@ -56,9 +56,8 @@ _open = open
 # The headline clock's stage takes this share of the time cap, the other clock's the rest.
 HEADLINE_SHARE = 0.65
 # ...and is reported beside the headline, never divided by it: it stops at a threshold this many
-# times coarser, after half the fewest samples (at least SECOND_MIN_SAMPLES).
+# times coarser, after fewer samples (StopRule.fewer_samples).
 SECOND_COARSER = 2.0
-SECOND_MIN_SAMPLES = 5
 
 
 def _cudart():
@@ -416,9 +415,7 @@ def time_interleaved(entries: dict[str, Entry], device: torch.device, rule: Stop
     for i, clock in enumerate(stages if rule.second_clock else stages[:1]):
         cap = rule.time_cap * shares[i]
         if i:  # reported beside the headline, never divided by it: a coarser interval does
-            rule = dataclasses.replace(rule, target=rule.target * SECOND_COARSER,
-                                       min_samples=min(rule.min_samples, max(SECOND_MIN_SAMPLES,
-                                                                             rule.min_samples // 2)))
+            rule = dataclasses.replace(rule, target=rule.target * SECOND_COARSER, min_samples=rule.fewer_samples())
         if clock == Clock.LATENCY.value:
             found.update(_synchronous(sampler, entries, rule, cap, rng))
         else:

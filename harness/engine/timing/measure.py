@@ -64,10 +64,9 @@ REFERENCE_ALONE_CAP_S = 3.0
 # long (the device's clocks and temperature drift over minutes, not seconds). A slowdown is
 # always judged again on fresh figures before it refuses (Measure._time).
 REFERENCE_ALONE_REUSE_S = 300.0
-# ...and, beside a candidate, stops after half the fewest samples (at least this many): the slowdown is
-# read against thresholds far above the noise, and the twins' spread counts only where it stands out
-# of theirs (speedups.placement_spread); the candidate's own interval is the beside stage's.
-ALONE_MIN_SAMPLES = 5
+# ...and, beside a candidate, stops after fewer samples (StopRule.fewer_samples): the slowdown is read
+# against thresholds far above the noise, and the twins' spread counts only where it stands out of
+# theirs (speedups.placement_spread); the candidate's own interval is the beside stage's.
 
 # {clock: {what was timed: Timing}}: one timing step's figures on every clock the device has
 Clocked = dict[str, dict[str, Timing]]
@@ -342,7 +341,7 @@ class Measure:
     def _alone_rule(self, shares: int = 1, clock: Optional[str] = None) -> StopRule:
         """Sampling the reference alone: every clock the device has, or where a verdict's `clock` is
         given, that clock's stage only (the every-stream clock is the latency stage's) after fewer samples
-        (ALONE_MIN_SAMPLES), unless a compiled reference is timed (its baselines are reported on both
+        (StopRule.fewer_samples), unless a compiled reference is timed (its baselines are reported on both
         clocks, with intervals of their own). The slowdown is judged on the verdict's clock, and the other
         clock's figures take nothing from the reference alone but the compiled reference's."""
         o = self.children.options
@@ -350,8 +349,7 @@ class Measure:
         if clock is None or o.compile_baseline:
             return rule
         stage = Clock.LATENCY.value if clock == Clock.ALL_STREAMS.value else clock
-        fewest = min(rule.min_samples, max(ALONE_MIN_SAMPLES, rule.min_samples // 2))
-        return replace(rule, clock=stage, second_clock=False, min_samples=fewest)
+        return replace(rule, clock=stage, second_clock=False, min_samples=rule.fewer_samples())
 
     def _timing_deadline(self, rule: StopRule) -> Deadline:
         """A timing step: the sampling its time cap allows, then a run timeout, which bounds a call
