@@ -17,7 +17,7 @@ from .building.builder import Built, import_spec, paused
 from .findings import Finding, ReferenceOutOfMemory
 from .options import EvalOptions
 from .phases import Notify, quiet
-from .processes.child import Child, ChildBrokeProtocol, ChildDied, ChildTimeout, prune_logs
+from .processes.child import Child, ChildBrokeProtocol, ChildDied, ChildTimeout, endings_done, prune_logs
 from .processes.cores import START_NICE_ENV, WARM_DEVICE_ENV, split_cores
 from .processes.device_lock import DeviceLock, device_key
 from .processes.environment import collect_environment
@@ -66,6 +66,7 @@ class Children:
     def close(self) -> None:
         self._closed = True
         self.end()
+        endings_done()
 
     def end(self) -> None:
         """Every process of this problem ended (a problem's failure, or close)."""
@@ -242,8 +243,10 @@ class Children:
     def done_with(self, worker: Child, result: EvalResult) -> None:
         """The candidate's worker ended and its memory peaks recorded. An evaluator used for several
         candidates keeps a spare worker importing torch for the next one; on a machine with few
-        cores started only now, so it never competes with a timing."""
-        worker.stop()
+        cores started only now, so it never competes with a timing. The worker runs nothing once
+        this returns; its teardown (0.2 s on a GPU) goes on behind the record, and the next timing
+        or close waits for it (endings_done)."""
+        worker.stop(wait=False)
         self.current = None
         if self.keep_spare and self.reference and self._spare is None:
             self._spare = self._spawn_worker(spare=True)
@@ -319,9 +322,13 @@ class Children:
     def device_key(self) -> str:
         return device_key(self.options.device, self.options.gpu)
 
-    def device_lock(self, on_wait: Notify = quiet) -> DeviceLock:
-        """This evaluation's device, held across harness processes (device_lock)."""
-        return DeviceLock(self.cache, self.device_key, on_wait)
+    @contextmanager
+    def device_lock(self, on_wait: Notify = quiet) -> Iterator[DeviceLock]:
+        """This evaluation's device, held across harness processes (device_lock), once the processes this
+        harness killed without waiting are gone (endings_done)."""
+        with DeviceLock(self.cache, self.device_key, on_wait) as lock:
+            endings_done()
+            yield lock
 
     @contextmanager
     def holding_device(self, doing: str, notify: Notify, result: EvalResult) -> Iterator[None]:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Optional
 
 from . import channel, forkserver
-from .ownership import descendants, disown, end_processes, pythonpath, signal_tree, spawn
+from .ownership import descendants, disown, end_processes, kill_processes, pythonpath, reap, signal_tree, spawn
 
 
 class ChildDied(Exception):
@@ -231,33 +231,63 @@ class Child:
         if self.alive():
             signal_tree(self.proc.pid, signal.SIGCONT)
 
-    def kill(self) -> None:
-        """End the child and everything it started, in whatever session, alive or orphaned."""
+    def kill(self, wait: bool = True) -> None:
+        """End the child and everything it started, in whatever session, alive or orphaned. Without
+        `wait`, none of them runs on once this returns, but their teardown (0.1-0.2 s for a GPU
+        context) is waited for in the background: endings_done() waits for it."""
         self._stop_watch.set()
-        end_processes({self.proc.pid} if self.proc.poll() is None else set(), self.mark + "\0", spare=self.proc.pid)
+        killed = kill_processes({self.proc.pid} if self.proc.poll() is None else set(), self.mark + "\0")
+        if wait:
+            self._gone(killed)
+            return
+        ending = threading.Thread(target=self._gone, args=(killed,), daemon=True, name="ending")
+        with _ENDING_LOCK:
+            _ENDING.add(ending)
+        ending.start()
+
+    def _gone(self, killed: set[int]) -> None:
         try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-        self.conn.close()
-        shutil.rmtree(self.scratch, ignore_errors=True)
-        disown(self)
+            reap(killed, spare=self.proc.pid)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            self.conn.close()
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            disown(self)
+        finally:
+            with _ENDING_LOCK:
+                _ENDING.discard(threading.current_thread())
 
     def end(self) -> None:
         """End its processes from another thread: the thread talking to it reads the death as any other
         (ChildDied) and closes the channel, which stays its own."""
         end_processes({self.proc.pid} if self.alive() else set(), self.mark + "\0", spare=self.proc.pid)
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = True) -> None:
         """Done with the child. The reference process, which runs no candidate code, is asked to exit
-        first; a child that ran candidate code is killed at once, with its tree still whole."""
+        first; a child that ran candidate code is killed at once, with its tree still whole (`wait`: kill)."""
         if self.alive() and self.role == "reference":
             try:
                 channel.send(self.conn, {"cmd": "exit"})
                 self.proc.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired):
                 pass
-        self.kill()
+        self.kill(wait)
+
+
+# children killed without waiting (Child.kill), their teardown not yet over
+_ENDING: set[threading.Thread] = set()
+_ENDING_LOCK = threading.Lock()
+
+
+def endings_done() -> None:
+    """Until every child killed without waiting is gone: a timing must not run beside a teardown (the
+    kernel freeing a process's memory, the driver its GPU context), nor an evaluation end before it."""
+    with _ENDING_LOCK:
+        pending = list(_ENDING)
+    for ending in pending:
+        ending.join()
 
 
 LOG_KEEP_BYTES = 200 << 20

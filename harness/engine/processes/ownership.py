@@ -113,10 +113,18 @@ def signal_tree(root: int, signum: int) -> None:
 
 
 def end_processes(roots: set[int], mark: Optional[str] = None, spare: Optional[int] = None) -> set[int]:
-    """Stop every process under `roots` or carrying `mark`, then kill them all; the pids killed.
+    """Stop every process under `roots` or carrying `mark`, then kill them all; the pids killed,
+    gone when it returns (reap)."""
+    stopped = kill_processes(roots, mark)
+    reap(stopped, spare)
+    return stopped
 
-    Stopping first keeps a fork bomb from outrunning the kill. Orphans reparented
-    to this process are reaped; `spare` (a child a Popen waits for) is left to its Popen."""
+
+def kill_processes(roots: set[int], mark: Optional[str] = None) -> set[int]:
+    """SIGSTOP then SIGKILL to every process under `roots` or carrying `mark`: none runs another
+    instruction once this returns, though the kernel may still be tearing them down. The pids killed.
+
+    Stopping first keeps a fork bomb from outrunning the kill."""
     stopped: set[int] = set()
     for _ in range(50):
         found = roots | descendants(roots | stopped)
@@ -134,7 +142,13 @@ def end_processes(roots: set[int], mark: Optional[str] = None, spare: Optional[i
             os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-    # SIGKILL lands asynchronously; wait (briefly) until the tree is really gone
+    return stopped
+
+
+def reap(stopped: set[int], spare: Optional[int] = None) -> None:
+    """Until the killed processes are gone (briefly: SIGKILL lands asynchronously, and a process that
+    held a GPU context takes 0.1-0.2 s to be torn down). Orphans reparented to this process are reaped;
+    `spare` (a child a Popen waits for) is left to its Popen."""
     deadline = time.monotonic() + 2.0
     while any(running(pid) for pid in stopped) and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -143,7 +157,6 @@ def end_processes(roots: set[int], mark: Optional[str] = None, spare: Optional[i
             os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:
             pass
-    return stopped
 
 
 def running(pid: int) -> bool:
