@@ -349,7 +349,7 @@ def test_a_problem_opened_unloaded_loads_on_request_in_the_process_started_for_i
     assert not reference.alive()
 
 
-def test_a_gpu_slot_opens_three_problems_ahead_and_evaluates_each_once(tmp_path, cpu_options):
+def test_a_gpu_slot_opens_problems_ahead_and_evaluates_each_once(tmp_path, cpu_options):
     """A GPU's slot (run here on the CPU) opens the problems after the next before the current one
     has a result, so their imports are done when they come; every problem still gets one record."""
     import queue
@@ -442,3 +442,46 @@ def test_a_loaded_problem_stages_its_first_candidate_for_the_pool_to_time(cpu_op
             assert result.verdict.value == "correct" and result.worker_log == staged
         finally:
             opened.close()
+
+
+def test_a_problem_refused_beside_another_loads_again_alone(tmp_path, cpu_options, monkeypatch):
+    """A next problem loaded beside the current one reads the memory that one holds as taken: its
+    refusal (DoesNotFit) is not the problem's, and it loads again once the current one has ended.
+    A refusal with the device to itself stands. (The pool is a stand-in: the loads ahead of a GPU
+    slot need a GPU.)"""
+    from harness.engine.processes.footprint import DoesNotFit
+    from harness.sweep import sweep as sweep_module
+
+    loads = []
+
+    class Refusing:
+        """Refuses its first load, as one beside a big problem would."""
+
+        def __init__(self, problem, *args, **kwargs):
+            self.problem = problem
+
+        def spawn(self):
+            pass
+
+        def prepare(self):
+            loads.append(self.problem)
+            if len(loads) == 1:
+                raise DoesNotFit(f"Problem file {self.problem} does not fit: 80 GB free")
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(sweep_module, "Pool", Refusing)
+    job = copy_jobs(PROBLEMS, tmp_path)[0]
+    beside = sweep_module.Opened([job], cpu_options, 0, Builds(1), loaded=False)
+    beside.load(beside=True)
+    assert beside.refused_beside()
+    assert isinstance(beside.ready(), Refusing) and len(loads) == 2 and not beside.refused_beside()
+
+    loads.clear()
+    alone = sweep_module.Opened([job], cpu_options, 0, Builds(1), loaded=False)
+    alone.load()
+    assert not alone.refused_beside()
+    with pytest.raises(DoesNotFit):
+        alone.ready()
+    assert len(loads) == 1

@@ -27,7 +27,7 @@ from typing import Callable, Optional, Sequence
 from ..engine.processes.cores import default_build_jobs
 from ..engine.building.builder import Built, Builder
 from ..engine.children import NoBackward
-from ..engine.processes.footprint import footprint
+from ..engine.processes.footprint import DoesNotFit, footprint
 from ..engine.options import EvalOptions
 from ..engine.phases import Phase as Step
 from ..engine.pool import Builds, Counts, Pool
@@ -73,8 +73,9 @@ def loadable(group: list[Job]) -> Optional[Problem]:
 PREFETCH_SHARE = 0.25
 # Problems a GPU's slot has started beyond the current one. A problem's processes take 3-4 s to
 # import torch on a 16-core H100 host while a level 1 copy is done in about 2: two ahead left the
-# slot waiting for imports on every other problem.
-SPAWN_AHEAD = 3
+# slot waiting for imports on every other problem, three on a run of fast ones (an H200: 14 of 64
+# level 1 copies waited 0.1-2.6 s). Each holds a CUDA context (about 0.5 GB) and 1 GB of host memory.
+SPAWN_AHEAD = 5
 
 
 def _leaves_room(pool: Pool) -> bool:
@@ -90,6 +91,7 @@ class Opened:
     def __init__(self, group: list[Job], options: EvalOptions, gpu: Optional[int], builders: Builds,
                  loaded: bool = True, prebuilt: Optional[list["Future[Built]"]] = None):
         self.group, self.started, self.loaded = group, time.monotonic(), False
+        self.beside = False  # loaded while another problem held the device's memory
         self.prebuilt = prebuilt  # the group's builds, handed to `builders` already
         self.pool: Optional[Pool] = None
         self.error: Optional[BaseException] = None
@@ -110,10 +112,11 @@ class Opened:
         except BaseException as exc:  # noqa: BLE001 - handed to the slot's thread in ready()
             self.error = exc
 
-    def load(self, stage: bool = False) -> None:
+    def load(self, stage: bool = False, beside: bool = False) -> None:
         """Its reference loads the problem now, in the background, once its imports are done; with
         `stage`, its first candidate's worker imports it and builds the models meanwhile (Pool.stage):
-        after the load, the two took 0.7-0.8 s together, longer than the current problem's last phase."""
+        after the load, the two took 0.7-0.8 s together, longer than the current problem's last phase.
+        `beside`: another problem's processes hold memory on the device meanwhile."""
         opening = self._threads[0]
 
         def prepare() -> None:
@@ -127,13 +130,25 @@ class Opened:
                 except BaseException as exc:  # noqa: BLE001 - handed to the slot's thread in ready()
                     self.error = exc
 
-        self.loaded, self.started = True, time.monotonic()
+        self.loaded, self.started, self.beside = True, time.monotonic(), beside
         self._threads.append(threading.Thread(target=prepare, daemon=True))
         self._threads[-1].start()
 
-    def ready(self) -> Pool:
+    def refused_beside(self) -> bool:
+        """Whether its load, beside another problem, found too little device memory free: a refusal
+        of the memory the other one held, not of this problem. Waits for the load."""
         for thread in self._threads:
             thread.join()
+        return self.beside and isinstance(self.error, DoesNotFit)
+
+    def ready(self) -> Pool:
+        """Its pool, loaded; a refusal beside another problem is loaded again, alone (that one has ended)."""
+        if self.refused_beside():
+            self.error, self.beside = None, False
+            try:
+                self.pool.prepare()
+            except BaseException as exc:  # noqa: BLE001 - raised below as any failed load's
+                self.error = exc
         if not self.loaded:  # its seconds count from now, not from the wait beside the problem before
             self.started = time.monotonic()
         if self.error:
@@ -247,7 +262,7 @@ class Sweep:
                 if upcoming is not None and _leaves_room(pool):
                     # the current problem times nothing more when its one candidate is told: the next one's
                     # first worker may build its models now (a GPU start 0.3-0.5 s a level 1 copy)
-                    upcoming.load(stage=len(current.group) == 1)
+                    upcoming.load(stage=len(current.group) == 1, beside=True)
                 while upcoming is not None and len(ahead) < SPAWN_AHEAD - 1:
                     opened = self._take(groups, gpu, loaded=False)
                     if opened is None:
@@ -259,9 +274,10 @@ class Sweep:
             except BaseException as exc:  # noqa: BLE001 - the main thread raises it
                 self._errors.append(exc)
             finally:
-                if upcoming is not None and upcoming.loaded and not self._errors:
+                if upcoming is not None and upcoming.loaded and not self._errors and not upcoming.refused_beside():
                     # the next problem is loaded beside this one already (it fit): this one's processes
-                    # end behind it (a reference's exit, 0.1-0.2 s, held every problem up)
+                    # end behind it (a reference's exit, 0.1-0.2 s, held every problem up); one that
+                    # did not fit beside it loads again once these have ended (Opened.ready)
                     self._closing.append(threading.Thread(target=current.close, daemon=True))
                     self._closing[-1].start()
                 else:
