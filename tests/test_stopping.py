@@ -90,3 +90,22 @@ def test_the_basis_says_what_stopped_the_sampling():
         result = EvalResult(Verdict.CORRECT, "", timings=timings, baselines=baselines(timings), clock="gpu",
                             stop="interval", stop_target=0.01)
         assert said in basis_text(result)
+
+
+def test_an_entry_takes_its_own_warm_ups_else_the_rules():
+    """A twin of the reference warms up once (its kernels are the reference's, warmed just before);
+    every other entry takes the rule's warm-up calls. Warm-ups are neither timed nor observed."""
+    calls = {"reference": 0, "placement_1": 0}
+
+    def counted(name):
+        def fn():
+            calls[name] += 1
+            return 1.0
+        return fn
+
+    entries = {"reference": Entry(lambda s: [], counted("reference")),
+               "placement_1": Entry(lambda s: [], counted("placement_1"), warmups=1)}
+    stop = StopRule("interval", 0.01, time_cap=60.0, warmup_calls=3, min_samples=5, max_samples=10**9)
+    found = time_interleaved(entries, torch.device("cpu"), stop, Simulated())["host"]
+    assert calls["reference"] - found["reference"].n == 3
+    assert calls["placement_1"] - found["placement_1"].n == 1

@@ -109,6 +109,7 @@ class Entry:
     observe: Optional[Callable[[int, Any], None]] = None  # sees (seed, output) of each timed call
     # entered around each call, outside its window on the clock (guards.BackendSwitches.as_taken)
     around: Callable[[], ContextManager] = contextlib.nullcontext
+    warmups: Optional[int] = None  # calls before sampling; None: the rule's warmup_calls
 
 
 def _runqueue_wait_ms() -> float:
@@ -406,7 +407,7 @@ def time_interleaved(entries: dict[str, Entry], device: torch.device, rule: Stop
     sampler = sampler or sampler_for(device)
     for timed in entries.values():
         warm = Entry(timed.make_args, timed.fn, around=timed.around)  # warm-ups are neither timed nor observed
-        for _ in range(rule.warmup_calls):
+        for _ in range(rule.warmup_calls if timed.warmups is None else timed.warmups):
             sampler.queue(warm, rng.getrandbits(63))
     sampler.drain()
     stages = sampler.stages(rule.clock)
