@@ -485,3 +485,58 @@ def test_a_problem_refused_beside_another_loads_again_alone(tmp_path, cpu_option
     with pytest.raises(DoesNotFit):
         alone.ready()
     assert len(loads) == 1
+
+
+def test_the_next_problem_checks_beside_the_last_ones_other_shapes_and_times_after_them(tmp_path, cpu_options,
+                                                                                         monkeypatch):
+    """A GPU's slot (run here on the CPU) starts the next problem once the current one's only candidate
+    is timed, where both fit the device at once: the next one's check runs beside the other shapes
+    (here the first problem's shapes wait for it to begin, so the test does not hang on the machine's
+    speed), and its timing, announced, waits until those shapes are over."""
+    import queue
+    import threading
+
+    from harness.engine.checking import trials
+    from harness.engine.timing.measure import Measure
+    from harness.sweep.sweep import Sweep
+
+    groups = by_problem(copy_jobs(PROBLEMS, tmp_path))[:2]
+    first, second = (group[0].problem.stem for group in groups)
+    second_checks, second_times, overlapped, shapes_over, timed_at = threading.Event(), threading.Event(), [], {}, {}
+    check_shapes, time_once = trials.check_shapes, Measure._time
+
+    def waiting_shapes(children, worker, result):
+        if Path(children.problem.path).stem == first:
+            overlapped.append(second_checks.wait(120))
+            second_times.wait(120)  # announced: its timing waits for these shapes
+            time.sleep(0.5)
+        check_shapes(children, worker, result)
+        shapes_over[Path(children.problem.path).stem] = time.monotonic()
+
+    def noted_time(self, *args, **kwargs):
+        timed_at.setdefault(Path(self.children.problem.path).stem, time.monotonic())
+        return time_once(self, *args, **kwargs)
+
+    def phase(slot, text):
+        if text.startswith(f"level1/{second} ") and text.endswith(": checking"):
+            second_checks.set()
+        if text.startswith(f"level1/{second} ") and text.endswith(": timing"):
+            second_times.set()
+
+    monkeypatch.setattr(trials, "check_shapes", waiting_shapes)
+    monkeypatch.setattr(Measure, "_time", noted_time)
+    log = ResultLog(tmp_path / "out", resume=False)
+    sweep = Sweep(cpu_options, None, log, on_phase=phase)
+    sweep.builds = Builds(1)
+    pending_groups = queue.Queue()
+    for group in groups:
+        pending_groups.put((group, None))
+    try:
+        sweep._slot(0, pending_groups)
+    finally:
+        for thread in sweep._closing:
+            thread.join()
+    assert not sweep._errors
+    assert [r.verdict for r in log.records] == ["correct", "correct"], [r.explanation for r in log.records]
+    assert overlapped == [True]  # began while the first problem's shapes waited for it
+    assert timed_at[second] >= shapes_over[first]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from contextlib import contextmanager
 from typing import Iterator, Optional
@@ -324,11 +325,19 @@ class Children:
 
     @contextmanager
     def device_lock(self, on_wait: Notify = quiet) -> Iterator[DeviceLock]:
-        """This evaluation's device, held across harness processes (device_lock), once the processes this
-        harness killed without waiting are gone (endings_done)."""
-        with DeviceLock(self.cache, self.device_key, on_wait) as lock:
+        """This evaluation's device, held across harness processes (device_lock), once no other work of this
+        process runs on it (untimed) and the processes this harness killed without waiting are gone
+        (endings_done)."""
+        with self.untimed(), DeviceLock(self.cache, self.device_key, on_wait) as lock:
             endings_done()
             yield lock
+
+    @contextmanager
+    def untimed(self) -> Iterator[None]:
+        """No timing of this process on this evaluation's device meanwhile (device_lock waits): a sweep
+        starts the next problem's checks beside a problem's other shapes, but not its timing."""
+        with _gate(self.device_key):
+            yield
 
     @contextmanager
     def holding_device(self, doing: str, notify: Notify, result: EvalResult) -> Iterator[None]:
@@ -352,6 +361,16 @@ class Children:
     def run_deadline(self) -> Deadline:
         """A step of a few calls (trials, a shape's rebuild, the re-check): the run timeout bounds it."""
         return after(self.options.run_timeout, "the run timeout")
+
+
+# one per device, for this process's work on it (Children.untimed): re-entrant, as a timing may hold it
+_GATES: dict[str, threading.RLock] = {}
+_GATES_LOCK = threading.Lock()
+
+
+def _gate(key: str) -> threading.RLock:
+    with _GATES_LOCK:
+        return _GATES.setdefault(key, threading.RLock())
 
 
 def step_name(doing: str) -> str:

@@ -20,6 +20,7 @@ the verdict and its sentence into the result.
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -147,7 +148,10 @@ class Evaluator:
             (Phase.START, start), (Phase.CHECK, check), (Phase.TIME, time_it), (Phase.SHAPES, shapes)]
         try:
             for phase, step in plan:
-                self._phase(phase, step, result, notify)
+                # the other shapes hold the device against this process's timings, announced or not: a sweep
+                # starts the next problem once they are announced, its checks beside them
+                with children.untimed() if phase is Phase.SHAPES else nullcontext():
+                    self._phase(phase, step, result, notify)
             judge(result, children.reference_info, self.backward)
             if self.profiler:
                 worker.stop()  # its GPU memory and context are not the profiled forward's

@@ -83,6 +83,27 @@ def _leaves_room(pool: Pool) -> bool:
     return not ready.available_bytes or footprint(ready) <= PREFETCH_SHARE * ready.available_bytes
 
 
+# the two problems' most memory together at most this share of what the current one's load found free
+SIDE_BY_SIDE_SHARE = 0.8
+
+
+def _side_by_side(current: Opened, upcoming: Optional[Opened]) -> bool:
+    """Whether the next problem may start while the current one checks its other shapes: the current
+    one times nothing more (one candidate), the next one loaded beside it, and the most memory each
+    can hold (footprint) fits the device together, so neither can run the other out of it."""
+    if upcoming is None or not upcoming.loaded or len(current.group) != 1 or upcoming.refused_beside():
+        return False
+    if upcoming.error is not None or current.pool is None or upcoming.pool is None:
+        return False
+    now, after = current.pool.evaluators[0].reference_info, upcoming.pool.evaluators[0].reference_info
+    return bool(now.available_bytes) and footprint(now) + footprint(after) <= SIDE_BY_SIDE_SHARE * now.available_bytes
+
+
+def _close_after(evaluating: threading.Thread, opened: Opened) -> None:
+    evaluating.join()
+    opened.close()
+
+
 class Opened:
     """A problem's pool, started in the background: its processes import torch (seconds, no GPU
     memory). Loaded (or once told load()), its reference then loads the problem as soon as no
@@ -247,41 +268,55 @@ class Sweep:
     def _slot(self, gpu: Optional[int], groups: "queue.Queue[tuple[list[Job], Optional[list]]]") -> None:
         """On a GPU SPAWN_AHEAD problems ahead: the next one's reference loads once the current one's
         first candidate is timed, and the ones after it import torch meanwhile, so their seconds of
-        imports are over by the time each is next."""
+        imports are over by the time each is next. Where both fit the device at once (_side_by_side),
+        the next one starts then too: its start and check beside the current one's other shapes, its
+        timing once those are over (Children.untimed)."""
         name = "cpu" if gpu is None else f"gpu {gpu}"
         upcoming = self._take(groups, gpu)
         ahead: deque[Opened] = deque()  # opened after `upcoming`, importing, not loaded
+        while gpu is not None and upcoming is not None and len(ahead) < SPAWN_AHEAD - 1:
+            opened = self._take(groups, gpu, loaded=False)  # importing beside the first one's start
+            if opened is None:
+                break
+            ahead.append(opened)
         while upcoming is not None:
             current, upcoming = upcoming, None
+            timed = threading.Event()  # its first candidate timed, or it ended
 
             def prefetch(pool: Pool) -> None:
                 nonlocal upcoming
-                if gpu is None:
-                    return
-                upcoming = ahead.popleft() if ahead else self._take(groups, gpu, loaded=False)
-                if upcoming is not None and _leaves_room(pool):
-                    # the current problem times nothing more when its one candidate is told: the next one's
-                    # first worker may build its models now (a GPU start 0.3-0.5 s a level 1 copy)
-                    upcoming.load(stage=len(current.group) == 1, beside=True)
-                while upcoming is not None and len(ahead) < SPAWN_AHEAD - 1:
-                    opened = self._take(groups, gpu, loaded=False)
-                    if opened is None:
-                        break
-                    ahead.append(opened)
+                if gpu is not None:
+                    upcoming = ahead.popleft() if ahead else self._take(groups, gpu, loaded=False)
+                    if upcoming is not None and _leaves_room(pool):
+                        # the current problem times nothing more when its one candidate is told: the next one's
+                        # first worker may build its models now (a GPU start 0.3-0.5 s a level 1 copy)
+                        upcoming.load(stage=len(current.group) == 1, beside=True)
+                    while upcoming is not None and len(ahead) < SPAWN_AHEAD - 1:
+                        opened = self._take(groups, gpu, loaded=False)
+                        if opened is None:
+                            break
+                        ahead.append(opened)
+                timed.set()
 
-            try:
-                evaluate_problem(name, current, self._record, self.on_phase, prefetch)
-            except BaseException as exc:  # noqa: BLE001 - the main thread raises it
-                self._errors.append(exc)
-            finally:
-                if upcoming is not None and upcoming.loaded and not self._errors and not upcoming.refused_beside():
-                    # the next problem is loaded beside this one already (it fit): this one's processes
-                    # end behind it (a reference's exit, 0.1-0.2 s, held every problem up); one that
-                    # did not fit beside it loads again once these have ended (Opened.ready)
-                    self._closing.append(threading.Thread(target=current.close, daemon=True))
-                    self._closing[-1].start()
-                else:
-                    current.close()
+            evaluating = threading.Thread(target=self._evaluate, args=(name, current, prefetch, timed), daemon=True)
+            evaluating.start()
+            while not timed.wait(0.5):  # a short wait, so Ctrl-C and SIGTERM reach this thread at once
+                pass
+            if evaluating.is_alive() and _side_by_side(current, upcoming) and not self._errors:
+                # its other shapes go on beside the next problem; it closes once they are over
+                self._closing.append(threading.Thread(target=_close_after, args=(evaluating, current), daemon=True))
+                self._closing[-1].start()
+                continue
+            while evaluating.is_alive():
+                evaluating.join(0.5)
+            if upcoming is not None and upcoming.loaded and not self._errors and not upcoming.refused_beside():
+                # the next problem is loaded beside this one already (it fit): this one's processes
+                # end behind it (a reference's exit, 0.1-0.2 s, held every problem up); one that
+                # did not fit beside it loads again once these have ended (Opened.ready)
+                self._closing.append(threading.Thread(target=current.close, daemon=True))
+                self._closing[-1].start()
+            else:
+                current.close()
             if self._errors:
                 for opened in (upcoming, *ahead):
                     if opened is not None:
@@ -290,6 +325,14 @@ class Sweep:
             if upcoming is None:  # no candidate of this one was checked: nothing was opened for the next
                 upcoming = ahead.popleft() if ahead else self._take(groups, gpu)
         self.on_phase(name, "done")
+
+    def _evaluate(self, name: str, opened: Opened, prefetch: Callable[[Pool], None], timed: threading.Event) -> None:
+        try:
+            evaluate_problem(name, opened, self._record, self.on_phase, prefetch)
+        except BaseException as exc:  # noqa: BLE001 - the main thread raises it
+            self._errors.append(exc)
+        finally:
+            timed.set()
 
     def _record(self, record: SweepRecord) -> None:
         with self._lock:
