@@ -53,3 +53,23 @@ def test_an_unpinned_evaluation_takes_a_gpu_no_one_is_timing_on(tmp_path, monkey
             assert take_free_gpu(options, None, said.append).gpu == 0
             assert said[-1].startswith("Every GPU is busy") and said[-1].endswith("waiting for GPU 0.")
     assert len(said) == 2
+
+
+def test_an_evaluator_closes_only_while_no_timing_of_this_process_holds_its_device(cpu_options):
+    """A problem's processes end (their memory and contexts freed) never beside a timing of the same
+    process on the same device: a sweep closes a problem while the next one is checked and timed."""
+    import threading
+
+    from conftest import PROBLEMS
+    from harness.engine.evaluate import Evaluator
+
+    timing, closing = Evaluator(PROBLEMS / "small_layernorm.py", cpu_options), Evaluator(
+        PROBLEMS / "small_layernorm.py", cpu_options)
+    closed = threading.Event()
+    try:
+        with timing.children.untimed():  # as a timing holds it (Children.device_lock)
+            threading.Thread(target=lambda: (closing.close(), closed.set()), daemon=True).start()
+            assert not closed.wait(1.0)
+        assert closed.wait(60)
+    finally:
+        timing.close()

@@ -65,9 +65,12 @@ class Children:
         self._closed = False  # after close, a timing thread still running starts no process
 
     def close(self) -> None:
+        """Every process of this problem ended and gone; never beside a timing of this process (untimed): a
+        process's exit frees its device memory and context, work that landed in a sweep's next timing."""
         self._closed = True
-        self.end()
-        endings_done()
+        with self.untimed():
+            self.end()
+            endings_done()
 
     def end(self) -> None:
         """Every process of this problem ended (a problem's failure, or close)."""
