@@ -100,6 +100,7 @@ def _side_by_side(current: Opened, upcoming: Optional[Opened]) -> bool:
 
 
 def _close_after(evaluating: threading.Thread, opened: Opened) -> None:
+    """The problem's pool closed once its evaluation, going on beside the next problem, is over."""
     evaluating.join()
     opened.close()
 
@@ -274,11 +275,16 @@ class Sweep:
         name = "cpu" if gpu is None else f"gpu {gpu}"
         upcoming = self._take(groups, gpu)
         ahead: deque[Opened] = deque()  # opened after `upcoming`, importing, not loaded
-        while gpu is not None and upcoming is not None and len(ahead) < SPAWN_AHEAD - 1:
-            opened = self._take(groups, gpu, loaded=False)  # importing beside the first one's start
-            if opened is None:
-                break
-            ahead.append(opened)
+
+        def open_ahead() -> None:
+            while len(ahead) < SPAWN_AHEAD - 1:
+                opened = self._take(groups, gpu, loaded=False)
+                if opened is None:
+                    break
+                ahead.append(opened)
+
+        if gpu is not None and upcoming is not None:
+            open_ahead()  # importing beside the first one's start
         while upcoming is not None:
             current, upcoming = upcoming, None
             timed = threading.Event()  # its first candidate timed, or it ended
@@ -291,11 +297,8 @@ class Sweep:
                         # the current problem times nothing more when its one candidate is told: the next one's
                         # first worker may build its models now (a GPU start 0.3-0.5 s a level 1 copy)
                         upcoming.load(stage=len(current.group) == 1, beside=True)
-                    while upcoming is not None and len(ahead) < SPAWN_AHEAD - 1:
-                        opened = self._take(groups, gpu, loaded=False)
-                        if opened is None:
-                            break
-                        ahead.append(opened)
+                    if upcoming is not None:
+                        open_ahead()
                 timed.set()
 
             evaluating = threading.Thread(target=self._evaluate, args=(name, current, prefetch, timed), daemon=True)
@@ -303,9 +306,7 @@ class Sweep:
             while not timed.wait(0.5):  # a short wait, so Ctrl-C and SIGTERM reach this thread at once
                 pass
             if evaluating.is_alive() and _side_by_side(current, upcoming) and not self._errors:
-                # its other shapes go on beside the next problem; it closes once they are over
-                self._closing.append(threading.Thread(target=_close_after, args=(evaluating, current), daemon=True))
-                self._closing[-1].start()
+                self._behind(_close_after, evaluating, current)  # its other shapes go on beside the next problem
                 continue
             while evaluating.is_alive():
                 evaluating.join(0.5)
@@ -313,8 +314,7 @@ class Sweep:
                 # the next problem is loaded beside this one already (it fit): this one's processes
                 # end behind it (a reference's exit, 0.1-0.2 s, held every problem up); one that
                 # did not fit beside it loads again once these have ended (Opened.ready)
-                self._closing.append(threading.Thread(target=current.close, daemon=True))
-                self._closing[-1].start()
+                self._behind(current.close)
             else:
                 current.close()
             if self._errors:
@@ -325,6 +325,11 @@ class Sweep:
             if upcoming is None:  # no candidate of this one was checked: nothing was opened for the next
                 upcoming = ahead.popleft() if ahead else self._take(groups, gpu)
         self.on_phase(name, "done")
+
+    def _behind(self, target: Callable, *args) -> None:
+        """A problem's end, in a thread of its own that run() waits for before it returns."""
+        self._closing.append(threading.Thread(target=target, args=args, daemon=True))
+        self._closing[-1].start()
 
     def _evaluate(self, name: str, opened: Opened, prefetch: Callable[[Pool], None], timed: threading.Event) -> None:
         try:
