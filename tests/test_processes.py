@@ -164,17 +164,21 @@ def test_old_logs_are_removed_by_age_and_size(tmp_path):
     assert sorted(p.stem for p in tmp_path.iterdir()) == ["big_new", "small"]
 
 
-def hold_the_cpu(cpu_options) -> subprocess.Popen:
-    """Another harness process, holding the "cpu" device until its stdin closes."""
+def hold_the_cpu(cpu_options, owner=None) -> subprocess.Popen:
+    """Another harness process, holding the "cpu" device until its stdin closes; with `owner`, a process
+    holding it on that harness process's behalf (a sweep's next problem's reference, loading)."""
     return subprocess.Popen(
         [sys.executable, "-c", "import sys; from harness.engine.processes.device_lock import DeviceLock; "
-         f"lock = DeviceLock({str(cpu_options.cache_dir)!r}, 'cpu', print).__enter__(); "
+         f"lock = DeviceLock({str(cpu_options.cache_dir)!r}, 'cpu', print, owner={owner}).__enter__(); "
          "print('held', flush=True); sys.stdin.read()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
-def test_a_second_harness_waits_for_the_device_and_says_so(cpu_options, tmp_path):
-    """The lock key is the device: two evaluations on the CPU contend for "cpu"."""
+@pytest.mark.parametrize("ours", [False, True])
+def test_a_second_harness_waits_for_the_device_and_says_so(cpu_options, tmp_path, ours):
+    """The lock key is the device: two evaluations on the CPU contend for "cpu". A process holding it
+    for this harness (`ours`: a sweep's next reference, loading beside this check) is waited for as
+    well, and is no other harness process to warn of."""
     # a device lock of its own: another test process (pytest-xdist) times on this machine's CPU too
     cpu_options = dataclasses.replace(cpu_options, cache_dir=tmp_path / "cache")
     import threading
@@ -185,7 +189,7 @@ def test_a_second_harness_waits_for_the_device_and_says_so(cpu_options, tmp_path
         phases.append(phase)
         waiting.set() if phase.startswith("waiting for") else None
 
-    holder = hold_the_cpu(cpu_options)
+    holder = hold_the_cpu(cpu_options, os.getpid() if ours else None)
     with Evaluator(SMALL, cpu_options, keep_spare=False) as ev:
         outcome = []
         evaluation = threading.Thread(target=lambda: outcome.append(ev.evaluate(CANDIDATES / "py_correct.py",
@@ -195,7 +199,7 @@ def test_a_second_harness_waits_for_the_device_and_says_so(cpu_options, tmp_path
             evaluation.start()
             assert waiting.wait(240), phases
             time.sleep(0.5)
-            assert phases[-1] == f"waiting for cpu, held by pid {holder.pid}"  # and nothing timed meanwhile
+            assert phases[-1] == f"waiting for cpu, held by pid {os.getpid() if ours else holder.pid}"  # nothing timed
         finally:
             holder.stdin.close()
             holder.wait(60)
@@ -203,7 +207,7 @@ def test_a_second_harness_waits_for_the_device_and_says_so(cpu_options, tmp_path
     result = outcome[0]
     assert result.verdict is Verdict.CORRECT, result.explanation
     assert len([p for p in phases if p.startswith("waiting")]) == 1
-    assert any("waited for another harness process" in w for w in result.warnings)
+    assert any("waited for another harness process" in w for w in result.warnings) is not ours
 
 
 def test_a_prepared_reference_loads_only_while_no_one_times_on_the_device(cpu_options, tmp_path):
@@ -225,6 +229,34 @@ def test_a_prepared_reference_loads_only_while_no_one_times_on_the_device(cpu_op
             holder.wait(60)
         preparing.join(120)
         assert ev.reference_info.ready
-        # the reference process waited itself, its imports done, and took the device when it was let go
+        # the reference process waited itself, its imports done, and took the device when it was let go,
+        # for this harness: its lock file names this process, which a wait for it is a wait for
         lock = cpu_options.cache_dir / "locks" / "device-cpu.lock"
-        assert lock.read_text().strip() == str(ev.reference.proc.pid)
+        assert lock.read_text().strip() == str(os.getpid())
+
+
+def test_a_timing_pauses_every_worker_staged_on_its_device_whichever_problem_staged_it(cpu_options, tmp_path):
+    """A sweep stages the next problem's first candidate during the current one's check: that worker,
+    another problem's process, is stopped while the current one holds the device to time, and so is one
+    staged while the timing runs; both run on after it, and the staged candidate is then judged in its worker."""
+    from harness.results import EvalResult
+
+    cpu_options = dataclasses.replace(cpu_options, cache_dir=tmp_path / "cache")
+
+    def stopped(child) -> bool:
+        return _stat(child.proc.pid)[0] == "T"
+
+    with Evaluator(SMALL, cpu_options, keep_spare=False) as current, \
+            Evaluator(SMALL, cpu_options, keep_spare=False) as upcoming, \
+            Evaluator(SMALL, cpu_options, keep_spare=False) as later:
+        first, second = upcoming.build(CANDIDATES / "py_correct.py"), later.build(CANDIDATES / "py_correct.py")
+        upcoming.children.stage(first)
+        staged = upcoming.children._staged[1]
+        assert not stopped(staged)
+        with current.children.holding_device("timing", lambda doing: None, EvalResult(Verdict.CORRECT, "")):
+            assert stopped(staged)
+            later.children.stage(second)
+            assert stopped(later.children._staged[1])
+        assert not stopped(staged) and not stopped(later.children._staged[1])
+        result = upcoming.run(first)
+        assert result.verdict is Verdict.CORRECT and result.worker_log == str(staged.log_path)

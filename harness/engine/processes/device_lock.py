@@ -61,11 +61,13 @@ def pick_gpu(visible: Sequence[int], held: Mapping[int, str]) -> tuple[int, Opti
 
 class DeviceLock:
     """`with DeviceLock(cache, key, on_wait):` holds the device; a holder elsewhere is waited for,
-    and `on_wait` is told once, with the holder's pid."""
+    and `on_wait` is told once, with the holder's pid. The file records `owner`'s pid (default this
+    process's): a reference process loading for a harness process holds the lock on its behalf, and a
+    wait for it is a wait for that harness process, not for another's."""
 
-    def __init__(self, cache: Path, key: str, on_wait: Callable[[str], None]):
+    def __init__(self, cache: Path, key: str, on_wait: Callable[[str], None], owner: Optional[int] = None):
         self.path = _lock_path(cache, key)
-        self.key, self.on_wait = key, on_wait
+        self.key, self.on_wait, self.owner = key, on_wait, owner or os.getpid()
         self.waited_for: Optional[str] = None  # the holder waited for, if any
 
     def __enter__(self) -> "DeviceLock":
@@ -80,7 +82,7 @@ class DeviceLock:
             self.on_wait(f"waiting for {self.key.replace('gpu', 'GPU ')}, held by pid {holder}")
             fcntl.flock(self.file, fcntl.LOCK_EX)
         self.file.truncate(0)
-        self.file.write(str(os.getpid()))
+        self.file.write(str(self.owner))
         self.file.flush()
         return self
 

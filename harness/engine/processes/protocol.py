@@ -77,6 +77,7 @@ class ReferenceSpec:
     param_seed: int
     model_mode: str = "train"  # EvalOptions.model_mode
     device_key: str = ""  # the device lock (device_lock.py) it loads the problem under; "" for none
+    lock_owner: int = 0  # the harness process it loads for: the pid its lock file records
     backward: bool = False  # CandidateSpec.backward
     grad_tolerances: dict[str, list[float]] = field(default_factory=dict)  # as `tolerances`, for gradients
     # the gradients' atol gains the reference's own float32 rounding (backward.ROUNDING_FACTOR);

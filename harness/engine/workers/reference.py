@@ -99,7 +99,7 @@ def holding_device(conn, spec: ReferenceSpec) -> Iterator[None]:
     if not spec.device_key:
         yield
         return
-    with DeviceLock(Path(spec.cache_dir), spec.device_key, lambda holder: None):
+    with DeviceLock(Path(spec.cache_dir), spec.device_key, lambda holder: None, owner=spec.lock_owner or None):
         channel.send(conn, to_dict(ReferenceHolding()))
         yield
 
