@@ -234,33 +234,3 @@ def test_a_prepared_reference_loads_only_while_no_one_times_on_the_device(cpu_op
         lock = cpu_options.cache_dir / "locks" / "device-cpu.lock"
         assert lock.read_text().strip() == str(os.getpid())
 
-
-def test_a_timing_pauses_every_worker_staged_on_its_device_whichever_problem_staged_it(cpu_options, tmp_path):
-    """A sweep stages the next problem's first candidate during the current one's check: that worker,
-    another problem's process, is stopped while the current one holds the device to time, and so is one
-    staged while the timing runs; both run on after it, and the staged candidate is then judged in its worker."""
-    from harness.results import EvalResult
-
-    cpu_options = dataclasses.replace(cpu_options, cache_dir=tmp_path / "cache")
-
-    def stopped(child, expected: bool = True) -> bool:
-        """Whether the child is stopped, once a signal sent is taken (on a busy machine a moment after)."""
-        deadline = time.monotonic() + 30
-        while (_stat(child.proc.pid)[0] == "T") != expected and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return _stat(child.proc.pid)[0] == "T"
-
-    with Evaluator(SMALL, cpu_options, keep_spare=False) as current, \
-            Evaluator(SMALL, cpu_options, keep_spare=False) as upcoming, \
-            Evaluator(SMALL, cpu_options, keep_spare=False) as later:
-        first, second = upcoming.build(CANDIDATES / "py_correct.py"), later.build(CANDIDATES / "py_correct.py")
-        upcoming.children.stage(first)
-        staged = upcoming.children._staged[1]
-        assert not stopped(staged, expected=False)
-        with current.children.holding_device("timing", lambda doing: None, EvalResult(Verdict.CORRECT, "")):
-            assert stopped(staged)
-            later.children.stage(second)
-            assert stopped(later.children._staged[1])
-        assert not stopped(staged, expected=False) and not stopped(later.children._staged[1], expected=False)
-        result = upcoming.run(first)
-        assert result.verdict is Verdict.CORRECT and result.worker_log == str(staged.log_path)

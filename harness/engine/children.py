@@ -14,7 +14,7 @@ from typing import Iterator, Optional
 from ..files import new_seed
 from ..problem import Problem, ProblemError
 from ..results import EvalResult, from_dict, shape_label, to_dict
-from .building.builder import Built, import_spec
+from .building.builder import Built, import_spec, paused
 from .findings import Finding, ReferenceOutOfMemory
 from .options import EvalOptions
 from .phases import Notify, quiet
@@ -79,9 +79,9 @@ class Children:
         if self._spare:
             self._spare.kill()
             self._spare = None
-        staged = self._unstage()
-        if staged:
-            staged[1].kill()
+        if self._staged:
+            self._staged[1].kill()
+            self._staged = None
         if self._blank_reference:
             self._blank_reference.kill()
             self._blank_reference = None
@@ -217,8 +217,7 @@ class Children:
     def stage(self, built: Built) -> None:
         """Start importing the candidate `run` will see next, while this one is checked.
 
-        Its worker is paused while any candidate of this process is timed on the device (a sweep
-        stages the next problem's first candidate during the current one's check), so it never
+        Its worker is paused while another candidate is timed, so it never
         competes with a measurement."""
         if built.failed or self._staged is not None:
             return
@@ -229,17 +228,10 @@ class Children:
             worker.kill()
             return
         self._staged = (built, worker)
-        _staging(self.device_key, worker)
-
-    def _unstage(self) -> Optional[tuple[Built, Child]]:
-        staged, self._staged = self._staged, None
-        if staged:
-            _unstaging(self.device_key, staged[1])
-        return staged
 
     def worker_for(self, built: Built) -> Child:
         """The worker importing `built`: the staged one where it was staged, else a fresh one."""
-        staged = self._unstage()
+        staged, self._staged = self._staged, None
         if staged and staged[0] is built:
             worker = staged[1]
         else:
@@ -355,10 +347,11 @@ class Children:
     def holding_device(self, doing: str, notify: Notify, result: EvalResult) -> Iterator[None]:
         """The device to this evaluation alone, across harness processes, while it times or profiles.
 
-        Nothing else of ours runs meanwhile: staged workers touch the GPU (this problem's and a sweep's
-        next one's), and on a machine with few cores a spare importing torch takes a core the timing
-        needs (and would slow the reference beside the candidate but not alone, which reads as the
-        candidate's doing)."""
+        Nothing else of ours runs meanwhile: the staged worker touches the GPU, and on a machine
+        with few cores a spare importing torch takes a core the timing needs (and would slow the
+        reference beside the candidate but not alone, which reads as the candidate's doing)."""
+        held = [c for c in (self._staged[1] if self._staged else None,
+                            None if MANY_CORES else self._spare) if c]
         with self.device_lock(notify) as lock:
             if lock.waited_for:
                 # a wait for another problem of this process (a suite, a sweep's next load) is the plan, not news
@@ -366,7 +359,7 @@ class Children:
                     result.warnings.append(f"{doing} waited for another harness process (pid {lock.waited_for}) "
                                            "to finish timing on this device")
                 notify(doing)
-            with _staged_paused(self.device_key, [] if MANY_CORES or not self._spare else [self._spare]):
+            with paused(held):
                 yield
 
     def run_deadline(self) -> Deadline:
@@ -382,42 +375,6 @@ _GATES_LOCK = threading.Lock()
 def _gate(key: str) -> threading.RLock:
     with _GATES_LOCK:
         return _GATES.setdefault(key, threading.RLock())
-
-
-# the candidate workers staged ahead on each device by this process, whichever problem's: a timing
-# there pauses them all, and one staged while it runs is paused at once (the timing's list in _PAUSED)
-_STAGED: dict[str, set[Child]] = {}
-_PAUSED: dict[str, list[Child]] = {}
-_STAGED_LOCK = threading.Lock()
-
-
-def _staging(key: str, worker: Child) -> None:
-    with _STAGED_LOCK:
-        _STAGED.setdefault(key, set()).add(worker)
-        if key in _PAUSED:
-            worker.pause()
-            _PAUSED[key].append(worker)
-
-
-def _unstaging(key: str, worker: Child) -> None:
-    with _STAGED_LOCK:
-        _STAGED.get(key, set()).discard(worker)
-
-
-@contextmanager
-def _staged_paused(key: str, others: list[Child]) -> Iterator[None]:
-    """The device's staged workers, and `others`, stopped while a timing holds it (one at a time, by its lock)."""
-    with _STAGED_LOCK:
-        held = _PAUSED[key] = [*_STAGED.get(key, ()), *others]
-        for child in held:
-            child.pause()
-    try:
-        yield
-    finally:
-        with _STAGED_LOCK:
-            held = _PAUSED.pop(key)
-        for child in held:
-            child.resume()
 
 
 def step_name(doing: str) -> str:

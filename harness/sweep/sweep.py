@@ -5,12 +5,11 @@ Every candidate of every problem is handed to one shared build pool (engine.pool
 soon as the job list is known, so the cores build while the GPUs time, and a problem's pool
 takes its candidates as their builds finish. Per problem a Pool (its reference process, one
 candidate timed at a time). A GPU works SPAWN_AHEAD problems ahead: once the current problem's
-first candidate is checked (a problem of one candidate) or timed (of more), the problems after the next
-have their reference processes and first workers start importing torch, and the next problem's
-reference, its imports done by then, loads its problem as soon as no timing runs on the device (it
-takes the device's lock), unless the current problem needs much of the GPU's memory; then it loads
-once the current one has ended, beside its first worker. So a problem costs little more than its
-own check and timing.
+first candidate is timed, the problems after the next have their reference processes and first
+workers start importing torch, and the next problem's reference, its imports done by then, loads its problem as soon as no timing
+runs on the device (it takes the device's lock), unless the current problem needs much of the
+GPU's memory; then it loads once the current one has ended, beside its first worker. So a
+problem costs little more than its own timing.
 On the CPU no reference starts ahead, since the cores are what is timed, and the first timing
 waits for the last build.
 """
@@ -269,11 +268,10 @@ class Sweep:
 
     def _slot(self, gpu: Optional[int], groups: "queue.Queue[tuple[list[Job], Optional[list]]]") -> None:
         """On a GPU SPAWN_AHEAD problems ahead: the next one's reference loads once the current one's
-        first candidate is checked or timed (evaluate_problem's `prefetch`), and the ones after it import
-        torch meanwhile, so their seconds of imports are over by the time each is next. Where both fit
-        the device at once (_side_by_side), the next one starts once the current one's first candidate
-        is timed: its start and check beside the current one's other shapes, its timing once those are
-        over (Children.untimed)."""
+        first candidate is timed, and the ones after it import torch meanwhile, so their seconds of
+        imports are over by the time each is next. Where both fit the device at once (_side_by_side),
+        the next one starts then too: its start and check beside the current one's other shapes, its
+        timing once those are over (Children.untimed)."""
         name = "cpu" if gpu is None else f"gpu {gpu}"
         upcoming = self._take(groups, gpu)
         ahead: deque[Opened] = deque()  # opened after `upcoming`, importing, not loaded
@@ -296,12 +294,12 @@ class Sweep:
                 if gpu is not None:
                     upcoming = ahead.popleft() if ahead else self._take(groups, gpu, loaded=False)
                     if upcoming is not None and _leaves_room(pool):
-                        # where the current problem has one candidate (told at its check) the next one's first
-                        # worker builds its models now too (a GPU start 0.3-0.5 s a level 1 copy), paused
-                        # while the current one is timed (Children.holding_device)
+                        # the current problem times nothing more when its one candidate is told: the next one's
+                        # first worker may build its models now (a GPU start 0.3-0.5 s a level 1 copy)
                         upcoming.load(stage=len(current.group) == 1, beside=True)
                     if upcoming is not None:
                         open_ahead()
+                timed.set()
 
             evaluating = threading.Thread(target=self._evaluate, args=(name, current, prefetch, timed), daemon=True)
             evaluating.start()
@@ -335,7 +333,7 @@ class Sweep:
 
     def _evaluate(self, name: str, opened: Opened, prefetch: Callable[[Pool], None], timed: threading.Event) -> None:
         try:
-            evaluate_problem(name, opened, self._record, self.on_phase, prefetch, timed.set)
+            evaluate_problem(name, opened, self._record, self.on_phase, prefetch)
         except BaseException as exc:  # noqa: BLE001 - the main thread raises it
             self._errors.append(exc)
         finally:
@@ -348,17 +346,13 @@ class Sweep:
 
 
 def evaluate_problem(name: str, opened: Opened, on_record: Recorded, on_phase: Phase,
-                     prefetch: Optional[Callable[[Pool], None]] = None,
-                     timed: Optional[Callable[[], None]] = None) -> None:
+                     prefetch: Optional[Callable[[Pool], None]] = None) -> None:
     """One problem's candidates through its pool, a record for each as it finishes; a problem that
-    fails itself is a problem_failure record for each candidate it had not finished. `timed` is told
-    once, when the first candidate's timing is over (its other shapes begin) or it ended without one.
-    `prefetch` is told once, with the pool (the reference ready, its fit said): for a problem of one
-    candidate as that one's check begins, else with `timed`. A next problem's load told at the check
-    holds the device beside that check, and the timing after it may wait for the load's rest (a check
-    0.45 s, a load 0.55 s, medians of the level 1 and 2 copies on an H200), where told after the timing
-    the load was waited for whole before the next problem's check; a later candidate's timing would
-    wait for it to no purpose."""
+    fails itself is a problem_failure record for each candidate it had not finished. `prefetch` is
+    told once, when the first candidate's timing is over (its other shapes begin) or it ended
+    without one: the reference is ready then and has said whether it fits. A next problem's
+    reference told at the check took the device's lock for its load while that check ran, and the
+    timing after it waited (a level 1 copy's check, 0.3-0.6 s, is shorter than a load)."""
     group = opened.group
     on_phase(name, f"{group[0].level}/{group[0].problem.stem}: starting the reference")
     finished: set[int] = set()
@@ -370,23 +364,14 @@ def evaluate_problem(name: str, opened: Opened, on_record: Recorded, on_phase: P
             prefetch, told = None, prefetch
             told(pool)
 
-    def tell_timed() -> None:
-        nonlocal timed
-        tell_next()
-        if timed:
-            timed, told = None, timed
-            told()
-
     def on_result(index: int, result: EvalResult) -> None:
         finished.add(index)
         on_record(record_of(group[index], result, pool.evaluators[0].reference_info if pool else None))
-        tell_timed()
+        tell_next()
 
     def on_event(index: int, phase: str) -> None:
-        if phase == Step.CHECK.doing and len(group) == 1:
-            tell_next()
         if phase == Step.SHAPES.doing:
-            tell_timed()
+            tell_next()
         on_phase(name, f"{group[index].level}/{group[index].problem.stem} {group[index].label}: {phase}")
 
     try:
