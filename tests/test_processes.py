@@ -177,8 +177,8 @@ def hold_the_cpu(cpu_options, owner=None) -> subprocess.Popen:
 @pytest.mark.parametrize("ours", [False, True])
 def test_a_second_harness_waits_for_the_device_and_says_so(cpu_options, tmp_path, ours):
     """The lock key is the device: two evaluations on the CPU contend for "cpu". A process holding it
-    for this harness (`ours`: a sweep's next reference, loading beside this check) is waited for as
-    well, and is no other harness process to warn of."""
+    for this harness (`ours`: a sweep's next problem's reference, loading while this problem's later
+    candidates are timed) is waited for as well, and is no other harness process to warn of."""
     # a device lock of its own: another test process (pytest-xdist) times on this machine's CPU too
     cpu_options = dataclasses.replace(cpu_options, cache_dir=tmp_path / "cache")
     import threading
@@ -230,7 +230,6 @@ def test_a_prepared_reference_loads_only_while_no_one_times_on_the_device(cpu_op
         preparing.join(120)
         assert ev.reference_info.ready
         # the reference process waited itself, its imports done, and took the device when it was let go,
-        # for this harness: its lock file names this process, which a wait for it is a wait for
+        # for this harness: its lock file names this process, so a wait for it is a wait for this harness
         lock = cpu_options.cache_dir / "locks" / "device-cpu.lock"
         assert lock.read_text().strip() == str(os.getpid())
-

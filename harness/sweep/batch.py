@@ -41,7 +41,7 @@ from ..files import write_atomic
 from ..problem import Problem, ProblemError, load_problem
 from .jobs import Job
 from .records import ResultLog, SweepRecord
-from .sweep import by_problem, evaluate_problem, pending
+from .sweep import by_problem, evaluate_problem, join, pending
 
 # Pools kept open between calls, least recently used closed first: each holds its reference
 # process (the problem's inputs on its device) and a spare worker.
@@ -261,8 +261,7 @@ class Judge:
             for build in (b for chunk in chunks for b in chunk.prebuilt or []):
                 build.cancel()
             for thread in threads:
-                while thread.is_alive():  # short waits, so Ctrl-C reaches this thread
-                    thread.join(0.5)
+                join(thread)
         if errors:
             raise errors[0]
 

@@ -185,13 +185,18 @@ class Opened:
             self.pool.close()
 
 
+def join(thread: threading.Thread) -> None:
+    """Until the thread has ended, in short waits, so that Ctrl-C and SIGTERM reach the waiting thread at once."""
+    while thread.is_alive():
+        thread.join(0.5)
+
+
 def run_all(threads: list[threading.Thread]) -> None:
     """Starts the threads and waits for them all."""
     for thread in threads:
         thread.start()
     for thread in threads:
-        while thread.is_alive():  # a short wait, so Ctrl-C and SIGTERM reach this thread at once
-            thread.join(0.5)
+        join(thread)
 
 
 class Sweep:
@@ -303,13 +308,12 @@ class Sweep:
 
             evaluating = threading.Thread(target=self._evaluate, args=(name, current, prefetch, timed), daemon=True)
             evaluating.start()
-            while not timed.wait(0.5):  # a short wait, so Ctrl-C and SIGTERM reach this thread at once
+            while not timed.wait(0.5):  # short waits, as join's
                 pass
             if evaluating.is_alive() and _side_by_side(current, upcoming) and not self._errors:
                 self._behind(_close_after, evaluating, current)  # its other shapes go on beside the next problem
                 continue
-            while evaluating.is_alive():
-                evaluating.join(0.5)
+            join(evaluating)
             if upcoming is not None and upcoming.loaded and not self._errors and not upcoming.refused_beside():
                 # the next problem is loaded beside this one already (it fit): this one's processes
                 # end behind it (a reference's exit, 0.1-0.2 s, held every problem up); one that

@@ -64,9 +64,6 @@ REFERENCE_ALONE_CAP_S = 3.0
 # long (the device's clocks and temperature drift over minutes, not seconds). A slowdown is
 # always judged again on fresh figures before it refuses (Measure._time).
 REFERENCE_ALONE_REUSE_S = 300.0
-# ...and, beside a candidate, stops after fewer samples (StopRule.fewer_samples): the slowdown is read
-# against thresholds far above the noise, and the twins' spread counts only where it stands out of
-# theirs (speedups.placement_spread); the candidate's own interval is the beside stage's.
 
 # {clock: {what was timed: Timing}}: one timing step's figures on every clock the device has
 Clocked = dict[str, dict[str, Timing]]
@@ -343,7 +340,10 @@ class Measure:
         given, that clock's stage only (the every-stream clock is the latency stage's) after fewer samples
         (StopRule.fewer_samples), unless a compiled reference is timed (its baselines are reported on both
         clocks, with intervals of their own). The slowdown is judged on the verdict's clock, and the other
-        clock's figures take nothing from the reference alone but the compiled reference's."""
+        clock's figures take nothing from the reference alone but the compiled reference's. Fewer samples
+        suffice: the slowdown is read against thresholds far above the noise, the twins' spread counts only
+        where it stands out of theirs (speedups.placement_spread), and the candidate's own interval is the
+        beside stage's."""
         o = self.children.options
         rule = o.stop_rule(min(o.time_cap, REFERENCE_ALONE_CAP_S) / shares)
         if clock is None or o.compile_baseline:
