@@ -11,6 +11,7 @@ import time
 
 from conftest import CANDIDATES, PROBLEMS
 from harness.engine.processes.cores import (BUILD_MEMORY_BYTES, CPUS_ENV, NICE_ENV, SPARE_CPUS_ENV, WARM_DEVICE_ENV,
+                                            WARM_LOCK_ENV,
                                             Cores, build_slots, split_cores)
 from harness.sweep.sweep import Sweep
 from harness.sweep.jobs import find_jobs
@@ -126,9 +127,36 @@ def test_a_spare_on_a_gpu_is_told_to_make_its_cuda_context_while_it_waits(tmp_pa
     problem = load_problem(SMALL)
     gpu = Children(problem, EvalOptions(device="cuda", cache_dir=tmp_path), backward=False)
     assert gpu._start_env(spare=True)[WARM_DEVICE_ENV] == "cuda"
+    # its first calls under the lock this evaluation times under, on this harness's behalf
+    assert json.loads(gpu._start_env(spare=True)[WARM_LOCK_ENV]) == {"cache": str(tmp_path), "key": "gpu0",
+                                                                     "owner": os.getpid()}
     assert WARM_DEVICE_ENV not in gpu._start_env(spare=False)  # started for work: the role makes it
     cpu = Children(problem, EvalOptions(device="cpu", cache_dir=tmp_path), backward=False)
     assert WARM_DEVICE_ENV not in cpu._start_env(spare=True)
+
+
+def test_a_spare_told_to_warm_makes_its_first_calls_and_its_load_records_them(tmp_path, cpu_options, monkeypatch):
+    """The spare's path on the CPU (which is never told to: it has no libraries to load): the environment
+    read in the forked process, the device's lock taken for the calls, their seconds in the load's record."""
+    from harness.engine.children import Children
+    from harness.problem import load_problem
+
+    options = dataclasses.replace(cpu_options, cache_dir=tmp_path / "cache")
+    children = Children(load_problem(SMALL), options, backward=False)
+    told = {WARM_DEVICE_ENV: "cpu",
+            WARM_LOCK_ENV: json.dumps({"cache": str(options.cache_dir), "key": "cpu", "owner": os.getpid()})}
+    start_env = children._start_env
+    monkeypatch.setattr(children, "_start_env", lambda spare: {**start_env(spare), **told})
+    try:
+        children._blank_reference = children._spawn_reference(spare=True)
+        lock, waited = options.cache_dir / "locks" / "device-cpu.lock", time.monotonic() + 120
+        while not lock.exists() and time.monotonic() < waited:  # the spare has taken the free lock
+            time.sleep(0.05)
+        children.start_reference()
+        assert children.reference_info.load_seconds["spare_first_calls"] >= 0
+        assert lock.read_text() == str(os.getpid())
+    finally:
+        children.close()
 
 
 def test_a_spare_imports_on_the_build_cores_and_takes_its_own_with_every_thread_once_it_has_work():

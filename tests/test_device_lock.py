@@ -73,3 +73,52 @@ def test_an_evaluator_closes_only_while_no_timing_of_this_process_holds_its_devi
         assert closed.wait(60)
     finally:
         timing.close()
+
+
+def test_a_lock_not_waited_for_is_taken_only_where_no_one_holds_it(tmp_path):
+    gpu0 = device_key("cuda", 0)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path), gpu0], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with DeviceLock(tmp_path, gpu0, owner=12345, wait=False) as lock:
+            assert not lock.held and lock.waited_for is None
+        assert held_devices(tmp_path, [gpu0]) == {gpu0: str(holder.pid)}  # its record left as it was
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    with DeviceLock(tmp_path, gpu0, owner=12345, wait=False) as lock:
+        assert lock.held and (tmp_path / "locks" / f"device-{gpu0}.lock").read_text() == "12345"
+    assert held_devices(tmp_path, [gpu0]) == {}
+
+
+def test_a_spare_makes_its_first_calls_holding_a_free_device_and_not_once_work_came(tmp_path):
+    """workers/warm.py: the calls launch kernels, so never beside another's timing; a spare given work
+    makes none (its work goes first)."""
+    import threading
+
+    from harness.engine.workers.warm import when_free
+
+    gpu0, seen = device_key("cuda", 0), []
+    calls = lambda: seen.append(held_devices(tmp_path, [gpu0]))  # noqa: E731 - who holds the device meanwhile
+    work, idle = os.pipe(), os.pipe()
+    try:
+        os.write(work[1], b"x")  # work came: no calls, though the device is free
+        assert when_free(work[0], calls, tmp_path, gpu0, owner=4242) is None and seen == []
+        holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path), gpu0], stdout=subprocess.PIPE,
+                                  text=True)
+        assert holder.stdout.readline() == "held\n"
+        took = []
+        waiting = threading.Thread(target=lambda: took.append(when_free(idle[0], calls, tmp_path, gpu0, owner=4242)))
+        waiting.start()
+        waiting.join(1.0)
+        assert waiting.is_alive() and seen == []  # held by another: no call, and it still waits
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        waiting.join(60)
+        assert not waiting.is_alive() and took[0] is not None and took[0] >= 0
+        assert seen == [{gpu0: "4242"}]  # made once, holding the device on its harness's behalf
+        assert held_devices(tmp_path, [gpu0]) == {}  # and let go
+        assert when_free(idle[0], calls, tmp_path, gpu0, owner=4242, give_up_s=0) is None  # gave up: none made
+    finally:
+        for fd in (*work, *idle):
+            os.close(fd)

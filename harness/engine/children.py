@@ -4,6 +4,7 @@ candidate staged. Talking to them (a reply read as the protocol's type, a failur
 problem's error or the candidate's verdict), moving both to another shape, and the device's lock."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -19,7 +20,7 @@ from .findings import Finding, ReferenceOutOfMemory
 from .options import EvalOptions
 from .phases import Notify, quiet
 from .processes.child import Child, ChildBrokeProtocol, ChildDied, ChildTimeout, endings_done, prune_logs
-from .processes.cores import START_NICE_ENV, WARM_DEVICE_ENV, split_cores
+from .processes.cores import START_NICE_ENV, WARM_DEVICE_ENV, WARM_LOCK_ENV, split_cores
 from .processes.device_lock import DeviceLock, device_key
 from .processes.environment import collect_environment
 from .processes.footprint import DoesNotFit, fit_refusal
@@ -317,10 +318,12 @@ class Children:
 
     def _start_env(self, spare: bool) -> dict:
         """A child's environment: a spare (importing ahead of its work) at low priority, and on a GPU
-        making its CUDA context meanwhile."""
+        making its device ready meanwhile (workers/warm.py), under this evaluation's device lock."""
         if not spare:
             return {**self.options.child_env(), **self.cores.timing_env()}
-        warm = {WARM_DEVICE_ENV: self.options.device} if self.options.device != "cpu" else {}
+        warm = {WARM_DEVICE_ENV: self.options.device,
+                WARM_LOCK_ENV: json.dumps({"cache": str(self.cache), "key": self.device_key, "owner": os.getpid()})
+                } if self.options.device != "cpu" else {}
         return {**self.options.child_env(), **self.cores.timing_env(spare=True), START_NICE_ENV: "10", **warm}
 
     @property

@@ -63,12 +63,15 @@ class DeviceLock:
     """`with DeviceLock(cache, key, on_wait):` holds the device; a holder elsewhere is waited for,
     and `on_wait` is told once, with the holder's pid. The file records `owner`'s pid (default this
     process's): a reference process loading for a harness process holds the lock on its behalf, and a
-    wait for it is a wait for that harness process, not for another's."""
+    wait for it is a wait for that harness process, not for another's. With `wait=False` a holder
+    is not waited for: `held` says whether the lock was free and is held now."""
 
-    def __init__(self, cache: Path, key: str, on_wait: Callable[[str], None], owner: Optional[int] = None):
+    def __init__(self, cache: Path, key: str, on_wait: Callable[[str], None] = lambda holder: None,
+                 owner: Optional[int] = None, wait: bool = True):
         self.path = _lock_path(cache, key)
-        self.key, self.on_wait, self.owner = key, on_wait, owner or os.getpid()
+        self.key, self.on_wait, self.owner, self.wait = key, on_wait, owner or os.getpid(), wait
         self.waited_for: Optional[str] = None  # the holder waited for, if any
+        self.held = False
 
     def __enter__(self) -> "DeviceLock":
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -76,16 +79,21 @@ class DeviceLock:
         try:
             fcntl.flock(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            if not self.wait:
+                return self
             self.file.seek(0)
             holder = self.file.read().strip() or "unknown"
             self.waited_for = holder
             self.on_wait(f"waiting for {self.key.replace('gpu', 'GPU ')}, held by pid {holder}")
             fcntl.flock(self.file, fcntl.LOCK_EX)
+        self.held = True
         self.file.truncate(0)
         self.file.write(str(self.owner))
         self.file.flush()
         return self
 
     def __exit__(self, *exc) -> None:
-        fcntl.flock(self.file, fcntl.LOCK_UN)
+        if self.held:
+            fcntl.flock(self.file, fcntl.LOCK_UN)
+            self.held = False
         self.file.close()

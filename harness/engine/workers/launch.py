@@ -16,7 +16,7 @@ import os
 import sys
 
 from ..processes import channel
-from ..processes.cores import START_NICE_ENV, WARM_DEVICE_ENV, apply_from_env, take_own_cores
+from ..processes.cores import START_NICE_ENV, apply_from_env, take_own_cores
 from ..processes.ownership import become_subreaper
 
 
@@ -53,14 +53,7 @@ def main(argv: list[str]) -> None:
     faulthandler.enable()  # a segfault leaves a Python stack in the log
     confine(role)
     from .roles import ROLES, profile_role  # torch: imported here, after begin()
-
-    if os.environ.get(WARM_DEVICE_ENV):  # a spare on a GPU: its CUDA context while it waits for work
-        import torch
-
-        try:
-            torch.empty(1, device=os.environ.pop(WARM_DEVICE_ENV))
-        except Exception:  # noqa: BLE001 - the role meets the same failure and reports it with its step
-            pass
+    from .warm import warm_spare
 
     if role == "profile":
         with open(argv[2]) as f:
@@ -68,6 +61,7 @@ def main(argv: list[str]) -> None:
         sys.stdout.flush()
         os._exit(0)
     fd = int(argv[2])
+    warm_spare(fd)  # a spare on a GPU: its device made ready while it waits for work on fd
     conn = channel.Channel.from_fd(fd)
     spec = channel.recv(conn).header
     take_own_cores()  # a spare waited on the build cores; its work runs on its own

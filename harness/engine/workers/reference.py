@@ -31,7 +31,7 @@ from ..processes.footprint import TWIN_PADS_MIB, twin_count
 from ..processes.protocol import (Checked, Command, ReferenceHolding, ReferenceReady, ReferenceSpec, ReferenceTimed,
                                   Reply, Request, ShapeSet, TrialMade)
 from ..timing import clock
-from . import backward
+from . import backward, warm
 from .common import (Laps, State, check_inputs, error_message, import_file, in_mode, inputs_from_seed, reference_from,
                      settle, sync)
 from .facts import hardware_facts, input_facts, problem_roofline
@@ -99,7 +99,7 @@ def holding_device(conn, spec: ReferenceSpec) -> Iterator[None]:
     if not spec.device_key:
         yield
         return
-    with DeviceLock(Path(spec.cache_dir), spec.device_key, lambda holder: None, owner=spec.lock_owner or None):
+    with DeviceLock(Path(spec.cache_dir), spec.device_key, owner=spec.lock_owner or None):
         channel.send(conn, to_dict(ReferenceHolding()))
         yield
 
@@ -186,7 +186,8 @@ def reference_role(conn, header: dict) -> None:
             channel.send(conn, error_message(_failure(exc), exc))
             return
         _describe(ref, info, laps)
-    info.load_seconds = laps.laps
+    info.load_seconds = {**laps.laps, **({"spare_first_calls": round(warm.first_calls_s, 3)}
+                                         if warm.first_calls_s is not None else {})}
     channel.send(conn, to_dict(info))
     _serve(ref)
 
