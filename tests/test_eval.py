@@ -204,15 +204,19 @@ def test_readme_first_command_without_a_gpu_says_at_once_what_to_run(cache_dir):
     assert not list(cache_dir.rglob("*layernorm_4d*"))  # nothing was built
 
 
-def run_cli(*args, cache_dir):
-    return subprocess.run([sys.executable, "-m", "harness", *args, "--device", "cpu", "--time-cap", "1",
+def run_cli(*args, cache_dir, python=()):
+    return subprocess.run([sys.executable, *python, "-m", "harness", *args, "--device", "cpu", "--time-cap", "1",
                            "--cache-dir", str(cache_dir)], capture_output=True, text=True, cwd=REPO)
 
 
 def test_cli_exit_status_and_json(tmp_path, cache_dir):
     out = tmp_path / "result.json"
-    ok = run_cli("eval", str(SMALL), str(CANDIDATES / "py_correct.py"), "--json", str(out), cache_dir=cache_dir)
+    ok = run_cli("eval", str(SMALL), str(CANDIDATES / "py_correct.py"), "--json", str(out), cache_dir=cache_dir,
+                 python=("-X", "importtime"))
     assert ok.returncode == 0, ok.stdout + ok.stderr
+    # the harness process never imports torch (torch_install.py): its children do
+    imported = [line.rsplit("|", 1)[-1].strip() for line in ok.stderr.splitlines() if line.startswith("import time:")]
+    assert "harness.cli.main" in imported and "torch" not in imported
     assert json.loads(out.read_text())["verdict"] == "correct"
     assert "speedup" in ok.stdout
     bad = run_cli("eval", str(SMALL), str(CANDIDATES / "py_wrong.py"), cache_dir=cache_dir)

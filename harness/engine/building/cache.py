@@ -18,6 +18,7 @@ from typing import Optional
 
 from ...files import write_atomic
 from ...results import BuildResult
+from ...torch_install import torch_cuda, torch_version
 
 # Bump when the way candidates are built changes, so old cache entries are not reused.
 BUILD_SCHEME = "1"
@@ -25,10 +26,7 @@ BUILD_RECORD = "build.json"
 
 
 def cache_key(source: str, arch: str) -> str:
-    import torch
-
-    parts = [BUILD_SCHEME, source, arch, torch.__version__, str(torch.version.cuda),
-             platform.python_version()]
+    parts = [BUILD_SCHEME, source, arch, torch_version(), str(torch_cuda()), platform.python_version()]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 

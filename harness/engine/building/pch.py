@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
+from ...torch_install import torch_dir
 from .cache import file_lock, first_errors
 
 
@@ -27,9 +28,7 @@ class _WouldBuild(Exception):
 
 def pch_path() -> Path:
     """The precompiled torch/extension.h that load_inline(use_pch=True) uses: one per torch install."""
-    import torch
-
-    return Path(torch.__file__).parent / "include" / "torch" / "extension.h.gch"
+    return torch_dir() / "include" / "torch" / "extension.h.gch"
 
 
 # The extra_cflags the CPU idiom passes with use_pch=True (prompts/idiom_cpu.py.j2): torch makes its one

@@ -6,12 +6,11 @@ import socket
 
 from ...device import nvidia_smi
 from ...results import Environment
+from ...torch_install import torch_cuda, torch_version
 from ...version import __version__
 
 
 def collect_environment(device: str, device_name: str = "", capability: str = "") -> Environment:
-    import torch
-
     on_gpu = device.startswith("cuda")
     drivers = nvidia_smi("driver_version") if on_gpu else []
     return Environment(
@@ -19,8 +18,8 @@ def collect_environment(device: str, device_name: str = "", capability: str = ""
         device_name=device_name or (platform.processor() or platform.machine()),
         arch=f"sm_{capability.replace('.', '')}" if capability else ("cpu" if not on_gpu else ""),
         driver=drivers[0] if drivers else "",
-        torch=torch.__version__,
-        cuda=str(torch.version.cuda or ""),
+        torch=torch_version(),
+        cuda=str(torch_cuda() or ""),
         python=platform.python_version(),
         harness=__version__,
         hostname=socket.gethostname(),
