@@ -122,3 +122,14 @@ def test_a_spare_makes_its_first_calls_holding_a_free_device_and_not_once_work_c
     finally:
         for fd in (*work, *idle):
             os.close(fd)
+
+
+def test_a_spares_first_calls_run_and_leave_the_random_state_as_it_was():
+    import torch
+
+    from harness.engine.workers.warm import first_calls
+
+    torch.manual_seed(7)
+    before = torch.get_rng_state()
+    first_calls(torch.device("cpu"))  # raises where a call does not fit what it calls
+    assert torch.equal(torch.get_rng_state(), before)

@@ -114,3 +114,24 @@ def test_checks_over_many_slices_count_and_compare_every_slice(monkeypatch):
     count = int((~torch.isfinite(torch.log(x))).sum())
     assert lint._value_warnings("The output", torch.log(x), (1e-4, 1e-4))[0].startswith(
         f"The output holds {count} non-finite value(s) of 2048")
+
+
+def test_the_problem_lint_runs_once_after_the_first_verdict_and_each_result_says_it_once(cpu_options, tmp_path):
+    """Not in the load, which every problem's first check waits for: after the first candidate's verdict,
+    whatever it is, once per reference process."""
+    from harness import Evaluator, Verdict
+
+    problem = PROBLEMS / "degenerate_softmax.py"
+    wrong, copy = tmp_path / "wrong.py", tmp_path / "copy.py"
+    wrong.write_text(problem.read_text() + "\n\nclass ModelNew(Model):\n    def forward(self, x):\n"
+                                           "        return super().forward(x) * 2\n")
+    copy.write_text(problem.read_text() + "\n\nclass ModelNew(Model):\n    pass\n")
+    with Evaluator(problem, cpu_options) as evaluator:
+        evaluator.start_reference()
+        assert "lint" not in evaluator.reference_info.load_seconds and evaluator.problem_warnings == []
+        first, second = evaluator.evaluate(wrong), evaluator.evaluate(copy)
+        linted = evaluator.reference_info.load_seconds["lint"]
+    assert (first.verdict, second.verdict) == (Verdict.INCORRECT, Verdict.CORRECT), second.explanation
+    for result in (first, second):
+        assert sum("the same value everywhere" in w for w in result.warnings) == 1, result.warnings
+    assert linted >= 0

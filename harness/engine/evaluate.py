@@ -162,6 +162,7 @@ class Evaluator:
             children.done_with(worker, result)
             result.seconds = time.monotonic() - built.started
             result.details["waits_s"] = {step: round(s, 3) for step, s in children.waits.items()}
+        result.warnings.extend(children.lint_problem())  # the first verdict's: a later one's start() adds them
         return result
 
     @staticmethod

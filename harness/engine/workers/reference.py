@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import platform
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
@@ -28,8 +29,8 @@ from ..checking import compare
 from ..processes import channel
 from ..processes.device_lock import DeviceLock
 from ..processes.footprint import TWIN_PADS_MIB, twin_count
-from ..processes.protocol import (Checked, Command, ReferenceHolding, ReferenceReady, ReferenceSpec, ReferenceTimed,
-                                  Reply, Request, ShapeSet, TrialMade)
+from ..processes.protocol import (Checked, Command, Linted, ReferenceHolding, ReferenceReady, ReferenceSpec,
+                                  ReferenceTimed, Reply, Request, ShapeSet, TrialMade)
 from ..timing import clock
 from . import backward, warm
 from .common import (Laps, State, check_inputs, error_message, import_file, in_mode, inputs_from_seed, reference_from,
@@ -264,7 +265,7 @@ def _plan_backward(ref: ReferenceProcess, sample: list, probe: int, random_draws
 
 
 def _describe(ref: ReferenceProcess, info: ReferenceReady, laps: Laps) -> None:
-    """What the harness is told beside the load: the device's facts, the problem's roofline, its lint."""
+    """What the harness is told beside the load: the device's facts, the problem's roofline."""
     device = ref.device
     info.device_name, info.hardware = platform.processor() or platform.machine(), hardware_facts(device)
     if device.type == "cuda":
@@ -276,14 +277,8 @@ def _describe(ref: ReferenceProcess, info: ReferenceReady, laps: Laps) -> None:
     except Exception as exc:  # noqa: BLE001 - a broken declaration is reported, not fatal
         info.warnings.append(f"the problem's roofline declaration failed: {type(exc).__name__}: {exc}")
     laps.lap("roofline")
-    try:
-        info.warnings += lint.lint_reference(ref.model, lambda: inputs_from_seed(ref.problem, device, new_seed()),
-                                            tolerances=ref.spec.tolerances)
-    except Exception as exc:  # noqa: BLE001
-        info.warnings.append(f"the problem lint could not run: {type(exc).__name__}: {exc}")
     free_cache(device)
     info.memory = memory_use(device)
-    laps.lap("lint")
 
 
 # --- the commands: each handler answers one, and says whether the process goes on ---------------
@@ -413,10 +408,26 @@ def verify_timed_outputs(ref: ReferenceProcess, message: channel.Message) -> boo
     return ref.send(Checked(check=result, memory=memory_use(ref.device)))
 
 
+def lint_problem(ref: ReferenceProcess, message: channel.Message) -> bool:
+    """The problem lint's warnings, at the main shape from the state as constructed: asked once the
+    problem's first verdict is in, not in the load, which every problem's first check waits for."""
+    started, device = time.monotonic(), ref.device
+    try:
+        ref.parking.unpark()
+        ref.state.restore()
+        warnings = lint.lint_reference(ref.model, lambda: inputs_from_seed(ref.problem, device, new_seed()),
+                                       tolerances=ref.spec.tolerances)
+    except Exception as exc:  # noqa: BLE001
+        warnings = [f"the problem lint could not run: {type(exc).__name__}: {exc}"]
+    free_cache(device)  # as after the load: each trial restores the state it needs
+    return ref.send(Linted(warnings=warnings, seconds=round(time.monotonic() - started, 3), memory=memory_use(device)))
+
+
 Handler = Callable[[ReferenceProcess, channel.Message], bool]
 HANDLERS: dict[Command, Handler] = {
     Command.MAKE_TRIAL: make_trial, Command.COMPARE: compare_outputs, Command.TIME_REFERENCE: time_reference,
-    Command.SHAPE: set_shape, Command.PARK: park, Command.VERIFY_TIMED: verify_timed_outputs}
+    Command.SHAPE: set_shape, Command.PARK: park, Command.VERIFY_TIMED: verify_timed_outputs,
+    Command.LINT: lint_problem}
 
 
 def _serve(ref: ReferenceProcess) -> None:
