@@ -93,22 +93,28 @@ def test_a_lock_not_waited_for_is_taken_only_where_no_one_holds_it(tmp_path):
 
 def test_a_spare_makes_its_first_calls_holding_a_free_device_and_not_once_work_came(tmp_path):
     """workers/warm.py: the calls launch kernels, so never beside another's timing; a spare given work
-    makes none (its work goes first)."""
+    makes no more (its work goes first)."""
     import threading
 
     from harness.engine.workers.warm import when_free
 
     gpu0, seen = device_key("cuda", 0), []
-    calls = lambda: seen.append(held_devices(tmp_path, [gpu0]))  # noqa: E731 - who holds the device meanwhile
+    call = lambda: seen.append(held_devices(tmp_path, [gpu0]))  # noqa: E731 - who holds the device meanwhile
     work, idle = os.pipe(), os.pipe()
     try:
         os.write(work[1], b"x")  # work came: no calls, though the device is free
-        assert when_free(work[0], calls, tmp_path, gpu0, owner=4242) is None and seen == []
+        assert when_free(work[0], [call], tmp_path, gpu0, owner=4242) is None and seen == []
+        # work that comes after a step: the steps after it are not made
+        late = lambda: os.write(idle[1], b"x")  # noqa: E731
+        assert when_free(idle[0], [call, late, call], tmp_path, gpu0, owner=4242) >= 0 and len(seen) == 1
+        os.read(idle[0], 1)
+        seen.clear()
         holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path), gpu0], stdout=subprocess.PIPE,
                                   text=True)
         assert holder.stdout.readline() == "held\n"
         took = []
-        waiting = threading.Thread(target=lambda: took.append(when_free(idle[0], calls, tmp_path, gpu0, owner=4242)))
+        waiting = threading.Thread(target=lambda: took.append(when_free(idle[0], [call, call], tmp_path, gpu0,
+                                                                        owner=4242)))
         waiting.start()
         waiting.join(1.0)
         assert waiting.is_alive() and seen == []  # held by another: no call, and it still waits
@@ -116,20 +122,18 @@ def test_a_spare_makes_its_first_calls_holding_a_free_device_and_not_once_work_c
         holder.wait()
         waiting.join(60)
         assert not waiting.is_alive() and took[0] is not None and took[0] >= 0
-        assert seen == [{gpu0: "4242"}]  # made once, holding the device on its harness's behalf
+        assert seen == [{gpu0: "4242"}] * 2  # each step holding the device on its harness's behalf
         assert held_devices(tmp_path, [gpu0]) == {}  # and let go
-        assert when_free(idle[0], calls, tmp_path, gpu0, owner=4242, give_up_s=0) is None  # gave up: none made
+        assert when_free(idle[0], [call], tmp_path, gpu0, owner=4242, give_up_s=0) is None  # gave up: none made
     finally:
         for fd in (*work, *idle):
             os.close(fd)
 
 
-def test_a_spares_first_calls_run_and_leave_the_random_state_as_it_was():
+def test_a_spares_first_calls_run_on_the_cpu():
     import torch
 
     from harness.engine.workers.warm import first_calls
 
-    torch.manual_seed(7)
-    before = torch.get_rng_state()
-    first_calls(torch.device("cpu"))  # raises where a call does not fit what it calls
-    assert torch.equal(torch.get_rng_state(), before)
+    for step in first_calls(torch.device("cpu")):  # each raises where a call does not fit what it calls
+        step()

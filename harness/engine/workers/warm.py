@@ -6,8 +6,9 @@ launch of each kernel loads that kernel. On an H200 (torch 2.11) a first small m
 took 80-90 and 85-120 ms in a spare; after them a problem's first 4096x4096 matmul took 35-50 ms
 instead of 107-143, and its first convolution 28-37 ms instead of 117-380. A reference pays these in
 its load and a candidate's worker in its first trial, both on the device's critical path. The calls
-launch kernels, so they run only while no timing holds the device (its lock is free, and held for
-them), and not at all once the spare has work."""
+launch kernels, so they run in short steps, each while no one holds the device's lock (held for the
+step, let go of between two, so that a load or a timing waiting for it goes first), and none once the
+spare has work."""
 from __future__ import annotations
 
 import json
@@ -15,7 +16,7 @@ import os
 import select
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 
@@ -26,7 +27,9 @@ from ..processes.device_lock import DeviceLock
 from .common import randomize_parameters, sync
 
 POLL_S = 0.05  # how often a spare asks whether the device's lock is free
-GIVE_UP_S = 60.0  # a spare that found the device held this long makes no calls
+# After each step a spare lets go of the lock this long, so that a load or a timing waiting for it takes it.
+PAUSE_S = 0.01
+GIVE_UP_S = 60.0  # a spare that found the device held this long makes no more calls
 
 # Seconds the first calls took in this process, None where it made none (a reference's load records it).
 first_calls_s: Optional[float] = None
@@ -34,7 +37,7 @@ first_calls_s: Optional[float] = None
 
 def warm_spare(fd: int) -> None:
     """Where this process is a spare on a GPU: its context, then its first calls while the device
-    is free and no work has arrived on `fd`."""
+    is free and no work has arrived on `fd`, with the random state as it was."""
     global first_calls_s
     device = os.environ.pop(WARM_DEVICE_ENV, "")
     lock = json.loads(os.environ.pop(WARM_LOCK_ENV, "null"))
@@ -45,46 +48,62 @@ def warm_spare(fd: int) -> None:
     except Exception:  # noqa: BLE001 - the role meets the same failure and reports it with its step
         return
     if lock:
-        first_calls_s = when_free(fd, lambda: _quietly(torch.device(device)), Path(lock["cache"]),
-                                  lock["key"], int(lock["owner"]))
+        where = torch.device(device)
+        with torch.random.fork_rng(devices=[where] if where.type == "cuda" else []), torch.no_grad():
+            steps = [_quietly(step, where) for step in first_calls(where)]
+            first_calls_s = when_free(fd, steps, Path(lock["cache"]), lock["key"], int(lock["owner"]))
 
 
-def when_free(fd: int, calls, cache: Path, key: str, owner: int, give_up_s: float = GIVE_UP_S) -> Optional[float]:
-    """`calls()` once the device's lock is free, holding it; not once `fd` has something to read
-    (work came) or after `give_up_s`. The seconds they took, or None where they were not made."""
-    ends = time.monotonic() + give_up_s
-    while time.monotonic() < ends and not _readable(fd, 0):
+def when_free(fd: int, steps: list[Callable[[], object]], cache: Path, key: str, owner: int,
+              give_up_s: float = GIVE_UP_S) -> Optional[float]:
+    """The `steps` in turn, each holding the device's lock where it is free, let go of between two
+    (a load or a timing waiting for it takes it then); no more once `fd` has something to read (work
+    came) or after `give_up_s`. The seconds those made took, None where none was."""
+    ends, spent, left = time.monotonic() + give_up_s, 0.0, list(steps)
+    while left and time.monotonic() < ends and not _readable(fd, 0):
         with DeviceLock(cache, key, owner=owner, wait=False) as lock:
-            if lock.held:
+            took = lock.held
+            if took:
                 started = time.monotonic()
-                calls()
-                return time.monotonic() - started
-        _readable(fd, POLL_S)
-    return None
+                left.pop(0)()
+                spent += time.monotonic() - started
+        _readable(fd, PAUSE_S if took else POLL_S)
+    return spent if len(left) < len(steps) else None
 
 
-def first_calls(device: torch.device) -> None:
-    """A matmul and a convolution; a Linear's and a convolution's initialisation and the harness's
-    noise on their parameters; draws, a checksum and a comparison, as a load and a trial make them.
-    Finished, with the random state as it was."""
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), torch.no_grad():
+def first_calls(device: torch.device) -> list[Callable[[], object]]:
+    """What a load and a trial call first, in steps of a few kernels each (on an H200 a step's first
+    launches take 20-120 ms): a matmul; a convolution; a Linear's and a convolution's initialisation
+    and the harness's noise on their parameters; draws and a checksum; a comparison."""
+    made: dict[str, list] = {}
+
+    def layers() -> None:
         with torch.device(device):
-            layers = [torch.nn.Linear(8, 8), torch.nn.Conv2d(1, 1, 3)]
-        square = torch.randn(8, 8, device=device)
-        layers[0](square @ torch.rand(8, 8, device=device))
-        layers[1](torch.randn(1, 1, 4, 4, device=device))
-        for layer in layers:
+            made["layers"] = [torch.nn.Linear(8, 8), torch.nn.Conv2d(1, 1, 3)]
+        for layer in made["layers"]:
             randomize_parameters(layer, 0)
-        checksum([square, torch.randint(0, 8, (8,), device=device)])
-        compare.compare(square, square + 1e-6, [str(device)], lambda dtype: (1e-4, 1e-4))
-    sync(device)
+
+    def compared() -> object:
+        square = torch.randn(8, 8, device=device)
+        return compare.compare(square, square + 1e-6, [str(device)], lambda dtype: (1e-4, 1e-4))
+
+    return [lambda: torch.randn(8, 8, device=device) @ torch.rand(8, 8, device=device),
+            lambda: torch.nn.functional.conv2d(torch.randn(1, 1, 4, 4, device=device),
+                                               torch.randn(1, 1, 3, 3, device=device)),
+            layers,
+            lambda: checksum([torch.randn(8, 8, device=device), torch.randint(0, 8, (8,), device=device)]),
+            compared]
 
 
-def _quietly(device: torch.device) -> None:
-    try:
-        first_calls(device)
-    except Exception:  # noqa: BLE001 - a failure is the problem's own to meet, in its role
-        pass
+def _quietly(step: Callable[[], object], device: torch.device) -> Callable[[], None]:
+    """The step, finished on the device; a failure is the problem's own to meet, in its role."""
+    def run() -> None:
+        try:
+            step()
+            sync(device)
+        except Exception:  # noqa: BLE001
+            pass
+    return run
 
 
 def _readable(fd: int, timeout: float) -> bool:
