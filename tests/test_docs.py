@@ -18,7 +18,7 @@ DOCS = ROOT / "docs"
 FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)(?![\w-])")
 # pip's, pytest's, Nsight Compute's, nvcc's and `ray start`'s flags quoted in the pages
 OTHER_TOOLS = {"--no-deps", "--no-build-isolation", "--kernel-name", "--help", "--threads", "--time", "--no-index",
-               "--find-links", "--target", "--resources", "--dist"}
+               "--find-links", "--target", "--resources", "--dist", "--no-loadscope-reorder"}
 SCRIPT_FLAG = re.compile(r"""add_argument\(\s*["'](--[a-z][a-z0-9-]*)["']""")
 
 
