@@ -20,7 +20,7 @@ def test_pool_builds_in_parallel_and_keeps_results_apart(tmp_path, cpu_options):
     a = cpp_variant(tmp_path, "variant_a")
     a_again = tmp_path / "variant_a_again.py"
     shutil.copy(a, a_again)  # same source, built concurrently with the first
-    b = cpp_variant(tmp_path, "variant_b")
+    b = CANDIDATES / "cpp_layernorm.py"  # another source: another entry (the session's, built once for every file)
     candidates = [a, CANDIDATES / "segfault.py", a_again, b, CANDIDATES / "py_wrong.py",
                   CANDIDATES / "py_correct.py"]
     events = []
