@@ -233,3 +233,37 @@ def test_a_prepared_reference_loads_only_while_no_one_times_on_the_device(cpu_op
         # for this harness: its lock file names this process, so a wait for it is a wait for this harness
         lock = cpu_options.cache_dir / "locks" / "device-cpu.lock"
         assert lock.read_text().strip() == str(os.getpid())
+
+
+def test_a_teardown_begun_while_another_thread_waits_for_endings_is_waited_for(tmp_path, monkeypatch):
+    """kill(wait=False) lists its teardown's thread; endings_done() in another thread at that instant (a
+    batch's other lane closing its problem) waits for it, and never meets it listed but not started
+    (that raised "cannot join thread before it is started" and ended a whole batch)."""
+    import threading
+
+    from harness.engine.processes import child as module
+
+    original, raised, others = threading.Thread, [], []
+
+    def ends() -> None:
+        try:
+            endings_done()
+        except RuntimeError as exc:
+            raised.append(exc)
+
+    class Racing(original):
+        def start(self) -> None:
+            if self.name == "ending":  # another thread asks for the endings just before this one starts
+                others.append(original(target=ends, daemon=True))
+                others[-1].start()
+                others[-1].join(0.5)
+            super().start()
+
+    worker = module.Child("candidate", tmp_path / "worker.log", forked=True)
+    monkeypatch.setattr(module.threading, "Thread", Racing)
+    worker.kill(wait=False)
+    monkeypatch.setattr(module.threading, "Thread", original)
+    for other in others:
+        other.join(60)
+    assert len(others) == 1 and not others[0].is_alive() and raised == []
+    assert not worker.alive()

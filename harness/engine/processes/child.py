@@ -241,9 +241,9 @@ class Child:
             self._gone(killed)
             return
         ending = threading.Thread(target=self._gone, args=(killed,), daemon=True, name="ending")
-        with _ENDING_LOCK:
+        with _ENDING_LOCK:  # listed and started at once: endings_done() in another thread joins only started ones
             _ENDING.add(ending)
-        ending.start()
+            ending.start()
 
     def _gone(self, killed: set[int]) -> None:
         try:
