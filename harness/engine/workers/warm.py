@@ -75,12 +75,10 @@ def first_calls(device: torch.device) -> list[Callable[[], object]]:
     """What a load and a trial call first, in steps of a few kernels each (on an H200 a step's first
     launches take 20-120 ms): a matmul; a convolution; a Linear's and a convolution's initialisation
     and the harness's noise on their parameters; draws and a checksum; a comparison."""
-    made: dict[str, list] = {}
-
     def layers() -> None:
         with torch.device(device):
-            made["layers"] = [torch.nn.Linear(8, 8), torch.nn.Conv2d(1, 1, 3)]
-        for layer in made["layers"]:
+            made = [torch.nn.Linear(8, 8), torch.nn.Conv2d(1, 1, 3)]
+        for layer in made:
             randomize_parameters(layer, 0)
 
     def compared() -> object:
