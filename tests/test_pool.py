@@ -1,5 +1,6 @@
 """Several candidates at once: parallel builds, one timing slot per device."""
 import shutil
+from pathlib import Path
 
 from conftest import CANDIDATES, PROBLEMS
 from harness import Evaluator, Verdict, evaluate_batch
@@ -46,6 +47,25 @@ def test_the_next_candidate_imports_in_the_worker_staged_for_it(cpu_options):
         staged_log = second.result.worker_log  # written when its worker was given the candidate
         assert evaluator.run(second).verdict is Verdict.INCORRECT
         assert second.result.worker_log == staged_log
+
+
+def test_a_timing_stops_the_worker_another_problem_staged_on_its_device(cpu_options):
+    """A sweep stages the next problem's first candidate while the current problem is checked: the
+    current problem's timing stops that worker (SIGSTOP) while it runs, as it does its own staged one."""
+    from harness.results import EvalResult
+
+    def state(pid: int) -> str:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+    with Evaluator(SMALL, cpu_options) as current, Evaluator(SMALL, cpu_options) as upcoming:
+        upcoming.children.stage(upcoming.build(CANDIDATES / "py_correct.py"))
+        staged = upcoming.children._staged[1]
+        with current.children.holding_device("timing", lambda doing: None, EvalResult(Verdict.CORRECT, "")):
+            assert state(staged.proc.pid) == "T"
+        assert state(staged.proc.pid) != "T" and staged.alive()
+        upcoming.children.worker_for(upcoming.children._staged[0])  # no longer staged: not stopped again
+        with current.children.holding_device("timing", lambda doing: None, EvalResult(Verdict.CORRECT, "")):
+            assert state(staged.proc.pid) != "T"
 
 
 def test_a_spawned_evaluator_loads_the_problem_only_when_started(cpu_options):

@@ -381,23 +381,26 @@ def test_a_gpu_slot_opens_problems_ahead_and_evaluates_each_once(tmp_path, cpu_o
     assert [v for v in verdicts.values() if v != PROBLEM_ERROR] == ["correct"] * 3
 
 
-def test_the_next_problem_is_told_once_when_the_first_candidate_is_timed(tmp_path, cpu_options):
-    """evaluate_problem calls prefetch once, with the reference ready (its fit said) by then, and
-    only after the first candidate's timing: a next reference loading then takes no device from it."""
+def test_the_next_problem_loads_at_the_first_check_and_starts_after_the_first_timing(tmp_path, cpu_options):
+    """evaluate_problem tells prefetch once, as the first candidate's check begins, with the reference
+    ready (its fit said) by then; and `timed` once, only after that candidate's timing: the next
+    problem loads beside the check, and starts (its own checks) beside no timing."""
     from harness.sweep.sweep import Opened, evaluate_problem
 
     job = copy_jobs(PROBLEMS, tmp_path)[0]
     twice = [job, Job(job.problem, job.level, job.candidate, "copy again")]
-    told, records, phases = [], [], []
+    told, timed, records, phases = [], [], [], []
     opened = Opened(twice, cpu_options, None, Builds(1))
     try:
         evaluate_problem("cpu", opened, records.append, lambda slot, text: phases.append(text),
-                         lambda pool: told.append((pool.evaluators[0].reference_info.ready, list(phases))))
+                         lambda pool: told.append((pool.evaluators[0].reference_info.ready, list(phases))),
+                         lambda: timed.append(list(phases)))
     finally:
         opened.close()
     assert [ready for ready, _ in told] == [True]
-    before = told[0][1]
-    assert before[-1].endswith(": timing") and not any(p.endswith("copy again: checking") for p in before)
+    assert not any(p.endswith((": checking", ": timing")) for p in told[0][1])  # before the check is announced
+    assert len(timed) == 1
+    assert timed[0][-1].endswith(": timing") and not any(p.endswith("copy again: checking") for p in timed[0])
     assert [r.verdict for r in records] == ["correct", "correct"]
 
 

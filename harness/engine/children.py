@@ -82,6 +82,7 @@ class Children:
             self._spare.kill()
             self._spare = None
         if self._staged:
+            _unstage(self.device_key, self._staged[1])
             self._staged[1].kill()
             self._staged = None
         if self._blank_reference:
@@ -236,23 +237,29 @@ class Children:
             self._spare = self._spare or self._spawn_worker(spare=True)
 
     def stage(self, built: Built) -> None:
-        """Start importing the candidate `run` will see next, while this one is checked.
+        """Start importing the candidate `run` will see next, while this one is checked (a sweep
+        stages the next problem's first candidate so, while the current problem is checked).
 
-        Its worker is paused while another candidate is timed, so it never
-        competes with a measurement."""
+        Its worker is paused while any candidate of this process is timed on the device, so it
+        never competes with a measurement."""
         if built.failed or self._staged is not None:
             return
-        worker = self._take_worker()
-        try:
-            self._send_spec(worker, built)
-        except ChildDied:
-            worker.kill()
-            return
-        self._staged = (built, worker)
+        with self.untimed():  # listed before a timing here begins (holding_device reads the list under the gate)
+            worker = self._take_worker()
+            try:
+                self._send_spec(worker, built)
+            except ChildDied:
+                worker.kill()
+                return
+            self._staged = (built, worker)
+            with _GATES_LOCK:
+                _STAGED.setdefault(self.device_key, set()).add(worker)
 
     def worker_for(self, built: Built) -> Child:
         """The worker importing `built`: the staged one where it was staged, else a fresh one."""
         staged, self._staged = self._staged, None
+        if staged:
+            _unstage(self.device_key, staged[1])
         if staged and staged[0] is built:
             worker = staged[1]
         else:
@@ -370,12 +377,13 @@ class Children:
     def holding_device(self, doing: str, notify: Notify, result: EvalResult) -> Iterator[None]:
         """The device to this evaluation alone, across harness processes, while it times or profiles.
 
-        Nothing else of ours runs meanwhile: the staged worker touches the GPU, and on a machine
-        with few cores a spare importing torch takes a core the timing needs (and would slow the
-        reference beside the candidate but not alone, which reads as the candidate's doing)."""
-        held = [c for c in (self._staged[1] if self._staged else None,
-                            None if MANY_CORES else self._spare) if c]
+        Nothing else of ours runs meanwhile: a staged worker (this problem's or the next one's)
+        touches the GPU, and on a machine with few cores a spare importing torch takes a core the
+        timing needs (and would slow the reference beside the candidate but not alone, which reads
+        as the candidate's doing)."""
         with self.device_lock(notify) as lock:
+            with _GATES_LOCK:
+                held = list(_STAGED.get(self.device_key, ())) + ([] if MANY_CORES or not self._spare else [self._spare])
             if lock.waited_for:
                 # a wait for another problem of this process (a suite, a sweep's next load) is the plan, not news
                 if lock.waited_for != str(os.getpid()):
@@ -398,6 +406,15 @@ _GATES_LOCK = threading.Lock()
 def _gate(key: str) -> threading.RLock:
     with _GATES_LOCK:
         return _GATES.setdefault(key, threading.RLock())
+
+
+# this process's staged workers per device (Children.stage), whichever problem's: a timing there pauses them all
+_STAGED: dict[str, set[Child]] = {}
+
+
+def _unstage(key: str, worker: Child) -> None:
+    with _GATES_LOCK:
+        _STAGED.get(key, set()).discard(worker)
 
 
 def step_name(doing: str) -> str:

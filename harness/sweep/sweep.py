@@ -5,11 +5,11 @@ Every candidate of every problem is handed to one shared build pool (engine.pool
 soon as the job list is known, so the cores build while the GPUs time, and a problem's pool
 takes its candidates as their builds finish. Per problem a Pool (its reference process, one
 candidate timed at a time). A GPU works SPAWN_AHEAD problems ahead: once the current problem's
-first candidate is timed, the problems after the next have their reference processes and first
-workers start importing torch, and the next problem's reference, its imports done by then, loads its problem as soon as no timing
-runs on the device (it takes the device's lock), unless the current problem needs much of the
-GPU's memory; then it loads once the current one has ended, beside its first worker. So a
-problem costs little more than its own timing.
+first candidate is checked, the problems after the next have their reference processes and first
+workers start importing torch, and the next problem's reference, its imports done by then, loads its
+problem beside that check, never beside a timing (it takes the device's lock), unless the current
+problem needs much of the GPU's memory; then it loads once the current one has ended, beside its
+first worker. So a problem costs little more than its own timing.
 On the CPU no reference starts ahead, since the cores are what is timed, and the first timing
 waits for the last build.
 """
@@ -136,8 +136,8 @@ class Opened:
 
     def load(self, stage: bool = False, beside: bool = False) -> None:
         """Its reference loads the problem now, in the background, once its imports are done; with
-        `stage`, its first candidate's worker imports it and builds the models meanwhile (Pool.stage):
-        after the load, the two took 0.7-0.8 s together, longer than the current problem's last phase.
+        `stage`, its first candidate's worker imports it and builds the models meanwhile (Pool.stage), paused
+        while a candidate is timed on the device.
         `beside`: another problem's processes hold memory on the device meanwhile."""
         opening = self._threads[0]
 
@@ -272,11 +272,11 @@ class Sweep:
         return Opened(group, replace(self.options, gpu=gpu), gpu, self.builds, loaded, prebuilt)
 
     def _slot(self, gpu: Optional[int], groups: "queue.Queue[tuple[list[Job], Optional[list]]]") -> None:
-        """On a GPU SPAWN_AHEAD problems ahead: the next one's reference loads once the current one's
-        first candidate is timed, and the ones after it import torch meanwhile, so their seconds of
+        """On a GPU SPAWN_AHEAD problems ahead: the next one's reference loads while the current one's
+        first candidate is checked, and the ones after it import torch meanwhile, so their seconds of
         imports are over by the time each is next. Where both fit the device at once (_side_by_side),
-        the next one starts then too: its start and check beside the current one's other shapes, its
-        timing once those are over (Children.untimed)."""
+        the next one starts once the current one's first candidate is timed: its start and check beside
+        the current one's other shapes, its timing once those are over (Children.untimed)."""
         name = "cpu" if gpu is None else f"gpu {gpu}"
         upcoming = self._take(groups, gpu)
         ahead: deque[Opened] = deque()  # opened after `upcoming`, importing, not loaded
@@ -299,12 +299,11 @@ class Sweep:
                 if gpu is not None:
                     upcoming = ahead.popleft() if ahead else self._take(groups, gpu, loaded=False)
                     if upcoming is not None and _leaves_room(pool):
-                        # the current problem times nothing more when its one candidate is told: the next one's
-                        # first worker may build its models now (a GPU start 0.3-0.5 s a level 1 copy)
+                        # with one candidate here, the next one's first worker imports it and builds its models
+                        # now too (0.5 s a level 1 copy), paused while this one is timed (Children.stage)
                         upcoming.load(stage=len(current.group) == 1, beside=True)
                     if upcoming is not None:
                         open_ahead()
-                timed.set()
 
             evaluating = threading.Thread(target=self._evaluate, args=(name, current, prefetch, timed), daemon=True)
             evaluating.start()
@@ -337,7 +336,7 @@ class Sweep:
 
     def _evaluate(self, name: str, opened: Opened, prefetch: Callable[[Pool], None], timed: threading.Event) -> None:
         try:
-            evaluate_problem(name, opened, self._record, self.on_phase, prefetch)
+            evaluate_problem(name, opened, self._record, self.on_phase, prefetch, timed.set)
         except BaseException as exc:  # noqa: BLE001 - the main thread raises it
             self._errors.append(exc)
         finally:
@@ -350,32 +349,39 @@ class Sweep:
 
 
 def evaluate_problem(name: str, opened: Opened, on_record: Recorded, on_phase: Phase,
-                     prefetch: Optional[Callable[[Pool], None]] = None) -> None:
+                     prefetch: Optional[Callable[[Pool], None]] = None,
+                     timed: Optional[Callable[[], None]] = None) -> None:
     """One problem's candidates through its pool, a record for each as it finishes; a problem that
-    fails itself is a problem_failure record for each candidate it had not finished. `prefetch` is
-    told once, when the first candidate's timing is over (its other shapes begin) or it ended
-    without one: the reference is ready then and has said whether it fits. A next problem's
-    reference told at the check took the device's lock for its load while that check ran, and the
-    timing after it waited (a level 1 copy's check, 0.3-0.6 s, is shorter than a load)."""
+    fails itself is a problem_failure record for each candidate it had not finished.
+
+    `prefetch` is told once, when the first candidate's check begins (the reference is ready then
+    and has said how much memory it holds) or it ended without one: the next problem's reference
+    loads during the check, holding the device's lock (the timing after waits for it where the load
+    is longer: its median is 0.1-0.2 s on an H200, the check's 0.4 s), and its first worker
+    imports, paused while the timing runs. `timed` is told once, when the first candidate's timing
+    is over (its other shapes begin) or it ended without one: the next problem may start then."""
     group = opened.group
     on_phase(name, f"{group[0].level}/{group[0].problem.stem}: starting the reference")
     finished: set[int] = set()
     pool: Optional[Pool] = None
 
-    def tell_next() -> None:
-        nonlocal prefetch
+    def tell(shapes: bool) -> None:
+        nonlocal prefetch, timed
         if prefetch and pool:
             prefetch, told = None, prefetch
             told(pool)
+        if shapes and timed:
+            timed, told_timed = None, timed
+            told_timed()
 
     def on_result(index: int, result: EvalResult) -> None:
         finished.add(index)
         on_record(record_of(group[index], result, pool.evaluators[0].reference_info if pool else None))
-        tell_next()
+        tell(shapes=True)
 
     def on_event(index: int, phase: str) -> None:
-        if phase == Step.SHAPES.doing:
-            tell_next()
+        if phase in (Step.CHECK.doing, Step.SHAPES.doing):
+            tell(shapes=phase == Step.SHAPES.doing)
         on_phase(name, f"{group[index].level}/{group[index].problem.stem} {group[index].label}: {phase}")
 
     try:
