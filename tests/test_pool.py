@@ -1,5 +1,6 @@
 """Several candidates at once: parallel builds, one timing slot per device."""
 import shutil
+import time
 from pathlib import Path
 
 from conftest import CANDIDATES, PROBLEMS
@@ -57,11 +58,18 @@ def test_a_timing_stops_the_worker_another_problem_staged_on_its_device(cpu_opti
     def state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
+    def stops(pid: int) -> bool:
+        """Stopped, once the SIGSTOP sent is taken (it is delivered, not waited for)."""
+        ends = time.monotonic() + 10
+        while state(pid) != "T" and time.monotonic() < ends:
+            time.sleep(0.01)
+        return state(pid) == "T"
+
     with Evaluator(SMALL, cpu_options) as current, Evaluator(SMALL, cpu_options) as upcoming:
         upcoming.children.stage(upcoming.build(CANDIDATES / "py_correct.py"))
         staged = upcoming.children._staged[1]
         with current.children.holding_device("timing", lambda doing: None, EvalResult(Verdict.CORRECT, "")):
-            assert state(staged.proc.pid) == "T"
+            assert stops(staged.proc.pid)
         assert state(staged.proc.pid) != "T" and staged.alive()
         upcoming.children.worker_for(upcoming.children._staged[0])  # no longer staged: not stopped again
         with current.children.holding_device("timing", lambda doing: None, EvalResult(Verdict.CORRECT, "")):
