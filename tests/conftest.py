@@ -83,7 +83,7 @@ def cpu_options(cache_dir):
     from harness.engine.evaluate import EvalOptions
 
     return EvalOptions(device="cpu", cache_dir=cache_dir, run_timeout=60, build_timeout=300,
-                       time_cap=1.0, min_samples=5)
+                       time_cap=0.5, min_samples=5)
 
 
 @pytest.fixture

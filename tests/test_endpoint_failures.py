@@ -28,7 +28,7 @@ def key(monkeypatch):
 def run(fake, tmp_path, cache_dir, capsys, *flags: str) -> tuple[int, str, str, Path]:
     runs = tmp_path / "runs"
     rc = main([str(PROBLEM), "--model", MODEL, "--base-url", fake.url, "--rounds", "3", "--runs-dir", str(runs),
-               "--device", "cpu", "--time-cap", "1", "--cache-dir", str(cache_dir), *flags])
+               "--device", "cpu", "--time-cap", "0.5", "--cache-dir", str(cache_dir), *flags])
     out, err = capsys.readouterr()
     made = list(runs.iterdir()) if runs.exists() else []
     return rc, out, err, made[0] if made else None

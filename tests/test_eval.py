@@ -205,7 +205,7 @@ def test_readme_first_command_without_a_gpu_says_at_once_what_to_run(cache_dir):
 
 
 def run_cli(*args, cache_dir, python=()):
-    return subprocess.run([sys.executable, *python, "-m", "harness", *args, "--device", "cpu", "--time-cap", "1",
+    return subprocess.run([sys.executable, *python, "-m", "harness", *args, "--device", "cpu", "--time-cap", "0.5",
                            "--cache-dir", str(cache_dir)], capture_output=True, text=True, cwd=REPO)
 
 

@@ -47,7 +47,7 @@ def seed(name: str) -> Path:
 
 
 def eval_flags(cache_dir) -> list[str]:
-    return ["--device", "cpu", "--time-cap", "1", "--cache-dir", str(cache_dir)]
+    return ["--device", "cpu", "--time-cap", "0.5", "--cache-dir", str(cache_dir)]
 
 
 def only_run(runs: Path) -> Path:
@@ -573,20 +573,20 @@ def test_resume_takes_the_recorded_evaluation_options_unless_a_flag_overrides_on
     assert main([str(PROBLEM), "--files", str(cands), "--runs-dir", str(runs), "--rounds", "1", "--trials", "2",
                  "--atol", "0.001", "--stop", "settled", *eval_flags(cache_dir)]) == 1
     path = only_run(runs)
-    assert run_json(path)["evaluation"] == {"trials": 2, "time_cap": 1.0, "policy": "warn",
+    assert run_json(path)["evaluation"] == {"trials": 2, "time_cap": 0.5, "policy": "warn",
                                             "shapes": "warn", "compile_baseline": False, "model_mode": "train",
                                             "backward": False, "gpus": None, "profile": False, "profile_kernel": None,
                                             "atol": 0.001, "rtol": None, "clock": "gpu", "stop": "settled",
                                             "stop_target": None}
     capsys.readouterr()
     # No --device, --trials or --policy: those come from the record; --time-cap overrides it.
-    rc = main(["--resume", str(path), "--rounds", "2", "--time-cap", "0.5", "--cache-dir", str(cache_dir)])
+    rc = main(["--resume", str(path), "--rounds", "2", "--time-cap", "0.3", "--cache-dir", str(cache_dir)])
     out = capsys.readouterr().out
     assert rc == 1, out
     assert ("Evaluation options from the run's record: trials 2, policy warn, shapes warn, compile_baseline False, "
             "model_mode train, backward False, clock gpu, stop settled, stop_target None, gpus None, atol 0.001, "
-            "rtol None, profile False, profile_kernel None, device cpu; overridden by flags: time_cap 0.5.") in out
-    assert run_json(path)["evaluation"]["time_cap"] == 0.5
+            "rtol None, profile False, profile_kernel None, device cpu; overridden by flags: time_cap 0.3.") in out
+    assert run_json(path)["evaluation"]["time_cap"] == 0.3
     second = json.loads((path / "rounds" / "002" / "eval.json").read_text())
     assert second["check"]["trials"] == 2 and second["environment"]["device"] == "cpu"
     assert second["tolerance"] == [0.001, 0.0001] and second["tolerance_given"]

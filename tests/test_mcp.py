@@ -34,7 +34,7 @@ TOOLS = {"describe_problem", "evaluate", "profile", "start_run", "history", "bes
 
 
 def flags(cache_dir: Path, runs_dir: Path) -> list[str]:
-    return ["--device", "cpu", "--time-cap", "1", "--trials", "2", "--cache-dir", str(cache_dir),
+    return ["--device", "cpu", "--time-cap", "0.5", "--trials", "2", "--cache-dir", str(cache_dir),
             "--runs-dir", str(runs_dir)]
 
 

@@ -62,7 +62,7 @@ def cluster():
 
 
 def sweep(out, cache_dir, *extra, problems=PROBLEMS, candidates=CANDIDATES):
-    return main(["sweep", str(problems), str(candidates), "--device", "cpu", "--time-cap", "1",
+    return main(["sweep", str(problems), str(candidates), "--device", "cpu", "--time-cap", "0.5",
                  "--cache-dir", str(cache_dir), "-o", str(out), *extra])
 
 
@@ -115,7 +115,7 @@ def test_a_candidate_that_keeps_killing_its_actor_is_recorded_as_crashed(cluster
     shutil.copy(PROBLEMS / "level1" / "1_scale.py", problems / "1_scale.py")
     shutil.copy(CANDIDATES / "level1" / "1" / "sample_0.py", candidates / "sample_0.py")
     (candidates / "sample_1.py").write_text(KILLS_ITS_ACTOR)
-    assert main(["sweep", str(problems), str(tmp_path / "candidates"), "--device", "cpu", "--time-cap", "1",
+    assert main(["sweep", str(problems), str(tmp_path / "candidates"), "--device", "cpu", "--time-cap", "0.5",
                  "--cache-dir", str(cache_dir), "-o", str(tmp_path / "out"), "--ray", cluster.address]) == 0
     records = {r.candidate: r for r in read_records(tmp_path / "out" / RESULTS_FILE)}
     assert records["1/sample_0.py"].verdict == "correct"  # retried alone, away from the other

@@ -28,7 +28,7 @@ SUITE, FILES = PROBLEMS / "sweep", CANDIDATES / "sweep"
 
 
 def eval_flags(cache_dir) -> list[str]:
-    return ["--device", "cpu", "--time-cap", "1", "--cache-dir", str(cache_dir)]
+    return ["--device", "cpu", "--time-cap", "0.5", "--cache-dir", str(cache_dir)]
 
 
 def suite_dir(runs: Path) -> Path:
@@ -150,7 +150,7 @@ class StopAt:
 
 def test_a_stopped_suite_resumes_skipping_finished_problems(tmp_path, cpu_options):
     settings = Settings(proposer="files", files=[str(FILES)], device="cpu", runs_dir=str(tmp_path))
-    store, record = start_suite(SUITE / "level1", settings, Evaluation(time_cap=1.0), concurrency=1)
+    store, record = start_suite(SUITE / "level1", settings, Evaluation(time_cap=0.5), concurrency=1)
     stop = threading.Event()
     try:
         record = run_suite(store, record, cpu_options, StopAt(stop, "3_negate", 1), stop=stop)

@@ -216,7 +216,7 @@ EXPECTED = {("level1", "1_scale", "level1/1/sample_0.py"): "correct",
 
 def sweep_command(*extra, problems=PROBLEMS, candidates=CANDIDATES):
     return [sys.executable, "-m", "harness", "sweep", str(problems), str(candidates), "--device", "cpu",
-            "--time-cap", "1", *extra]
+            "--time-cap", "0.5", *extra]
 
 
 def test_killed_bench_resumes_without_duplicates_or_losses(tmp_path):

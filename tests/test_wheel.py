@@ -42,7 +42,7 @@ def test_a_wheel_runs_a_files_run_outside_the_repository(tmp_path, cache_dir):
     missing = sorted(p for p in packages if not (site / p / "__init__.py").exists())
     assert not missing, f"packages the wheel leaves out (pyproject.toml lists them one by one): {missing}"
     done = subprocess.run([venv / "bin" / "harness", "run", "row_loop.py", "--proposer", "files", "--files",
-                           "fast.py", "--device", "cpu", "--time-cap", "1", "--cache-dir", str(cache_dir)],
+                           "fast.py", "--device", "cpu", "--time-cap", "0.5", "--cache-dir", str(cache_dir)],
                           cwd=work, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     (run,) = (work / "runs").iterdir()

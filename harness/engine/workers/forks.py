@@ -5,6 +5,7 @@ file descriptors) forks a worker, answers with its pid, and reports every worker
 it reaps it."""
 from __future__ import annotations
 
+import gc
 import json
 import os
 import select
@@ -23,6 +24,7 @@ def _send(sock: socket.socket, message: dict) -> None:
 def _worker(sock: socket.socket, wake: tuple[int, int], request: dict, fds: list[int]) -> None:
     """In the forked child: become the worker the request asks for; never returns."""
     try:
+        gc.enable()
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         sock.close()
@@ -82,6 +84,11 @@ def serve(fd: int) -> None:
     ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # dies with the harness
     sock = socket.socket(fileno=fd)
     from . import roles  # noqa: F401  torch and every role, imported once here
+
+    # what was imported is never collected: a worker's collections then pass it by, and its pages
+    # stay shared with this process, not copied on first touch (gc.freeze's use, as Python's docs give it)
+    gc.disable()
+    gc.freeze()
 
     with open("/proc/self/maps") as f:
         if "libcuda.so" in f.read():  # the driver is loaded: a forked child could not use the device
