@@ -237,11 +237,11 @@ class Children:
             self._spare = self._spare or self._spawn_worker(spare=True)
 
     def stage(self, built: Built) -> None:
-        """Start importing the candidate `run` will see next, while this one is checked (a sweep
-        stages the next problem's first candidate so, while the current problem is checked).
+        """Start importing the candidate `run` will see next, while this one is checked (a sweep also
+        stages the next problem's first candidate during the current problem's check).
 
-        Its worker is paused while any candidate of this process is timed on the device, so it
-        never competes with a measurement."""
+        Its worker is stopped while any candidate of this process is timed on the device
+        (holding_device), so it never competes with a measurement."""
         if built.failed or self._staged is not None:
             return
         with self.untimed():  # listed before a timing here begins (holding_device reads the list under the gate)
@@ -383,7 +383,9 @@ class Children:
         as the candidate's doing)."""
         with self.device_lock(notify) as lock:
             with _GATES_LOCK:
-                held = list(_STAGED.get(self.device_key, ())) + ([] if MANY_CORES or not self._spare else [self._spare])
+                held = list(_STAGED.get(self.device_key, ()))
+            if self._spare and not MANY_CORES:
+                held.append(self._spare)
             if lock.waited_for:
                 # a wait for another problem of this process (a suite, a sweep's next load) is the plan, not news
                 if lock.waited_for != str(os.getpid()):
