@@ -252,8 +252,7 @@ class Children:
                 worker.kill()
                 return
             self._staged = (built, worker)
-            with _GATES_LOCK:
-                _STAGED.setdefault(self.device_key, set()).add(worker)
+            _list_staged(self.device_key, worker)
 
     def worker_for(self, built: Built) -> Child:
         """The worker importing `built`: the staged one where it was staged, else a fresh one."""
@@ -382,8 +381,7 @@ class Children:
         timing needs (and would slow the reference beside the candidate but not alone, which reads
         as the candidate's doing)."""
         with self.device_lock(notify) as lock:
-            with _GATES_LOCK:
-                held = list(_STAGED.get(self.device_key, ()))
+            held = _staged_on(self.device_key)
             if self._spare and not MANY_CORES:
                 held.append(self._spare)
             if lock.waited_for:
@@ -414,9 +412,19 @@ def _gate(key: str) -> threading.RLock:
 _STAGED: dict[str, set[Child]] = {}
 
 
+def _list_staged(key: str, worker: Child) -> None:
+    with _GATES_LOCK:
+        _STAGED.setdefault(key, set()).add(worker)
+
+
 def _unstage(key: str, worker: Child) -> None:
     with _GATES_LOCK:
         _STAGED.get(key, set()).discard(worker)
+
+
+def _staged_on(key: str) -> list[Child]:
+    with _GATES_LOCK:
+        return list(_STAGED.get(key, ()))
 
 
 def step_name(doing: str) -> str:
