@@ -9,6 +9,7 @@ from harness.engine.processes.channel import Unsupported
 from harness.engine.checking.compare import CHUNK, compare
 from harness.engine.checking.trials import side_by_side
 from harness.engine.processes.protocol import ReferenceReady
+from harness.engine.timing import clock
 from harness.engine.timing.clock import Entry, StopRule, time_interleaved
 from harness.stats import rel_se_of_median, summarize
 
@@ -202,3 +203,12 @@ def test_trials_run_side_by_side_only_where_the_memory_holds_both():
     assert side_by_side(children(80 * gib))
     assert not side_by_side(children(8 * gib))  # the reference gives the device back first
     assert not side_by_side(children(0))  # not known
+
+
+def test_a_cpu_flush_is_twice_its_l3_and_bounded(monkeypatch):
+    """A guest may report its host's whole L3: the flush before every sample stays bounded."""
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(clock, "_cpu_cache_bytes", lambda: 32 << 20)
+    assert clock.flush_bytes(cpu) == 64 << 20
+    monkeypatch.setattr(clock, "_cpu_cache_bytes", lambda: 480 << 20)
+    assert clock.flush_bytes(cpu) == clock.CPU_FLUSH_MAX_BYTES < 960 << 20

@@ -130,13 +130,19 @@ def _cpu_cache_bytes() -> int:
         return 32 << 20
 
 
+# A CPU's flush at most this: a virtual machine may report its host's whole L3 (480 MiB on a 2-core
+# guest), and twice that, written before every sample, made a sample about 0.1 s and each timing
+# process a gigabyte larger. Twice any L3 up to 64 MB is flushed whole.
+CPU_FLUSH_MAX_BYTES = 128 << 20
+
+
 def flush_bytes(device: torch.device) -> int:
     """The cache-flush buffer's bytes on `device`: twice its last-level cache (a GPU's L2, at least
-    64 MB; a CPU's L3). The one owner of that size: the fit estimate counts what the reference
-    process reports from here (ReferenceReady.flush_bytes)."""
+    64 MB; a CPU's L3, at most CPU_FLUSH_MAX_BYTES). The one owner of that size: the fit estimate
+    counts what the reference process reports from here (ReferenceReady.flush_bytes)."""
     if device.type == "cuda":
         return max(2 * torch.cuda.get_device_properties(device).L2_cache_size, 64 << 20)
-    return 2 * _cpu_cache_bytes()
+    return min(2 * _cpu_cache_bytes(), CPU_FLUSH_MAX_BYTES)
 
 
 class Sampler:
