@@ -130,9 +130,8 @@ def _cpu_cache_bytes() -> int:
         return 32 << 20
 
 
-# A CPU's flush at most this: a virtual machine may report its host's whole L3 (480 MiB on a 2-core
-# guest), and twice that, written before every sample, made a sample about 0.1 s and each timing
-# process a gigabyte larger. Twice any L3 up to 64 MB is flushed whole.
+# A CPU's flush at most this: a guest may report its host's whole L3 (480 MiB on 2 cores), and twice
+# that before every sample made a sample about 0.1 s and each timing process a gigabyte larger.
 CPU_FLUSH_MAX_BYTES = 128 << 20
 
 
