@@ -160,8 +160,12 @@ def test_bench_report_has_the_curve_the_table_and_failures_by_verdict(report_swe
     assert "problem error: 1 problem(s) that failed themselves" in text
     assert "this candidate fails at import" in text and "level1/3/sample_1.py" in text
     assert "level1 vs eager" in text and "level2 vs eager" not in text  # level2's one problem is broken
-    # five tables with a header row each: the levels, the three verdicts' failures, every evaluation
-    assert text.count("<tr>") == 5 + 2 + 1 + 1 + 1 + 6
+    # where the seconds went: level1's candidates that reached the device (level2's problem broke first)
+    seconds = text.split("<h2>Seconds a candidate</h2>")[1].split("</section>")[0]
+    assert "device side (mean)" in seconds and "level1" in seconds and "level2" not in seconds
+    # six tables with a header row each: the levels, their seconds, the three verdicts' failures, every
+    # evaluation
+    assert text.count("<tr>") == 6 + 2 + 1 + 1 + 1 + 1 + 6
 
 
 def test_report_usage_errors_are_one_paragraph(report_run, tmp_path):

@@ -13,10 +13,12 @@ import pytest
 
 from harness.cli.main import main
 from harness.engine.pool import Builds
+from harness.results import from_dict, to_dict
 from harness.sweep.sweep import by_problem, pending
 from harness.sweep.jobs import COPY_SUFFIX, Job, SuiteError, copy_jobs, find_jobs, problem_id, problem_levels
 from harness.sweep.records import EVENTS_FILE, PROBLEM_ERROR, RESULTS_FILE, SweepRecord, ResultLog, read_records
-from harness.sweep.summary import P_MAX, fast_p, fast_p_curves, fast_p_sure, geomean, summarize
+from harness.sweep.summary import (P_MAX, LevelSummary, fast_p, fast_p_curves, fast_p_sure, geomean, seconds_rows,
+                                   summarize)
 
 HERE = Path(__file__).parent
 PROBLEMS, CANDIDATES = HERE / "problems" / "sweep", HERE / "candidates" / "sweep"
@@ -68,6 +70,28 @@ def test_summary_per_level_keeps_problem_failures_apart():
     assert one.failures == {"incorrect": 1, "timeout": 1}
     assert (two.evaluations, two.correct, two.broken_problems, two.fast_p_compile) == (1, 1, ["x"], None)
     assert two.fast_p["2"] == 1.0
+
+
+def test_the_seconds_per_level_are_medians_of_the_records_that_reached_the_device():
+    def timed(start, check, time, shapes, beside=None):
+        r = record("a", speedup=1.0)
+        r.phases = {"build": 0.0, "start": start, "check": check, "time": time, "shapes": shapes}
+        r.time_split = {"beside": beside} if beside is not None else {}
+        return r
+    built_only = record("b", "compile_error")
+    built_only.phases = {"build": 30.0}
+    records = [timed(0.0, 0.4, 1.0, 0.3, 0.5), timed(0.2, 0.6, 2.0, 0.2, 0.7), timed(0.0, 0.5, 1.2, 0.3),
+               built_only, record("x", PROBLEM_ERROR, level="level2")]
+    one, two = summarize(records)
+    seconds = one.seconds
+    assert seconds.candidates == 3 and two.seconds is None
+    assert seconds.device == pytest.approx(2.0) and seconds.device_mean == pytest.approx((1.7 + 3.0 + 2.0) / 3)
+    assert seconds.phases == pytest.approx({"build": 0.0, "start": 0.0, "check": 0.5, "time": 1.2, "shapes": 0.3})
+    assert seconds.time_steps == pytest.approx({"beside": 0.6})
+    assert from_dict(LevelSummary, json.loads(json.dumps(to_dict(one)))).seconds == seconds
+    headers, rows = seconds_rows([one, two])
+    assert len(rows) == 1 and rows[0][:4] == ["level1", "3", "2.00 (2.23)", "0.00"]
+    assert rows[0][headers.index("re-check")] == "-"
 
 
 def test_fast_p_curves_per_level_with_the_sure_and_the_compile_curves():
@@ -289,6 +313,7 @@ def test_each_bench_has_a_results_folder_of_its_own(tmp_path):
     for _ in range(2):
         rc, output = sweep()
         assert rc == 0, output
+        assert "Seconds a candidate" in output and "This run: 1 evaluation(s) in" in output, output
         outputs.append(output)
     assert [p.name for p in work.iterdir()] == ["sweep-results"]
     first, second = folders = sorted((work / "sweep-results").iterdir())

@@ -139,8 +139,18 @@ def _clock(seconds: float) -> str:
 def summary_table(summaries) -> Table:
     from ..sweep.summary import summary_rows
 
-    headers, rows = summary_rows(summaries)
-    table = Table(title="Summary per level")
+    return _table("Summary per level", *summary_rows(summaries))
+
+
+def seconds_table(summaries) -> Table:
+    from ..sweep.summary import seconds_rows
+
+    return _table("Seconds a candidate, medians (each phase's waits for the device included)",
+                  *seconds_rows(summaries))
+
+
+def _table(title: str, headers: list[str], rows: list[list[str]]) -> Table:
+    table = Table(title=title)
     for column in headers:
         table.add_column(column, justify="left" if column == "level" else "right")
     for row in rows:
@@ -227,6 +237,10 @@ def sweep_main(args: argparse.Namespace, console: Console) -> int:
     if args.csv:
         write_csv(records, args.csv)
     console.print(summary_table(summaries))
+    if any(s.seconds for s in summaries):
+        console.print(seconds_table(summaries))
+    elapsed, new = time.monotonic() - view.started, view.done - view.done_before
+    console.print(f"This run: {new} evaluation(s) in {elapsed:.1f} s, {60 * new / elapsed:.1f} a minute.")
     for s in summaries:
         if s.skipped:
             console.print(f"{s.level}: {len(s.skipped)} problem(s) skipped under --backward, their outputs having no "

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..pages import PALETTE, Chart, Rule, Series, badge, esc, facts, folded, page, svg_chart, table
 from ..results import speedup_text
 from .records import PROBLEM_ERROR, SweepRecord
-from .summary import P_MAX, LevelSummary, fast_p_curves, summarize, summary_rows
+from .summary import P_MAX, LevelSummary, fast_p_curves, seconds_rows, summarize, summary_rows
 
 
 DASHES = {"eager": "", "sure": "2 3", "compile": "8 4"}
@@ -23,9 +23,18 @@ def fast_p_chart(records: list[SweepRecord]) -> Chart:
                  (0.0, P_MAX), (0.0, 1.02), [0, 0.5, 1, 1.5, 2, 2.5, 3], "{:.0%}")
 
 
-def _summary_table(summaries: list[LevelSummary]) -> str:
-    headers, rows = summary_rows(summaries)
+def _level_table(headers: list[str], rows: list[list[str]]) -> str:
     return table(headers, [[esc(row[0]), *row[1:]] for row in rows], tuple(range(1, len(headers))))
+
+
+def _seconds(summaries: list[LevelSummary]) -> str:
+    headers, rows = seconds_rows(summaries)
+    if not rows:
+        return ""
+    return (f'<h2>Seconds a candidate</h2><section class="card">{_level_table(headers, rows)}'
+            '<p class="note">Medians a candidate, from each record\'s phases; a phase holds its waits for the '
+            'device too (a timing waits for the previous problem\'s other shapes and the next one\'s load), so '
+            'the candidates\' device sides add up to more than the sweep took.</p></section>')
 
 
 def _failures(records: list[SweepRecord]) -> str:
@@ -65,7 +74,8 @@ def sweep_page(directory: str, records: list[SweepRecord]) -> str:
     chart = svg_chart(fast_p_chart(records)) if records else '<p class="note">No evaluation recorded.</p>'
     body = (f"<h1>Sweep</h1><p class=\"sub\">{esc(directory)}</p>"
             f'<section class="card">{overview}</section>'
-            f'<h2>Summary per level</h2><section class="card">{_summary_table(summaries)}</section>'
+            f'<h2>Summary per level</h2><section class="card">{_level_table(*summary_rows(summaries))}</section>'
+            + _seconds(summaries) +
             f'<h2>fast_p against p</h2><section class="card">{chart}</section>'
             f'<h2>Failures by verdict</h2><section class="card">{_failures(records)}</section>'
             f'<h2>Every evaluation</h2><section class="card">'

@@ -9,6 +9,7 @@ harness's resolution (RESOLUTION, 0.1%). A copy of the reference reads 1.0003x a
 copies on an H200) where the harness's is near 0."""
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -17,6 +18,39 @@ from ..stats import geomean
 from .records import NOT_EVALUATED, PROBLEM_ERROR, SKIPPED, SweepRecord
 
 P_VALUES = (0.0, 1.0, 1.5, 2.0)
+# the phases after the build, on the device: together a candidate's device side
+DEVICE_PHASES = ("start", "check", "time", "shapes")
+TIME_STEPS = ("beside", "recheck", "alone")  # SweepRecord.time_split
+
+
+@dataclass
+class Seconds:
+    """Where a level's candidates spent their seconds, medians a candidate, from the phases each
+    record carries. A phase holds its waits for the device too: in a sweep a timing waits for the
+    previous problem's other shapes and the next problem's load, so the candidates' device sides
+    add up to more than the sweep's wall."""
+
+    candidates: int  # records with a device side (evaluated past their build)
+    device: float  # start + check + time + shapes, median
+    device_mean: float
+    phases: dict[str, float]  # median by phase, the build's too (0 for a cached one)
+    time_steps: dict[str, float]  # the time phase's steps (TIME_STEPS), median, where recorded
+
+
+def seconds_of(records: list[SweepRecord]) -> Optional[Seconds]:
+    """The medians over the records that reached the device; None where none did."""
+    reached = [r for r in records if any(p in r.phases for p in DEVICE_PHASES)]
+    if not reached:
+        return None
+    sides = [sum(r.phases.get(p, 0.0) for p in DEVICE_PHASES) for r in reached]
+
+    def medians(names: tuple[str, ...], of) -> dict[str, float]:
+        found = {name: [of(r)[name] for r in reached if name in of(r)] for name in names}
+        return {name: statistics.median(values) for name, values in found.items() if values}
+
+    return Seconds(len(reached), statistics.median(sides), statistics.mean(sides),
+                   medians(("build", *DEVICE_PHASES), lambda r: r.phases),
+                   medians(TIME_STEPS, lambda r: r.time_split))
 
 
 @dataclass
@@ -36,6 +70,7 @@ class LevelSummary:
     # fast_p over eager on the other clock (SweepRecord.speedup_second); None where none was measured
     fast_p_second: Optional[dict[str, float]] = None
     second_clock: str = ""
+    seconds: Optional[Seconds] = None  # where its candidates' seconds went
 
 
 def fast_p(speedups: list[Optional[float]], p: float) -> float:
@@ -74,7 +109,8 @@ def summarize_level(level: str, records: list[SweepRecord]) -> LevelSummary:
         {f"{p:g}": fast_p_sure(evaluated, p) for p in P_VALUES},
         sorted({r.problem for r in records if r.verdict == SKIPPED}),
         "/".join(sorted({r.clock for r in evaluated if r.correct and r.clock})),
-        {f"{p:g}": fast_p(second, p) for p in P_VALUES} if seconds else None, "/".join(sorted(seconds)))
+        {f"{p:g}": fast_p(second, p) for p in P_VALUES} if seconds else None, "/".join(sorted(seconds)),
+        seconds_of(evaluated))
 
 
 def summarize(records: list[SweepRecord]) -> list[LevelSummary]:
@@ -108,6 +144,25 @@ def summary_rows(summaries: list[LevelSummary]) -> tuple[list[str], list[list[st
             if shown:
                 row += [_percent(share[p]) if share else "-" for p in ("1", "1.5", "2")]
         rows.append(row)
+    return headers, rows
+
+
+def seconds_rows(summaries: list[LevelSummary]) -> tuple[list[str], list[list[str]]]:
+    """Where each level's seconds went, medians a candidate: headers, then rows (levels none of whose
+    candidates reached the device have none)."""
+    headers = ["level", "n", "device side (mean)", *DEVICE_PHASES, "time: beside", "re-check", "alone", "build"]
+    rows = []
+    for s in summaries:
+        if s.seconds is None:
+            continue
+        sec = s.seconds
+
+        def shown(values: dict[str, float], name: str) -> str:
+            return f"{values[name]:.2f}" if name in values else "-"
+
+        rows.append([s.level, str(sec.candidates), f"{sec.device:.2f} ({sec.device_mean:.2f})",
+                     *(shown(sec.phases, p) for p in DEVICE_PHASES), *(shown(sec.time_steps, t) for t in TIME_STEPS),
+                     shown(sec.phases, "build")])
     return headers, rows
 
 
