@@ -162,10 +162,11 @@ def test_bench_report_has_the_curve_the_table_and_failures_by_verdict(report_swe
     assert "level1 vs eager" in text and "level2 vs eager" not in text  # level2's one problem is broken
     # where the seconds went: level1's candidates that reached the device (level2's problem broke first)
     seconds = text.split("<h2>Seconds a candidate</h2>")[1].split("</section>")[0]
-    assert "device side (mean)" in seconds and "level1" in seconds and "level2" not in seconds
-    # six tables with a header row each: the levels, their seconds, the three verdicts' failures, every
-    # evaluation
-    assert text.count("<tr>") == 6 + 2 + 1 + 1 + 1 + 1 + 6
+    assert "device side: start + check + time + shapes" in seconds
+    assert "level1" in seconds and "level2" not in seconds
+    # six tables with a header row each: the levels, their seconds (11 figures), the three verdicts'
+    # failures, every evaluation
+    assert text.count("<tr>") == 6 + 2 + 11 + 1 + 1 + 1 + 6
 
 
 def test_report_usage_errors_are_one_paragraph(report_run, tmp_path):

@@ -145,14 +145,13 @@ def summary_table(summaries) -> Table:
 def seconds_table(summaries) -> Table:
     from ..sweep.summary import seconds_rows
 
-    return _table("Seconds a candidate, medians (each phase's waits for the device included)",
-                  *seconds_rows(summaries))
+    return _table("Seconds a candidate (medians; waits for the device included)", *seconds_rows(summaries))
 
 
 def _table(title: str, headers: list[str], rows: list[list[str]]) -> Table:
     table = Table(title=title)
-    for column in headers:
-        table.add_column(column, justify="left" if column == "level" else "right")
+    for n, column in enumerate(headers):
+        table.add_column(column, justify="right" if n else "left")
     for row in rows:
         table.add_row(*row)
     return table

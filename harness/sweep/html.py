@@ -24,7 +24,10 @@ def fast_p_chart(records: list[SweepRecord]) -> Chart:
 
 
 def _level_table(headers: list[str], rows: list[list[str]]) -> str:
-    return table(headers, [[esc(row[0]), *row[1:]] for row in rows], tuple(range(1, len(headers))))
+    """A table whose first column names the row (its leading spaces, an indent, kept) and the rest are figures."""
+    def label(text: str) -> str:
+        return "&emsp;" * ((len(text) - len(text.lstrip())) // 2) + esc(text.lstrip())
+    return table(headers, [[label(row[0]), *row[1:]] for row in rows], tuple(range(1, len(headers))))
 
 
 def _seconds(summaries: list[LevelSummary]) -> str:

@@ -148,22 +148,25 @@ def summary_rows(summaries: list[LevelSummary]) -> tuple[list[str], list[list[st
 
 
 def seconds_rows(summaries: list[LevelSummary]) -> tuple[list[str], list[list[str]]]:
-    """Where each level's seconds went, medians a candidate: headers, then rows (levels none of whose
-    candidates reached the device have none)."""
-    headers = ["level", "n", "device side (mean)", *DEVICE_PHASES, "time: beside", "re-check", "alone", "build"]
-    rows = []
-    for s in summaries:
-        if s.seconds is None:
-            continue
-        sec = s.seconds
+    """Where each level's seconds went, medians a candidate, a column a level (levels none of whose
+    candidates reached the device have none): headers, then a row a figure."""
+    levels = [s for s in summaries if s.seconds is not None]
+    if not levels:
+        return [], []
 
-        def shown(values: dict[str, float], name: str) -> str:
-            return f"{values[name]:.2f}" if name in values else "-"
+    def row(label: str, figure) -> list[str]:
+        values = [figure(s.seconds) for s in levels]
+        return [label, *("-" if v is None else f"{v:.2f}" for v in values)]
 
-        rows.append([s.level, str(sec.candidates), f"{sec.device:.2f} ({sec.device_mean:.2f})",
-                     *(shown(sec.phases, p) for p in DEVICE_PHASES), *(shown(sec.time_steps, t) for t in TIME_STEPS),
-                     shown(sec.phases, "build")])
-    return headers, rows
+    steps = {"beside": "  beside the reference", "recheck": "  re-check of its outputs", "alone": "  the reference alone"}
+    rows = [["candidates", *(str(s.seconds.candidates) for s in levels)],
+            row("device side: start + check + time + shapes", lambda sec: sec.device),
+            row("  its mean", lambda sec: sec.device_mean)]
+    for phase in (*DEVICE_PHASES, "build"):
+        rows.append(row(phase, lambda sec: sec.phases.get(phase)))
+        if phase == "time":
+            rows += [row(label, lambda sec: sec.time_steps.get(step)) for step, label in steps.items()]
+    return ["", *(s.level for s in levels)], rows
 
 
 P_MAX, P_STEPS = 3.0, 121  # the curves' p from 0 to P_MAX
