@@ -20,7 +20,8 @@ from .records import NOT_EVALUATED, PROBLEM_ERROR, SKIPPED, SweepRecord
 P_VALUES = (0.0, 1.0, 1.5, 2.0)
 # the phases after the build, on the device: together a candidate's device side
 DEVICE_PHASES = ("start", "check", "time", "shapes")
-TIME_STEPS = ("beside", "recheck", "alone")  # SweepRecord.time_split
+# the time phase's steps (SweepRecord.time_split), as the seconds table names them
+TIME_STEPS = {"beside": "beside the reference", "recheck": "re-check of its outputs", "alone": "the reference alone"}
 
 
 @dataclass
@@ -50,7 +51,7 @@ def seconds_of(records: list[SweepRecord]) -> Optional[Seconds]:
 
     return Seconds(len(reached), statistics.median(sides), statistics.mean(sides),
                    medians(("build", *DEVICE_PHASES), lambda r: r.phases),
-                   medians(TIME_STEPS, lambda r: r.time_split))
+                   medians(tuple(TIME_STEPS), lambda r: r.time_split))
 
 
 @dataclass
@@ -158,14 +159,13 @@ def seconds_rows(summaries: list[LevelSummary]) -> tuple[list[str], list[list[st
         values = [figure(s.seconds) for s in levels]
         return [label, *("-" if v is None else f"{v:.2f}" for v in values)]
 
-    steps = {"beside": "  beside the reference", "recheck": "  re-check of its outputs", "alone": "  the reference alone"}
     rows = [["candidates", *(str(s.seconds.candidates) for s in levels)],
             row("device side: start + check + time + shapes", lambda sec: sec.device),
             row("  its mean", lambda sec: sec.device_mean)]
     for phase in (*DEVICE_PHASES, "build"):
         rows.append(row(phase, lambda sec: sec.phases.get(phase)))
         if phase == "time":
-            rows += [row(label, lambda sec: sec.time_steps.get(step)) for step, label in steps.items()]
+            rows += [row(f"  {label}", lambda sec: sec.time_steps.get(step)) for step, label in TIME_STEPS.items()]
     return ["", *(s.level for s in levels)], rows
 
 
