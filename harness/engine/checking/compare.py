@@ -14,6 +14,7 @@ import torch
 from ...problem import widened
 from ...results import CheckResult, as_list
 from ..processes.channel import Unsupported
+from . import fused
 
 
 def _device_kind(device: str) -> str:
@@ -86,8 +87,10 @@ def _compare_values(label: str, ref: torch.Tensor, cand: torch.Tensor,
     slices = [(refs[start:start + CHUNK], cands[start:start + CHUNK]) for start in range(0, refs.numel(), CHUNK)]
     # Each slice's figures stay on the device until the last slice is queued: one wait for them all,
     # not four a slice. A slice holding a non-finite difference is read again the exact way.
-    figures = [_finite_figures(r, c, tol) for r, c in slices]
-    on_host = torch.stack([torch.stack(each).double() for each in figures]).tolist()
+    figures = fused.slice_figures(refs, cands, tol, CHUNK)
+    if figures is None:
+        figures = torch.stack([torch.stack(_finite_figures(r, c, tol)).double() for r, c in slices])
+    on_host = figures.tolist()
     counts, nonfinite, largest_abs, largest_rel = [], 0, 0.0, 0.0
     for (r, c), (special, *found) in zip(slices, on_host):
         bad, nan, abs_error, rel_error = [float(v) for v in _exact_figures(r, c, tol)] if special else found

@@ -61,7 +61,7 @@ def main(argv: list[str]) -> None:
         sys.stdout.flush()
         os._exit(0)
     fd = int(argv[2])
-    warm_spare(fd)  # a spare on a GPU: its device made ready while it waits for work on fd
+    warm_spare(fd, role)  # a spare on a GPU: its device made ready while it waits for work on fd
     conn = channel.Channel.from_fd(fd)
     spec = channel.recv(conn).header
     take_own_cores()  # a spare waited on the build cores; its work runs on its own

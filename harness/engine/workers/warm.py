@@ -21,7 +21,7 @@ from typing import Callable, Optional
 import torch
 
 from ...integrity.digest import checksum
-from ..checking import compare
+from ..checking import compare, fused
 from ..processes.cores import WARM_DEVICE_ENV, WARM_LOCK_ENV
 from ..processes.device_lock import DeviceLock
 from .common import randomize_parameters, sync
@@ -35,9 +35,10 @@ GIVE_UP_S = 60.0  # a spare that found the device held this long makes no more c
 first_calls_s: Optional[float] = None
 
 
-def warm_spare(fd: int) -> None:
-    """Where this process is a spare on a GPU: its context, then its first calls while the device
-    is free and no work has arrived on `fd`, with the random state as it was."""
+def warm_spare(fd: int, role: str) -> None:
+    """Where this process is a spare on a GPU: its context, a reference's comparison kernel compiled
+    (checking/fused.py), then its first calls while the device is free and no work has arrived on
+    `fd`, with the random state as it was."""
     global first_calls_s
     device = os.environ.pop(WARM_DEVICE_ENV, "")
     lock = json.loads(os.environ.pop(WARM_LOCK_ENV, "null"))
@@ -47,8 +48,10 @@ def warm_spare(fd: int) -> None:
         torch.empty(1, device=device)
     except Exception:  # noqa: BLE001 - the role meets the same failure and reports it with its step
         return
+    where = torch.device(device)
+    if role == "reference" and not _readable(fd, 0):
+        fused.warm(where)
     if lock:
-        where = torch.device(device)
         with torch.random.fork_rng(devices=[where] if where.type == "cuda" else []), torch.no_grad():
             steps = [_quietly(step, where) for step in first_calls(where)]
             first_calls_s = when_free(fd, steps, Path(lock["cache"]), lock["key"], int(lock["owner"]))
