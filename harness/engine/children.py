@@ -131,8 +131,9 @@ class Children:
 
     def lint_problem(self) -> list[str]:
         """The problem lint's warnings (integrity/lint.py), asked of the reference process once: after the
-        problem's first verdict, off the load that every problem's first check waits for, and never beside
-        a timing of this process (untimed), as the trials. A lint that fails says so in its warning."""
+        problem's first check (or its first verdict, where the check ended it), off the load that every
+        problem's first check waits for, and never beside a timing of this process (untimed), as the trials.
+        A lint that fails says so in its warning."""
         if self._linted or not (self.reference and self.reference.alive()):
             return []
         self._linted = True
