@@ -18,7 +18,7 @@ from harness.sweep.sweep import by_problem, pending
 from harness.sweep.jobs import COPY_SUFFIX, Job, SuiteError, copy_jobs, find_jobs, problem_id, problem_levels
 from harness.sweep.records import EVENTS_FILE, PROBLEM_ERROR, RESULTS_FILE, SweepRecord, ResultLog, read_records
 from harness.sweep.summary import (P_MAX, LevelSummary, fast_p, fast_p_curves, fast_p_sure, geomean, seconds_rows,
-                                   summarize)
+                                   summarize, summary_rows)
 
 HERE = Path(__file__).parent
 PROBLEMS, CANDIDATES = HERE / "problems" / "sweep", HERE / "candidates" / "sweep"
@@ -70,6 +70,29 @@ def test_summary_per_level_keeps_problem_failures_apart():
     assert one.failures == {"incorrect": 1, "timeout": 1}
     assert (two.evaluations, two.correct, two.broken_problems, two.fast_p_compile) == (1, 1, ["x"], None)
     assert two.fast_p["2"] == 1.0
+
+
+def test_the_per_level_table_turns_to_a_column_a_level_where_the_terminal_is_narrow():
+    from rich.console import Console
+
+    from harness.cli.sweep import by_level, summary_table
+
+    records = [record("a", speedup=1.2), record("b", "incorrect"), record("c", speedup=0.5, level="level2")]
+    for r in records:
+        r.clock, r.second_clock, r.speedup_second = "gpu", "latency", r.speedup
+    summaries = summarize(records)
+    headers, rows = summary_rows(summaries)
+    turned_headers, turned = by_level(headers, rows)
+    assert turned_headers == ["", "level1", "level2"]
+    named = {row[0]: row[1:] for row in turned}
+    assert named["correct"] == ["50.0%", "100.0%"] and named["gpu: fast_1"] == ["50.0%", "0.0%"]
+    assert named["gpu: geomean"] == ["1.20x", "0.50x"] and named["latency: fast_1.5"] == ["0.0%", "0.0%"]
+    narrow, wide = Console(width=80, record=True), Console(width=200, record=True)
+    for console in (narrow, wide):
+        console.print(summary_table(summaries, console))
+    turned_text, wide_text = narrow.export_text(), wide.export_text()
+    assert "…" not in turned_text and "gpu: geomean" in turned_text and "1.20x" in turned_text
+    assert "gpu: fast_1" in wide_text and "gpu: geomean" not in wide_text  # a row a level there
 
 
 def test_the_seconds_per_level_are_medians_of_the_records_that_reached_the_device():

@@ -136,10 +136,31 @@ def _clock(seconds: float) -> str:
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
-def summary_table(summaries) -> Table:
+WIDEST = 1000  # columns: the per-level table measured as wide as it would go
+
+
+def summary_table(summaries, console: Console) -> Table:
+    """A row a level where the console is wide enough, else a column a level (an 80-column terminal
+    holds two levels' figures that way, where the rows' eleven columns were cut to "0.7…")."""
     from ..sweep.summary import summary_rows
 
-    return _table("Summary per level", *summary_rows(summaries))
+    headers, rows = summary_rows(summaries)
+    table = _table("Summary per level", headers, rows)
+    if console.measure(table, options=console.options.update(max_width=WIDEST)).maximum <= console.width:
+        return table
+    return _table("Summary per level", *by_level(headers, rows))
+
+
+def by_level(headers: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
+    """The per-level table turned: a column a level, a row a figure, each figure named with the clock
+    or baseline its group of columns names once ("gpu: fast_1", "fast_1.5" -> "gpu: fast_1.5")."""
+    labels, group = [], ""
+    for header in headers[1:]:
+        if ": " in header:
+            group = header.split(": ")[0] + ": "
+        labels.append(header if ": " in header or not group else group + header)
+    return ["", *(row[0] for row in rows)], [[label, *(row[n + 1] for row in rows)]
+                                                     for n, label in enumerate(labels)]
 
 
 def seconds_table(summaries) -> Table:
@@ -235,7 +256,7 @@ def sweep_main(args: argparse.Namespace, console: Console) -> int:
     plot = plot_fast_p(records, out / PLOT_FILE)
     if args.csv:
         write_csv(records, args.csv)
-    console.print(summary_table(summaries))
+    console.print(summary_table(summaries, console))
     if any(s.seconds for s in summaries):
         console.print(seconds_table(summaries))
     elapsed, new = time.monotonic() - view.started, view.done - view.done_before
