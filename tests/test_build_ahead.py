@@ -118,18 +118,23 @@ def test_a_gpu_host_keeps_two_cores_a_gpu_for_timing_and_a_small_one_none():
     assert small.timing_env() == small.timing_env(spare=True) == {} and small.build_env() == {NICE_ENV: "10"}
 
 
-def test_a_spare_on_a_gpu_is_told_to_make_its_cuda_context_while_it_waits(tmp_path):
-    """Its first candidate's start then does not pay for the context; on a CPU there is none to make."""
+def test_a_spare_on_a_gpu_is_told_to_make_its_cuda_context_while_it_waits(tmp_path, monkeypatch):
+    """Its first candidate's start then does not pay for the context; on a CPU there is none to make.
+    A reference's spare also makes its first calls, under the device's lock; a worker's spare does not
+    (its first trial holds no lock)."""
     from harness import EvalOptions
+    from harness.engine import children as module
     from harness.engine.children import Children
     from harness.problem import load_problem
 
     problem = load_problem(SMALL)
     gpu = Children(problem, EvalOptions(device="cuda", cache_dir=tmp_path), backward=False)
-    assert gpu._start_env(spare=True)[WARM_DEVICE_ENV] == "cuda"
-    # its first calls under the lock this evaluation times under, on this harness's behalf
-    assert json.loads(gpu._start_env(spare=True)[WARM_LOCK_ENV]) == {"cache": str(tmp_path), "key": "gpu0",
-                                                                     "owner": os.getpid()}
+    monkeypatch.setattr(module, "Child", lambda role, log, env, **kwargs: env)  # the environment each is started with
+    reference, worker = gpu._spawn_reference(spare=True), gpu._spawn_worker(spare=True)
+    assert reference[WARM_DEVICE_ENV] == worker[WARM_DEVICE_ENV] == "cuda"
+    # the reference's first calls under the lock this evaluation times under, on this harness's behalf
+    assert json.loads(reference[WARM_LOCK_ENV]) == {"cache": str(tmp_path), "key": "gpu0", "owner": os.getpid()}
+    assert WARM_LOCK_ENV not in worker
     assert WARM_DEVICE_ENV not in gpu._start_env(spare=False)  # started for work: the role makes it
     cpu = Children(problem, EvalOptions(device="cpu", cache_dir=tmp_path), backward=False)
     assert WARM_DEVICE_ENV not in cpu._start_env(spare=True)
@@ -146,7 +151,7 @@ def test_a_spare_told_to_warm_makes_its_first_calls_and_its_load_records_them(tm
     told = {WARM_DEVICE_ENV: "cpu",
             WARM_LOCK_ENV: json.dumps({"cache": str(options.cache_dir), "key": "cpu", "owner": os.getpid()})}
     start_env = children._start_env
-    monkeypatch.setattr(children, "_start_env", lambda spare: {**start_env(spare), **told})
+    monkeypatch.setattr(children, "_start_env", lambda spare, **kwargs: {**start_env(spare, **kwargs), **told})
     try:
         children._blank_reference = children._spawn_reference(spare=True)
         lock, waited = options.cache_dir / "locks" / "device-cpu.lock", time.monotonic() + 120

@@ -159,7 +159,8 @@ class Children:
 
     def _spawn_reference(self, spare: bool = False) -> Child:
         log = self.logs / f"reference-{self.problem.name}-{os.getpid()}-{self.options.gpu or 0}.log"
-        return Child("reference", log, env=self._start_env(spare), registry=self.registry, forked=self.options.forked())
+        return Child("reference", log, env=self._start_env(spare, first_calls=True), registry=self.registry,
+                     forked=self.options.forked())
 
     def spawn(self) -> None:
         """Start the reference process and a spare worker for the first candidate without the
@@ -343,14 +344,15 @@ class Children:
 
     # -- the device ------------------------------------------------------------------
 
-    def _start_env(self, spare: bool) -> dict:
+    def _start_env(self, spare: bool, first_calls: bool = False) -> dict:
         """A child's environment: a spare (importing ahead of its work) at low priority, and on a GPU
-        making its device ready meanwhile (workers/warm.py), under this evaluation's device lock."""
+        making its device ready meanwhile (workers/warm.py): its context, and with `first_calls` (a
+        reference's spare) its first calls, under this evaluation's device lock."""
         if not spare:
             return {**self.options.child_env(), **self.cores.timing_env()}
-        warm = {WARM_DEVICE_ENV: self.options.device,
-                WARM_LOCK_ENV: json.dumps({"cache": str(self.cache), "key": self.device_key, "owner": os.getpid()})
-                } if self.options.device != "cpu" else {}
+        lock = {WARM_LOCK_ENV: json.dumps({"cache": str(self.cache), "key": self.device_key, "owner": os.getpid()})
+                } if first_calls else {}
+        warm = {WARM_DEVICE_ENV: self.options.device, **lock} if self.options.device != "cpu" else {}
         return {**self.options.child_env(), **self.cores.timing_env(spare=True), START_NICE_ENV: "10", **warm}
 
     @property

@@ -5,10 +5,15 @@ make, on tiny tensors: a process's first call into cuBLAS and cuDNN loads their 
 launch of each kernel loads that kernel. On an H200 (torch 2.11) a first small matmul and convolution
 took 80-90 and 85-120 ms in a spare; after them a problem's first 4096x4096 matmul took 35-50 ms
 instead of 107-143, and its first convolution 28-37 ms instead of 117-380. A reference pays these in
-its load and a candidate's worker in its first trial, both on the device's critical path. The calls
-launch kernels, so they run in short steps, each while no one holds the device's lock (held for the
-step, let go of between two, so that a load or a timing waiting for it goes first), and none once the
-spare has work."""
+its load, which holds the device's lock. The calls launch kernels, so they run in short steps, each
+while no one holds the device's lock (held for the step, let go of between two, so that a load or a
+timing waiting for it goes first), and none once the spare has work.
+
+Only a reference process's spare makes them (Children tells it the lock). A candidate's worker pays
+its first calls in its first trial, which holds no lock: made ahead by every worker spare too, the
+steps kept the lock so busy that over 50 KernelBench copies on an H200 a sweep's timings waited 14.7 s
+for it and the next problems' loads 14.0 s; with the workers' left to their first trial, 1.2 and
+0.9 s, the check 0.06 s longer (median)."""
 from __future__ import annotations
 
 import json
@@ -36,9 +41,9 @@ first_calls_s: Optional[float] = None
 
 
 def warm_spare(fd: int, role: str) -> None:
-    """Where this process is a spare on a GPU: its context, a reference's comparison kernel compiled
-    (checking/fused.py), then its first calls while the device is free and no work has arrived on
-    `fd`, with the random state as it was."""
+    """Where this process is a spare on a GPU: its context; a reference's comparison kernel compiled
+    (checking/fused.py); then, where it was told the device's lock (a reference's spare), its first
+    calls while the device is free and no work has arrived on `fd`, with the random state as it was."""
     global first_calls_s
     device = os.environ.pop(WARM_DEVICE_ENV, "")
     lock = json.loads(os.environ.pop(WARM_LOCK_ENV, "null"))
