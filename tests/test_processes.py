@@ -149,6 +149,32 @@ def test_too_many_processes_is_a_verdict_that_names_it(cpu_options, tmp_path, mo
     assert not wait_gone([int(p) for p in pids_file.read_text().split()], 2)
 
 
+def test_a_round_of_the_kill_waits_until_its_processes_have_stopped(monkeypatch):
+    """A process told to stop in the middle of a fork stops once the fork returns: the kill's next round
+    looks for its child only then (a fork bomb's daemon outlived the kill when it looked sooner)."""
+    from harness.engine.processes import ownership
+    from harness.engine.processes.ownership import _until_stopped
+
+    # A fork in flight cannot be made to last here: /proc says "running" twice (as it does until the
+    # fork returns), then "stopped".
+    states = iter(["R", "R", "T"])
+    read: list[str] = []
+    with monkeypatch.context() as patched:
+        patched.setattr(ownership, "_stat", lambda pid: [read.append(next(states)) or read[-1]])
+        _until_stopped({4242})
+    assert read == ["R", "R", "T"]
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.2)
+        os.kill(busy.pid, signal.SIGSTOP)
+        _until_stopped({busy.pid})
+        assert _stat(busy.pid)[0] in ("T", "t")
+        _until_stopped({busy.pid, 1 << 30})  # stopped already, or no such process: back at once
+    finally:
+        busy.kill()
+        busy.wait()
+
+
 def test_old_logs_are_removed_by_age_and_size(tmp_path):
     from harness.engine.processes.child import LOG_KEEP_BYTES, prune_logs
 

@@ -137,12 +137,28 @@ def kill_processes(roots: set[int], mark: Optional[str] = None) -> set[int]:
             except (ProcessLookupError, PermissionError):
                 pass
         stopped |= fresh
+        _until_stopped(fresh)
     for pid in stopped:
         try:
             os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
     return stopped
+
+
+STOP_WAIT_S = 0.5  # the most a round waits for its processes to stop (one in uninterruptible sleep stops late)
+
+
+def _until_stopped(pids: set[int]) -> None:
+    """Until each of `pids` is stopped or gone. A process told to stop in the middle of a fork stops
+    once the fork returns, so the child it made is there for the next round to find; without the wait a
+    round could look before that child existed, find nothing new and end the stopping, and the child,
+    never stopped, outlived the kill (a fork bomb's daemon did, once in a suite, under init)."""
+    deadline = time.monotonic() + STOP_WAIT_S
+    while pids and time.monotonic() < deadline:
+        pids = {pid for pid in pids if (_stat(pid) or ["X"])[0] not in ("T", "t", "Z", "X")}
+        if pids:
+            time.sleep(0.001)
 
 
 def reap(stopped: set[int], spare: Optional[int] = None) -> None:
