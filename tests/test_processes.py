@@ -234,6 +234,10 @@ def test_a_second_harness_waits_for_the_device_and_says_so(cpu_options, tmp_path
     assert result.verdict is Verdict.CORRECT, result.explanation
     assert len([p for p in phases if p.startswith("waiting")]) == 1
     assert any("waited for another harness process" in w for w in result.warnings) is not ours
+    # the wait in its record's ledger, apart from the gate's: at least the half second the lock was held after it
+    from harness.engine.children import DEVICE_WAITS
+
+    assert result.details["waits_s"][DEVICE_WAITS[1]] >= 0.5 and DEVICE_WAITS[0] in result.details["waits_s"]
 
 
 def test_a_prepared_reference_loads_only_while_no_one_times_on_the_device(cpu_options, tmp_path):

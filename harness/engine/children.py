@@ -9,7 +9,7 @@ import os
 import re
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Iterator, Optional
 
 from ..files import new_seed
@@ -31,6 +31,11 @@ from .verdicts import R, Deadline, after, child_error, read_reply, received, ref
 MANY_CORES = (os.cpu_count() or 1) >= 8
 REFERENCE_START_S = 120.0
 DEVICE_WAIT_S = 24 * 3600.0  # the most a prepared reference waits for another's timing to end
+# Children.device_lock's waits in the ledger (Children.waits), in the order they come: for this process's
+# other work on the device (the gate: a sweep's previous problem's other shapes), for the lock (another
+# timing, the next problem's load, a spare's first calls), for processes ended before it
+DEVICE_WAITS = ("waiting for this process's other work", "waiting for the device's lock",
+                "waiting for processes ended earlier")
 
 
 class NoBackward(ProblemError):
@@ -363,9 +368,15 @@ class Children:
     def device_lock(self, on_wait: Notify = quiet) -> Iterator[DeviceLock]:
         """This evaluation's device, held across harness processes (device_lock), once no other work of this
         process runs on it (untimed) and the processes this harness killed without waiting are gone
-        (endings_done)."""
-        with self.untimed(), DeviceLock(self.cache, self.device_key, on_wait) as lock:
-            endings_done()
+        (endings_done). Each of the three waits goes to the ledger apart (DEVICE_WAITS)."""
+        gate, lock_wait, endings = DEVICE_WAITS
+        with ExitStack() as held:
+            with self._waiting(gate):
+                held.enter_context(self.untimed())
+            with self._waiting(lock_wait):
+                lock = held.enter_context(DeviceLock(self.cache, self.device_key, on_wait))
+            with self._waiting(endings):
+                endings_done()
             yield lock
 
     @contextmanager

@@ -72,7 +72,7 @@ class SweepRecord:
     reference_load: dict[str, float] = field(default_factory=dict)
     built_on: str = ""  # under --ray, the node whose cores built the candidate ("" on one host)
     # seconds the harness waited on its children's replies, by step (Children.waits): start, check, time and
-    # shapes split finer than `phases`
+    # shapes split finer than `phases`; a timing's waits for the device apart (children.DEVICE_WAITS)
     waits: dict[str, float] = field(default_factory=dict)
 
     @property
