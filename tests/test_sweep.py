@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli.main import main
+from harness.engine.children import DEVICE_WAITS
 from harness.engine.pool import Builds
 from harness.results import from_dict, to_dict
 from harness.sweep.sweep import by_problem, pending
@@ -100,6 +101,7 @@ def test_the_seconds_per_level_are_medians_of_the_records_that_reached_the_devic
         r = record("a", speedup=1.0)
         r.phases = {"build": 0.0, "start": start, "check": check, "time": time, "shapes": shapes}
         r.time_split = {"beside": beside} if beside is not None else {}
+        r.waits = {DEVICE_WAITS[1]: time / 4} if beside is not None else {}
         return r
     built_only = record("b", "compile_error")
     built_only.phases = {"build": 30.0}
@@ -118,6 +120,8 @@ def test_the_seconds_per_level_are_medians_of_the_records_that_reached_the_devic
     assert shown["device side: start + check + time + shapes"] == ["2.00"] and shown["its mean"] == ["2.23"]
     assert shown["time"] == ["1.20"] and shown["beside the reference"] == ["0.60"]
     assert shown["re-check of its outputs"] == ["-"]
+    assert seconds.device_waits == pytest.approx({DEVICE_WAITS[1]: 0.375})  # of the two that waited
+    assert shown[DEVICE_WAITS[1]] == ["0.38"] and DEVICE_WAITS[0] not in shown  # none recorded that wait
     assert seconds_rows([two]) == ([], [])
 
 

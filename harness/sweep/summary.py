@@ -13,6 +13,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..engine.children import DEVICE_WAITS
 from ..engine.timing.speedups import RESOLUTION
 from ..stats import geomean
 from .records import NOT_EVALUATED, PROBLEM_ERROR, SKIPPED, SweepRecord
@@ -36,6 +37,8 @@ class Seconds:
     device_mean: float
     phases: dict[str, float]  # median by phase, the build's too (0 for a cached one)
     time_steps: dict[str, float]  # the time phase's steps (TIME_STEPS), median, where recorded
+    # a timing's waits for the device (DEVICE_WAITS), median, where recorded; part of the time phase
+    device_waits: dict[str, float] = field(default_factory=dict)
 
 
 def seconds_of(records: list[SweepRecord]) -> Optional[Seconds]:
@@ -51,7 +54,7 @@ def seconds_of(records: list[SweepRecord]) -> Optional[Seconds]:
 
     return Seconds(len(reached), statistics.median(sides), statistics.mean(sides),
                    medians(("build", *DEVICE_PHASES), lambda r: r.phases),
-                   medians(tuple(TIME_STEPS), lambda r: r.time_split))
+                   medians(tuple(TIME_STEPS), lambda r: r.time_split), medians(DEVICE_WAITS, lambda r: r.waits))
 
 
 @dataclass
@@ -166,6 +169,8 @@ def seconds_rows(summaries: list[LevelSummary]) -> tuple[list[str], list[list[st
         rows.append(row(phase, lambda sec: sec.phases.get(phase)))
         if phase == "time":
             rows += [row(f"  {label}", lambda sec: sec.time_steps.get(step)) for step, label in TIME_STEPS.items()]
+            rows += [row(f"  {wait}", lambda sec: sec.device_waits.get(wait)) for wait in DEVICE_WAITS
+                     if any(wait in s.seconds.device_waits for s in levels)]
     return ["", *(s.level for s in levels)], rows
 
 
