@@ -164,9 +164,10 @@ def test_bench_report_has_the_curve_the_table_and_failures_by_verdict(report_swe
     seconds = text.split("<h2>Seconds a candidate</h2>")[1].split("</section>")[0]
     assert "device side: start + check + time + shapes" in seconds
     assert "level1" in seconds and "level2" not in seconds
-    # six tables with a header row each: the levels, their seconds (11 figures), the three verdicts'
-    # failures, every evaluation
-    assert text.count("<tr>") == 6 + 2 + 11 + 1 + 1 + 1 + 6
+    assert "waiting for the device&#x27;s lock" in seconds  # escaped as every text on the page
+    # six tables with a header row each: the levels, their seconds (11 figures, and the timings' three
+    # waits for the device), the three verdicts' failures, every evaluation
+    assert text.count("<tr>") == 6 + 2 + 11 + 3 + 1 + 1 + 1 + 6
 
 
 def test_report_usage_errors_are_one_paragraph(report_run, tmp_path):

@@ -36,7 +36,8 @@ def _seconds(summaries: list[LevelSummary]) -> str:
         return ""
     return (f'<h2>Seconds a candidate</h2><section class="card">{_level_table(headers, rows)}'
             '<p class="note">Medians a candidate, from each record\'s phases; a phase holds its waits for the '
-            'device too (a timing waits for the previous problem\'s other shapes and the next one\'s load), so '
+            'device too (a timing waits for this process\'s other work, the previous problem\'s other shapes, and '
+            'for the device\'s lock, which the next problem\'s load takes too), so '
             'the candidates\' device sides add up to more than the sweep took.</p></section>')
 
 

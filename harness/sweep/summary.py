@@ -29,8 +29,8 @@ TIME_STEPS = {"beside": "beside the reference", "recheck": "re-check of its outp
 class Seconds:
     """Where a level's candidates spent their seconds, medians a candidate, from the phases each
     record carries. A phase holds its waits for the device too: in a sweep a timing waits for the
-    previous problem's other shapes and the next problem's load, so the candidates' device sides
-    add up to more than the sweep's wall."""
+    previous problem's other shapes and for the device's lock, which the next problem's load takes too
+    (device_waits), so the candidates' device sides add up to more than the sweep's wall."""
 
     candidates: int  # records with a device side (evaluated past their build)
     device: float  # start + check + time + shapes, median
