@@ -167,8 +167,10 @@ def test_a_round_of_the_kill_waits_until_its_processes_have_stopped(monkeypatch)
     try:
         time.sleep(0.2)
         os.kill(busy.pid, signal.SIGSTOP)
+        started = time.monotonic()
         _until_stopped({busy.pid})
-        assert _stat(busy.pid)[0] in ("T", "t")
+        # back once it has stopped, or (on a machine too loaded to run it at all) once its bound has passed
+        assert _stat(busy.pid)[0] in ("T", "t") or time.monotonic() - started >= ownership.STOP_WAIT_S
         _until_stopped({busy.pid, 1 << 30})  # stopped already, or no such process: back at once
     finally:
         busy.kill()
