@@ -19,7 +19,6 @@ import torch
 
 BLOCK = 1 << 12  # elements a program reads; a slice (compare.CHUNK) is a whole number of blocks
 KINDS = (torch.float32, torch.float16, torch.bfloat16)
-FIGURES = 5  # per slice, as compare._finite_figures: non-finite, mismatches, (0), largest abs and rel error
 
 
 @functools.lru_cache(maxsize=1)
@@ -31,8 +30,10 @@ def _kernel():
     except Exception:  # noqa: BLE001 - no Triton: compare.py's passes
         return None
 
-    @triton.jit(do_not_specialize=["n", "grid"])  # one compiled kernel a dtype, whatever the sizes
-    def figures(ref, cand, parts, n, grid, atol, rtol, BLOCK: tl.constexpr):
+    # `parts` holds four rows of `row` figures, one a block: non-finite differences, mismatches, largest
+    # absolute and relative errors
+    @triton.jit(do_not_specialize=["n", "row"])  # one compiled kernel a dtype, whatever the sizes
+    def figures(ref, cand, parts, n, row, atol, rtol, BLOCK: tl.constexpr):
         pid = tl.program_id(0)
         offsets = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
         inside = offsets < n
@@ -45,9 +46,9 @@ def _kernel():
         largest = tl.max(tl.where(inside, diff, 0.0), axis=0)
         relative = tl.max(tl.where(inside, tl.div_rn(diff, tl.maximum(magnitude, 1e-12)), 0.0), axis=0)
         tl.store(parts + pid, nonfinite.to(tl.float64))
-        tl.store(parts + grid + pid, bad.to(tl.float64))
-        tl.store(parts + 2 * grid + pid, largest.to(tl.float64))
-        tl.store(parts + 3 * grid + pid, relative.to(tl.float64))
+        tl.store(parts + row + pid, bad.to(tl.float64))
+        tl.store(parts + 2 * row + pid, largest.to(tl.float64))
+        tl.store(parts + 3 * row + pid, relative.to(tl.float64))
 
     return figures
 
@@ -71,7 +72,7 @@ _failed = False  # a launch failed once (a compiler missing on this host): compa
 
 
 def slice_figures(ref: torch.Tensor, cand: torch.Tensor, tol: tuple[float, float], chunk: int) -> Optional[torch.Tensor]:
-    """(slices, FIGURES) float64 on the device for the flat, contiguous `ref` and `cand` cut into
+    """(slices, 5) float64 on the device for the flat, contiguous `ref` and `cand` cut into
     `chunk`-element slices: per slice whether any difference is non-finite (1.0/0.0), the mismatches,
     0, the largest absolute and relative errors. None where this path does not apply."""
     global _failed

@@ -154,20 +154,14 @@ def _until_stopped(pids: set[int]) -> None:
     once the fork returns, so the child it made is there for the next round to find; without the wait a
     round could look before that child existed, find nothing new and end the stopping, and the child,
     never stopped, outlived the kill (a fork bomb's daemon did, once in a suite, under init)."""
-    deadline = time.monotonic() + STOP_WAIT_S
-    while pids and time.monotonic() < deadline:
-        pids = {pid for pid in pids if (_stat(pid) or ["X"])[0] not in ("T", "t", "Z", "X")}
-        if pids:
-            time.sleep(0.001)
+    _wait_while(pids, lambda pid: _state(pid) not in STOPPED + GONE, STOP_WAIT_S, 0.001)
 
 
 def reap(stopped: set[int], spare: Optional[int] = None) -> None:
     """Until the killed processes are gone (briefly: SIGKILL lands asynchronously, and a process that
     held a GPU context takes 0.1-0.2 s to be torn down). Orphans reparented to this process are reaped;
     `spare` (a child a Popen waits for) is left to its Popen."""
-    deadline = time.monotonic() + 2.0
-    while any(running(pid) for pid in stopped) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    _wait_while(stopped, running, 2.0, 0.01)
     for pid in stopped - {spare}:
         try:
             os.waitpid(pid, os.WNOHANG)
@@ -175,10 +169,25 @@ def reap(stopped: set[int], spare: Optional[int] = None) -> None:
             pass
 
 
+STOPPED, GONE = ("T", "t"), ("Z", "X")  # process states (/proc/PID/stat): stopped (or traced); a zombie, dead
+
+
+def _state(pid: int) -> str:
+    """The process's state letter, "X" (dead) where there is no such process."""
+    fields = _stat(pid)
+    return fields[0] if fields else "X"
+
+
+def _wait_while(pids: set[int], still: Callable[[int], bool], limit_s: float, poll_s: float) -> None:
+    """Until none of `pids` is `still` so, or `limit_s` has passed."""
+    deadline = time.monotonic() + limit_s
+    while any(still(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(poll_s)
+
+
 def running(pid: int) -> bool:
     """Alive and not a zombie."""
-    fields = _stat(pid)
-    return bool(fields) and fields[0] not in ("Z", "X")
+    return _state(pid) not in GONE
 
 
 def _identity(pid: int) -> str:
