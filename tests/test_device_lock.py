@@ -137,27 +137,3 @@ def test_a_spares_first_calls_run_on_the_cpu():
 
     for step in first_calls(torch.device("cpu")):  # each raises where a call does not fit what it calls
         step()
-
-
-def test_the_timed_outputs_are_rechecked_once_the_device_is_let_go(cpu_options):
-    """The re-check of the timed outputs is correctness work: the device's lock is free by then (a
-    sweep's next problem starts its checks beside it), and every timed call is still re-checked."""
-    from conftest import CANDIDATES, PROBLEMS
-    from harness.engine.evaluate import Evaluator
-    from harness.engine.phases import TIMED_OVER
-
-    said, free = [], []
-
-    def on_phase(doing: str) -> None:
-        said.append(doing)
-        if doing == TIMED_OVER:
-            with DeviceLock(cpu_options.resolved_cache(), device_key("cpu", None), owner=12345, wait=False) as lock:
-                free.append(lock.held)
-
-    with Evaluator(PROBLEMS / "small_layernorm.py", cpu_options, keep_spare=False) as evaluator:
-        result = evaluator.evaluate(CANDIDATES / "py_correct.py", on_phase)
-    assert result.verdict.value == "correct", result.explanation
-    assert free == [True] and said.index("timing") < said.index(TIMED_OVER) < said.index("checking other shapes")
-    assert result.timed_calls_checked >= result.timings["candidate"].n
-    assert set(result.details["time_split_s"]) >= {"beside", "recheck"}
-

@@ -116,24 +116,22 @@ def test_checks_over_many_slices_count_and_compare_every_slice(monkeypatch):
         f"The output holds {count} non-finite value(s) of 2048")
 
 
-def test_the_problem_lint_is_part_of_the_reference_load_and_each_result_says_it_once(cpu_options, tmp_path):
-    """The lint runs in the reference's load (under the device's lock where a sweep loads the next problem
-    beside the current one's check), off its candidates' path; each of their records says it once,
-    whatever its verdict."""
+def test_the_problem_lint_runs_once_after_the_first_verdict_and_each_result_says_it_once(cpu_options, tmp_path):
+    """Not in the load, which every problem's first check waits for: after the first candidate's verdict,
+    whatever it is, once per reference process."""
     from harness import Evaluator, Verdict
-    from harness.sweep.jobs import COPY_SUFFIX
 
     problem = PROBLEMS / "degenerate_softmax.py"
     wrong, copy = tmp_path / "wrong.py", tmp_path / "copy.py"
     wrong.write_text(problem.read_text() + "\n\nclass ModelNew(Model):\n    def forward(self, x):\n"
                                            "        return super().forward(x) * 2\n")
-    copy.write_text(problem.read_text() + COPY_SUFFIX)
+    copy.write_text(problem.read_text() + "\n\nclass ModelNew(Model):\n    pass\n")
     with Evaluator(problem, cpu_options) as evaluator:
-        evaluator.prepare()
-        info = evaluator.reference_info
-        (warning,) = [w for w in info.warnings if "the same value everywhere" in w]
+        evaluator.start_reference()
+        assert "lint" not in evaluator.reference_info.load_seconds and evaluator.problem_warnings == []
         first, second = evaluator.evaluate(wrong), evaluator.evaluate(copy)
-    assert "lint" in info.load_seconds
+        linted = evaluator.reference_info.load_seconds["lint"]
     assert (first.verdict, second.verdict) == (Verdict.INCORRECT, Verdict.CORRECT), second.explanation
     for result in (first, second):
-        assert result.warnings.count(warning) == 1, result.warnings
+        assert sum("the same value everywhere" in w for w in result.warnings) == 1, result.warnings
+    assert linted >= 0

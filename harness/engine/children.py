@@ -24,7 +24,7 @@ from .processes.cores import START_NICE_ENV, WARM_DEVICE_ENV, WARM_LOCK_ENV, spl
 from .processes.device_lock import DeviceLock, device_key
 from .processes.environment import collect_environment
 from .processes.footprint import DoesNotFit, fit_refusal
-from .processes.protocol import (CandidateReady, CandidateSpec, Command, ReferenceHolding, ReferenceReady,
+from .processes.protocol import (CandidateReady, CandidateSpec, Command, Linted, ReferenceHolding, ReferenceReady,
                                  ReferenceSpec, Reply, Request, ShapeSet)
 from .verdicts import R, Deadline, after, child_error, read_reply, received, refuse_on_guards
 
@@ -57,6 +57,7 @@ class Children:
         self.reference: Optional[Child] = None
         self.reference_info = ReferenceReady()
         self.problem_warnings: list[str] = []
+        self._linted = False  # whether the reference process in place has run the problem lint (lint_problem)
         self.environment = None
         self.memory: dict[str, dict[str, int]] = {}  # peak bytes by process, as their replies said
         self.keep_spare = keep_spare  # for evaluators that will see more than one candidate
@@ -122,7 +123,7 @@ class Children:
         ready = self.reference_says(after(start, "the longer of the run timeout and the reference's start limit"),
                                     ReferenceReady, "loading the problem")
         self.reference_info = ready
-        self.problem_warnings = list(ready.warnings)
+        self.problem_warnings, self._linted = list(ready.warnings), False
         if self.backward and ready.no_backward:
             self.end()
             raise NoBackward(f"Problem file {self.problem.path}: {ready.no_backward}.")
@@ -132,6 +133,26 @@ class Children:
             self.end()
             raise DoesNotFit(refusal)
         self.environment = collect_environment(self.options.device, ready.device_name, ready.capability)
+
+    def lint_problem(self) -> list[str]:
+        """The problem lint's warnings (integrity/lint.py), asked of the reference process once: after the
+        problem's first check (or its first verdict, where the check ended it), off the load that every
+        problem's first check waits for, and never beside a timing of this process (untimed), as the trials.
+        A lint that fails says so in its warning."""
+        if self._linted or not (self.reference and self.reference.alive()):
+            return []
+        self._linted = True
+        try:
+            with self.untimed():
+                self.reference.send(to_dict(Request(Command.LINT)))
+                linted = self.reference_says(self.run_deadline(), Linted, "linting the problem")
+        except (ProblemError, Finding) as exc:
+            said = [f"the problem lint could not run: {exc}"]
+        else:
+            self.reference_info.load_seconds["lint"] = linted.seconds
+            said = linted.warnings
+        self.problem_warnings += said
+        return said
 
     def tolerances(self, gradients: bool = False) -> dict[str, list[float]]:
         return self.problem.tolerance_table(self.options.atol, self.options.rtol, gradients)

@@ -152,6 +152,11 @@ class Evaluator:
                 # starts the next problem once they are announced, its checks beside them
                 with children.untimed() if phase is Phase.SHAPES else nullcontext():
                     self._phase(phase, step, result, notify)
+                if phase is Phase.CHECK:
+                    # The problem lint (once a problem, in no phase) before the timing: in a sweep the timing
+                    # waits here for the next problem's load anyway, while a lint after the verdict held up
+                    # the next problem's timing.
+                    result.warnings.extend(children.lint_problem())
             judge(result, children.reference_info, self.backward)
             if self.profiler:
                 worker.stop()  # its GPU memory and context are not the profiled forward's
@@ -162,6 +167,7 @@ class Evaluator:
             children.done_with(worker, result)
             result.seconds = time.monotonic() - built.started
             result.details["waits_s"] = {step: round(s, 3) for step, s in children.waits.items()}
+        result.warnings.extend(children.lint_problem())  # where the check did not end: a later verdict's start() adds them
         return result
 
     @staticmethod

@@ -26,9 +26,5 @@ class Phase(str, Enum):
         return _DOING[self]
 
 
-# Told within the time phase once it is done with the device's clock, as it re-checks the timed outputs:
-# a sweep's next problem may start its checks from then on (they keep off timings, not off checks).
-TIMED_OVER = "re-checking the timed outputs"
-
 _DOING = {Phase.BUILD: "building", Phase.START: "", Phase.CHECK: "checking", Phase.TIME: "timing",
           Phase.SHAPES: "checking other shapes", Phase.PROFILE: "profiling"}

@@ -29,7 +29,7 @@ from ..engine.building.builder import Built, Builder
 from ..engine.children import NoBackward
 from ..engine.processes.footprint import DoesNotFit, footprint
 from ..engine.options import EvalOptions
-from ..engine.phases import TIMED_OVER, Phase as Step
+from ..engine.phases import Phase as Step
 from ..engine.pool import Builds, Counts, Pool
 from ..problem import Problem, ProblemError, load_problem
 from ..results import EvalResult
@@ -380,8 +380,8 @@ def evaluate_problem(name: str, opened: Opened, on_record: Recorded, on_phase: P
         tell(shapes=True)
 
     def on_event(index: int, phase: str) -> None:
-        if phase in (Step.CHECK.doing, TIMED_OVER, Step.SHAPES.doing):
-            tell(shapes=phase != Step.CHECK.doing)
+        if phase in (Step.CHECK.doing, Step.SHAPES.doing):
+            tell(shapes=phase == Step.SHAPES.doing)
         on_phase(name, f"{group[index].level}/{group[index].problem.stem} {group[index].label}: {phase}")
 
     try:

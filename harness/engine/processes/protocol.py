@@ -24,6 +24,7 @@ class Command(str, enum.Enum):
     COMPARE = "compare"  # the candidate's outputs for that trial, relayed: compare them
     TIME_REFERENCE = "time_reference"  # time the reference alone
     VERIFY_TIMED = "verify_timed"  # the candidate's timed-output samples, relayed: re-check them
+    LINT = "lint"  # the problem lint (integrity/lint.py), once the problem's first check is over
     # to the candidate worker
     TRIAL = "trial"  # run on the inputs of a seed and return the outputs
     TIME = "time"  # time candidate and reference interleaved
@@ -193,8 +194,15 @@ class ReferenceReady(Reply):
     no_backward: str = ""
     # under --backward with ReferenceSpec.grad_rounding: what each gradient's atol gains, by label
     grad_allowance: dict[str, float] = field(default_factory=dict)
-    # the load's wall seconds by step (the CUDA context, the wait for the device, the model, ..., the lint)
+    # the load's wall seconds by step (the CUDA context, the wait for the device, the model, ...; the lint's,
+    # asked after the first check, are added by the harness: Children.lint_problem)
     load_seconds: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Linted(Reply):
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0  # the lint's wall seconds in the reference process
 
 
 @dataclass

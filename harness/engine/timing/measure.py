@@ -1,7 +1,7 @@
 """The timing phase: the candidate and the reference timed beside each other in the candidate's
-worker (flushed, interleaved, on each clock the device has: clock.py), the reference timed alone in
-its own process and with its twins (placement_spread), the timed outputs re-checked once the device's
-clock is let go, and the rules that read them: hidden work off the caller's stream (suspected from the latency
+worker (flushed, interleaved, on each clock the device has: clock.py), the timed outputs
+re-checked, the reference timed alone in its own process and with its twins (placement_spread),
+and the rules that read them: hidden work off the caller's stream (suspected from the latency
 clock's tail, confirmed by a per-stream trace), and a reference slowed down beside the candidate.
 
 One clock per verdict: every timing that feeds a speedup, a guard or the interval of one verdict
@@ -10,9 +10,8 @@ is of the verdict's clock (EvalResult.clock); the other clock's figures are repo
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Iterator, Optional
+from typing import Optional
 
 from ...problem import ProblemError
 from ...results import Clock, ClockFigures, EvalResult, Retimed, ShapeTiming, Timing, shape_label, to_dict
@@ -20,8 +19,7 @@ from ..building.builder import builds_paused
 from ..checking.trials import check
 from ..children import REFERENCE_START_S, Children
 from ..findings import AtBenchmarkShape, Finding, SlowedReference, TimedOutputsDiffer, TimingsForged
-from ..phases import TIMED_OVER, Notify, Phase
-from ..processes.channel import Message
+from ..phases import Notify, Phase
 from ..processes.child import Child
 from ..processes.footprint import gb, placement_budget
 from ..processes.protocol import (PARK_BYTES, Checked, Command, ReferenceTimed, Reply, Request, StopRule, StreamsTraced,
@@ -90,9 +88,6 @@ class Measure:
         self.placement: dict[str, dict[str, Optional[float]]] = {}
         # by shape label: when the reference was last timed alone there, and what it found (shared)
         self._alone: dict[str, tuple[float, Clocked]] = {}
-        # each timing step's samples of the candidate's timed outputs, with what hidden work was seen
-        # there, not yet re-checked (_recheck)
-        self._unchecked: list[tuple[Message, str]] = []
 
     def headline(self) -> str:
         """The clock a verdict is read on unless hidden work forces every stream to count."""
@@ -109,45 +104,9 @@ class Measure:
         if self.children.reference_info.benchmark_shapes:
             measured = self._at_benchmark_shapes(worker, result, notify)
         else:
-            with self._rechecked(result, over=notify), \
-                    self.children.holding_device(Phase.TIME.doing, notify, result):
+            with self.children.holding_device(Phase.TIME.doing, notify, result):
                 measured = [self._time(worker, result, shape="")]
         self._figures(result, measured)
-
-    @contextmanager
-    def _rechecked(self, result: EvalResult, over: Optional[Notify] = None) -> Iterator[None]:
-        """The timed outputs of the timing inside re-checked once it is over (_recheck), also where it found
-        a fault: wrong outputs outrank what the timing found. `over`, where given, is told that the
-        device's clock is let go (TIMED_OVER)."""
-        try:
-            yield
-        except Finding:
-            self._recheck(result)
-            raise
-        except BaseException:
-            self._unchecked.clear()
-            raise
-        if over:
-            over(TIMED_OVER)
-        self._recheck(result)
-
-    def _recheck(self, result: EvalResult) -> None:
-        """The candidate's timed outputs, every timing step's since the last re-check, against the
-        reference's on the same inputs (integrity/recheck.py), the reference still at the shape they were
-        timed at. Correctness work: after the device's lock is let go and off this process's timings alone
-        (untimed), so a sweep's next problem starts its checks beside it."""
-        children, unchecked, self._unchecked = self.children, self._unchecked, []
-        split = result.details.setdefault("time_split_s", {})
-        with children.untimed():
-            for message, seen in unchecked:
-                started = time.monotonic()
-                children.reference.forward(message, cmd=Command.VERIFY_TIMED.value)
-                checked = children.reference_says(children.run_deadline(), Checked,
-                                                  "re-checking the timed outputs").check
-                _add(split, "recheck", started)
-                result.timed_calls_checked = (result.timed_calls_checked or 0) + checked.trials
-                if not checked.passed:
-                    raise TimedOutputsDiffer(checked, seen)
 
     def reference(self) -> Timing:
         """The reference alone under the faster numerics setting, before any candidate, on the headline
@@ -218,8 +177,7 @@ class Measure:
                         if values:  # the main shape was checked first
                             check(children, worker, min(2, children.options.trials), deadline)
                     notify(f"timing at {label}")
-                    # re-checked here, before the reference moves to the next shape
-                    with self._rechecked(result), children.holding_device(Phase.TIME.doing, notify, result):
+                    with children.holding_device(Phase.TIME.doing, notify, result):
                         found = self._time(worker, result, shares=len(shapes), shape=label)
                 except Finding as found:  # wrong outputs here are its failure: their time would mean nothing
                     if measured:  # the shapes timed before it stay on record
@@ -269,8 +227,8 @@ class Measure:
 
     def _time_once(self, worker: Child, result: EvalResult, shares: int, shape: str,
                    fresh: bool = False) -> tuple[Clocked, Clocked]:
-        """The candidate and the reference beside each other, and the reference alone: shared from an
-        earlier candidate of the problem unless `fresh`. The timed outputs wait for _recheck."""
+        """The candidate and the reference beside each other, their timed outputs re-checked, and the
+        reference alone: shared from an earlier candidate of the problem unless `fresh`."""
         children, o = self.children, self.children.options
         info = children.reference_info
         rule = o.stop_rule(o.time_cap / shares)
@@ -300,7 +258,13 @@ class Measure:
         seen = ""
         if result.clock != Clock.ALL_STREAMS.value and speedups.suspects_hidden_work(timings):
             seen = self._hidden_work(worker, timings, result)
-        self._unchecked.append((message, seen))
+        started = time.monotonic()
+        children.reference.forward(message, cmd=Command.VERIFY_TIMED.value)
+        checked = children.reference_says(children.run_deadline(), Checked, "re-checking the timed outputs").check
+        _add(split, "recheck", started)
+        result.timed_calls_checked = checked.trials
+        if not checked.passed:
+            raise TimedOutputsDiffer(checked, seen)
         kept = self._alone.get(shape)
         if kept and not fresh and result.clock in kept[1] and time.monotonic() - kept[0] < REFERENCE_ALONE_REUSE_S:
             result.details["reference_alone_age_s"] = round(time.monotonic() - kept[0], 1)

@@ -29,7 +29,7 @@ from ..checking import compare
 from ..processes import channel
 from ..processes.device_lock import DeviceLock
 from ..processes.footprint import TWIN_PADS_MIB, twin_count
-from ..processes.protocol import (Checked, Command, ReferenceHolding, ReferenceReady, ReferenceSpec,
+from ..processes.protocol import (Checked, Command, Linted, ReferenceHolding, ReferenceReady, ReferenceSpec,
                                   ReferenceTimed, Reply, Request, ShapeSet, TrialMade)
 from ..timing import clock
 from . import backward, warm
@@ -187,8 +187,6 @@ def reference_role(conn, header: dict) -> None:
             channel.send(conn, error_message(_failure(exc), exc))
             return
         _describe(ref, info, laps)
-        info.warnings += _lint(ref)
-        laps.lap("lint")
     info.load_seconds = {**laps.laps, **({"spare_first_calls": round(warm.first_calls_s, 3)}
                                          if warm.first_calls_s is not None else {})}
     channel.send(conn, to_dict(info))
@@ -264,20 +262,6 @@ def _plan_backward(ref: ReferenceProcess, sample: list, probe: int, random_draws
     if layout.get("allowance"):
         info.grad_allowance = dict(zip(layout["labels"][layout["first_gradient"]:], layout["allowance"]))
     return note
-
-
-def _lint(ref: ReferenceProcess) -> list[str]:
-    """The problem lint's warnings (integrity/lint.py), at the main shape from the state as constructed.
-    Part of the load, so under the device's lock: a sweep loads the next problem beside the current one's
-    check, where the lint is off the timings' path (after the first check it held up every timing)."""
-    try:
-        ref.state.restore()
-        return lint.lint_reference(ref.model, lambda: inputs_from_seed(ref.problem, ref.device, new_seed()),
-                                   tolerances=ref.spec.tolerances)
-    except Exception as exc:  # noqa: BLE001 - a lint that fails says so, the load goes on
-        return [f"the problem lint could not run: {type(exc).__name__}: {exc}"]
-    finally:
-        free_cache(ref.device)  # each trial restores the state it needs
 
 
 def _describe(ref: ReferenceProcess, info: ReferenceReady, laps: Laps) -> None:
@@ -424,10 +408,26 @@ def verify_timed_outputs(ref: ReferenceProcess, message: channel.Message) -> boo
     return ref.send(Checked(check=result, memory=memory_use(ref.device)))
 
 
+def lint_problem(ref: ReferenceProcess, message: channel.Message) -> bool:
+    """The problem lint's warnings, at the main shape from the state as constructed: asked once the
+    problem's first verdict is in, not in the load, which every problem's first check waits for."""
+    started, device = time.monotonic(), ref.device
+    try:
+        ref.parking.unpark()
+        ref.state.restore()
+        warnings = lint.lint_reference(ref.model, lambda: inputs_from_seed(ref.problem, device, new_seed()),
+                                       tolerances=ref.spec.tolerances)
+    except Exception as exc:  # noqa: BLE001
+        warnings = [f"the problem lint could not run: {type(exc).__name__}: {exc}"]
+    free_cache(device)  # as after the load: each trial restores the state it needs
+    return ref.send(Linted(warnings=warnings, seconds=round(time.monotonic() - started, 3), memory=memory_use(device)))
+
+
 Handler = Callable[[ReferenceProcess, channel.Message], bool]
 HANDLERS: dict[Command, Handler] = {
     Command.MAKE_TRIAL: make_trial, Command.COMPARE: compare_outputs, Command.TIME_REFERENCE: time_reference,
-    Command.SHAPE: set_shape, Command.PARK: park, Command.VERIFY_TIMED: verify_timed_outputs}
+    Command.SHAPE: set_shape, Command.PARK: park, Command.VERIFY_TIMED: verify_timed_outputs,
+    Command.LINT: lint_problem}
 
 
 def _serve(ref: ReferenceProcess) -> None:
