@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 
 import torch
@@ -37,6 +38,9 @@ def main() -> None:
     parser.add_argument("--sizes-mb", default="16,134,537,2147,6442")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
     args = parser.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("bench/compare_speed.py needs a CUDA GPU: the one pass is a Triton kernel, and off a GPU "
+                 "compare.py's passes are the only way.")
     dtype = getattr(torch, args.dtype)
     started = time.perf_counter()
     fused.warm(torch.device("cuda"))

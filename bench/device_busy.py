@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 from datetime import datetime
@@ -86,8 +87,12 @@ def main() -> None:
     parser.add_argument("--read", action="store_true", help="read an earlier run's files; run nothing")
     parser.add_argument("sweep", nargs="*", help="harness sweep's arguments, after --")
     args = parser.parse_args()
-    csv = args.out / "utilization.csv"
+    csv, log = args.out / "utilization.csv", args.out / "events.jsonl"
     if not args.read:
+        if not args.sweep:
+            parser.error("give harness sweep's arguments after --, or --read to read an earlier run's folder")
+        if shutil.which("nvidia-smi") is None:
+            sys.exit("bench/device_busy.py needs nvidia-smi, which samples the GPU's utilization; it is not on PATH.")
         args.out.mkdir(parents=True, exist_ok=True)
         with open(csv, "w") as log:
             sampler = subprocess.Popen(["nvidia-smi", "-i", str(args.gpu), "--query-gpu=timestamp,utilization.gpu",
@@ -98,7 +103,11 @@ def main() -> None:
             finally:
                 sampler.terminate()
                 sampler.wait()
-    events = [json.loads(line) for line in open(args.out / "events.jsonl")]
+    missing = [str(path) for path in (csv, log) if not path.is_file()]
+    if missing:
+        sys.exit(f"bench/device_busy.py: {' and '.join(missing)} not found: --out names a folder this script "
+                 "filled (its sweep's events and the GPU's samples).")
+    events = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     Console().print(table(by_state(samples(csv.read_text().splitlines()), spans(events, f"gpu {args.gpu}"))))
 
 

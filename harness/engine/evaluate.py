@@ -167,7 +167,7 @@ class Evaluator:
             children.done_with(worker, result)
             result.seconds = time.monotonic() - built.started
             result.details["waits_s"] = {step: round(s, 3) for step, s in children.waits.items()}
-        result.warnings.extend(children.lint_problem())  # where the check did not end: a later verdict's start() adds them
+        result.warnings.extend(children.lint_problem())  # where the evaluation ended before its timing
         return result
 
     @staticmethod
