@@ -762,8 +762,9 @@ def test_the_first_prompt_gives_the_floor_and_a_target_above_the_ceiling_is_warn
     candidate = tmp_path / "copy.py"
     candidate.write_text(LAYERNORM_COPY)
     runs = tmp_path / "runs"
-    assert main([str(LAYERNORM), "--files", str(candidate), "--target", "1000", "--runs-dir", str(runs),
-                 *eval_flags(cache_dir)]) == 1
+    # the bar out of a copy's reach: a copy's CPU timing on a loaded 2-core machine has read 1.68x, past 1.5x
+    assert main([str(LAYERNORM), "--files", str(candidate), "--target", "1000", "--accept", "1000",
+                 "--runs-dir", str(runs), *eval_flags(cache_dir)]) == 1
     out = capsys.readouterr().out
     record = run_json(only_run(runs))
     assert record["ceiling"] > 1 and record["notes"][0].startswith("The target 1000x is above the physical ceiling")
