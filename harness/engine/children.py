@@ -22,7 +22,6 @@ from .phases import Notify, quiet
 from .processes.child import Child, ChildBrokeProtocol, ChildDied, ChildTimeout, endings_done, prune_logs
 from .processes.cores import START_NICE_ENV, WARM_DEVICE_ENV, WARM_LOCK_ENV, split_cores
 from .processes.device_lock import DeviceLock, device_key
-from .processes.gate import Gate
 from .processes.environment import collect_environment
 from .processes.footprint import DoesNotFit, fit_refusal
 from .processes.protocol import (CandidateReady, CandidateSpec, Command, Linted, ReferenceHolding, ReferenceReady,
@@ -373,7 +372,7 @@ class Children:
         gate, lock_wait, endings = DEVICE_WAITS
         with ExitStack() as held:
             with self._waiting(gate):
-                held.enter_context(_gate(self.device_key).alone())
+                held.enter_context(self.untimed())
             with self._waiting(lock_wait):
                 lock = held.enter_context(DeviceLock(self.cache, self.device_key, on_wait))
             with self._waiting(endings):
@@ -382,10 +381,9 @@ class Children:
 
     @contextmanager
     def untimed(self) -> Iterator[None]:
-        """No timing of this process on this evaluation's device meanwhile (device_lock waits), other
-        untimed work beside it: a sweep starts the next problem's checks beside a problem's other shapes,
-        but not its timing; its lint and the problem before's processes ending go side by side."""
-        with _gate(self.device_key).shared():
+        """No timing of this process on this evaluation's device meanwhile (device_lock waits): a sweep
+        starts the next problem's checks beside a problem's other shapes, but not its timing."""
+        with _gate(self.device_key):
             yield
 
     @contextmanager
@@ -414,14 +412,14 @@ class Children:
         return after(self.options.run_timeout, "the run timeout")
 
 
-# one per device, for this process's work on it (Children.untimed, Children.device_lock)
-_GATES: dict[str, Gate] = {}
+# one per device, for this process's work on it (Children.untimed): re-entrant, as a timing may hold it
+_GATES: dict[str, threading.RLock] = {}
 _GATES_LOCK = threading.Lock()
 
 
-def _gate(key: str) -> Gate:
+def _gate(key: str) -> threading.RLock:
     with _GATES_LOCK:
-        return _GATES.setdefault(key, Gate())
+        return _GATES.setdefault(key, threading.RLock())
 
 
 # this process's staged workers per device (Children.stage), whichever problem's: a timing there pauses them all

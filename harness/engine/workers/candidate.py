@@ -30,7 +30,7 @@ from ..processes.protocol import (CandidateReady, CandidateSpec, Command, Reply,
                                   Timed, TrialOutputs)
 from ..profiling import torch_trace
 from ..timing import clock
-from . import backward, warm
+from . import backward
 from .common import (SameTensors, State, build_model, classify_import_error, copy_parameters, error_message,
                      import_candidate, import_file, in_mode, inputs_from_seed, reference_from, settle, sync)
 from .memory import Parking, free_cache, memory_use
@@ -129,7 +129,6 @@ def candidate_role(conn, header: dict) -> None:
         channel.send(conn, error_message("runtime_error", exc, phase="constructing ModelNew"))
         return
     channel.send(conn, to_dict(CandidateReady(ready=True, warnings=warnings, guards=worker.guards())))
-    warm.before_work(lambda: conn.poll(0), device)  # the first calls a trial makes, while no request has come
     _serve(worker)
 
 

@@ -9,13 +9,11 @@ its load, which holds the device's lock. The calls launch kernels, so they run i
 while no one holds the device's lock (held for the step, let go of between two, so that a load or a
 timing waiting for it goes first), and none once the spare has work.
 
-Only a reference process's spare makes them (Children tells it the lock). Made ahead by every worker
-spare too, the steps kept the lock so busy that over 50 KernelBench copies on an H200 a sweep's timings
-waited 14.7 s for it and the next problems' loads 14.0 s; with the workers' left to later, 1.2 and
-0.9 s. A candidate's worker makes them once its candidate is built and said ready, until its first
-request comes (before_work): no lock, as the harness stops a worker staged for a later candidate
-while it times (Children.holding_device), and otherwise the worker's first trial would pay them
-(0.21 s median for a first trial against 0.03 s for the next, 50 copies on an H200)."""
+Only a reference process's spare makes them (Children tells it the lock). A candidate's worker pays
+its first calls in its first trial, which holds no lock: made ahead by every worker spare too, the
+steps kept the lock so busy that over 50 KernelBench copies on an H200 a sweep's timings waited 14.7 s
+for it and the next problems' loads 14.0 s; with the workers' left to their first trial, 1.2 and
+0.9 s, the check 0.06 s longer (median)."""
 from __future__ import annotations
 
 import json
@@ -27,7 +25,7 @@ from typing import Callable, Optional
 
 import torch
 
-from ...integrity.digest import changed, checksum, digest
+from ...integrity.digest import checksum
 from ..checking import compare, fused
 from ..processes.cores import WARM_DEVICE_ENV, WARM_LOCK_ENV
 from ..processes.device_lock import DeviceLock
@@ -81,39 +79,15 @@ def when_free(fd: int, steps: list[Callable[[], object]], cache: Path, key: str,
     return spent if len(left) < len(steps) else None
 
 
-def before_work(work_came: Callable[[], bool], device: torch.device) -> None:
-    """A candidate's worker, its candidate built: the first calls of a trial (first_calls, less the
-    comparison, which the reference process makes), a step at a time while no request has come, with
-    the random state as it was."""
-    if device.type != "cuda":
-        return
-    with torch.random.fork_rng(devices=[device]), torch.no_grad():
-        until_work(work_came, [_quietly(step, device) for step in first_calls(device, compares=False)])
-
-
-def until_work(work_came: Callable[[], bool], steps: list[Callable[[], None]]) -> int:
-    """The steps in turn, none once work came (its work goes first): how many were made."""
-    for made, step in enumerate(steps):
-        if work_came():
-            return made
-        step()
-    return len(steps)
-
-
-def first_calls(device: torch.device, compares: bool = True) -> list[Callable[[], object]]:
+def first_calls(device: torch.device) -> list[Callable[[], object]]:
     """What a load and a trial call first, in steps of a few kernels each (on an H200 a step's first
     launches take 20-120 ms): a matmul; a convolution; a Linear's and a convolution's initialisation
-    and the harness's noise on their parameters; draws, a checksum and a digest's comparison; with
-    `compares`, a comparison."""
+    and the harness's noise on their parameters; draws and a checksum; a comparison."""
     def layers() -> None:
         with torch.device(device):
             made = [torch.nn.Linear(8, 8), torch.nn.Conv2d(1, 1, 3)]
         for layer in made:
             randomize_parameters(layer, 0)
-
-    def digested() -> object:  # a trial's draws, its checksum, and its look for inputs changed in place
-        values = [torch.randn(8, 8, device=device), torch.randint(0, 8, (8,), device=device)]
-        return checksum(values), changed(digest(values), digest(values))
 
     def compared() -> object:
         square = torch.randn(8, 8, device=device)
@@ -122,7 +96,9 @@ def first_calls(device: torch.device, compares: bool = True) -> list[Callable[[]
     return [lambda: torch.randn(8, 8, device=device) @ torch.rand(8, 8, device=device),
             lambda: torch.nn.functional.conv2d(torch.randn(1, 1, 4, 4, device=device),
                                                torch.randn(1, 1, 3, 3, device=device)),
-            layers, digested] + ([compared] if compares else [])
+            layers,
+            lambda: checksum([torch.randn(8, 8, device=device), torch.randint(0, 8, (8,), device=device)]),
+            compared]
 
 
 def _quietly(step: Callable[[], object], device: torch.device) -> Callable[[], None]:
