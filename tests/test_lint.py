@@ -135,3 +135,42 @@ def test_the_problem_lint_runs_once_after_the_first_verdict_and_each_result_says
     for result in (first, second):
         assert sum("the same value everywhere" in w for w in result.warnings) == 1, result.warnings
     assert linted >= 0
+
+
+def test_the_checks_first_trials_are_the_lints_draws(cpu_options, tmp_path, monkeypatch):
+    """checking/trials.py's lint_in_trials: where the check has three trials, the lint after it draws
+    nothing of its own and says what its own draws say (--trials 2: they are its own)."""
+    import dataclasses
+
+    from harness.engine.children import Children
+    from harness.engine.evaluate import evaluate
+
+    draws = tmp_path / "draws.txt"  # a line for each get_inputs(), whichever process calls it
+    problem = tmp_path / "constant.py"
+    problem.write_text(
+        "import torch\nimport torch.nn as nn\n\n"
+        "class Model(nn.Module):\n    def forward(self, x):\n        return x * 0 + 1\n\n"
+        f"def get_inputs():\n    with open({str(draws)!r}, 'a') as f:\n        f.write('x\\n')\n"
+        "    return [torch.randn(64, 64)]\n\n"
+        "def get_init_inputs():\n    return []\n")
+    candidate = tmp_path / "copy.py"
+    candidate.write_text(problem.read_text() + "\n\nclass ModelNew(Model):\n    pass\n")
+    drawn_by_lint = []
+    lint_problem = Children.lint_problem
+
+    def counted(self):
+        before = len(draws.read_text().splitlines())
+        due, said = self.lint_due, lint_problem(self)
+        if due:
+            drawn_by_lint.append(len(draws.read_text().splitlines()) - before)
+        return said
+
+    monkeypatch.setattr(Children, "lint_problem", counted)
+    said = []
+    for trials in (5, 2):
+        options = dataclasses.replace(cpu_options, trials=trials, shapes="off", time_cap=0.1, min_samples=2)
+        result = evaluate(problem, candidate, options)
+        assert result.verdict.value == "correct", result.explanation
+        said.append([w for w in result.warnings if "same value everywhere" in w])
+    assert drawn_by_lint == [0, 3]
+    assert said[0] == said[1] and len(said[0]) == 1, said

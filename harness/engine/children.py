@@ -134,11 +134,17 @@ class Children:
             raise DoesNotFit(refusal)
         self.environment = collect_environment(self.options.device, ready.device_name, ready.capability)
 
+    @property
+    def lint_due(self) -> bool:
+        """Whether the reference process in place has yet to say the problem lint's warnings."""
+        return not self._linted
+
     def lint_problem(self) -> list[str]:
         """The problem lint's warnings (integrity/lint.py), asked of the reference process once: after the
         problem's first check (or its first verdict, where the check ended it), off the load that every
         problem's first check waits for, and never beside a timing of this process (untimed), as the trials.
-        A lint that fails says so in its warning."""
+        Where that check's first trials were its draws (checking/trials.py's lint_in_trials), the reference
+        process says them at once. A lint that fails says so in its warning."""
         if self._linted or not (self.reference and self.reference.alive()):
             return []
         self._linted = True

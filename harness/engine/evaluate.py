@@ -134,7 +134,7 @@ class Evaluator:
             children.await_ready(worker, result)
 
         def check() -> None:
-            result.check = trials.check(children, worker, self.options.trials)
+            result.check = trials.check(children, worker, self.options.trials, lint=trials.lint_in_trials(children))
 
         def time_it() -> None:
             self.measure.candidate(worker, result, notify)
@@ -155,7 +155,7 @@ class Evaluator:
                 if phase is Phase.CHECK:
                     # The problem lint (once a problem, in no phase) before the timing: in a sweep the timing
                     # waits here for the next problem's load anyway, while a lint after the verdict held up
-                    # the next problem's timing.
+                    # the next problem's timing. Its draws were the check's first trials, where they fit.
                     result.warnings.extend(children.lint_problem())
             judge(result, children.reference_info, self.backward)
             if self.profiler:

@@ -17,52 +17,78 @@ from .digest import CHUNK, checksum
 
 # std below this share of |mean| counts as barely varying, whatever the tolerances
 RELATIVE_SPREAD = 1e-3
+RUNS = 3  # input draws the lint looks at
 
 
-def lint_reference(model: Callable, make_inputs: Callable[[], list], runs: int = 3,
+def lint_reference(model: Callable, make_inputs: Callable[[], list], runs: int = RUNS,
                    tolerances: Optional[dict] = None) -> list[str]:
     """Warnings about the reference's outputs over `runs` input draws.
 
     `make_inputs` draws one input set from a fresh seed; `tolerances` maps a
     dtype name ("float32", ...) and "default" to (atol, rtol), as the check
-    uses them. Only the first draw's outputs and every draw's checksum are kept, each
-    draw's inputs freed before the next: big problems stay affordable."""
-    tolerances = tolerances or {"default": (1e-4, 1e-4)}
-    runs = max(2, runs)
-    inputs = list(make_inputs())
-    first_sum = checksum(inputs)
-    first = _outputs(model, inputs)
-    same_inputs, same_outputs = True, [True] * len(first)
-    for _ in range(runs - 1):
-        del inputs
+    uses them. Each draw's inputs are freed before the next (Draws keeps the first
+    draw's outputs only): big problems stay affordable."""
+    draws = Draws(runs, tolerances)
+    while draws.warnings is None:
         inputs = list(make_inputs())
-        outputs = _outputs(model, inputs)
-        same_inputs = same_inputs and checksum(inputs) == first_sum
-        same_outputs = [same and _close(a, b, tolerance(tolerances, str(a.dtype)))
-                        for same, a, b in zip(same_outputs, first, outputs)]
-        del outputs
-    del inputs
-    warnings = []
-    if same_inputs:
-        warnings.append(f"get_inputs() gave the same inputs on {runs} draws from different seeds: every trial "
-                        "checks the same case.")
-    for i, out in enumerate(first):
-        label = "The output" if len(first) == 1 else f"Output {i}"
-        atol, rtol = tolerance(tolerances, str(out.dtype))
-        said = _value_warnings(label, out, (atol, rtol))
-        warnings.extend(said)
-        if not said and same_outputs[i] and not same_inputs:
-            warnings.append(f"{label} barely depends on the inputs: {runs} random input draws gave outputs equal "
-                            f"within atol={atol:g}, rtol={rtol:g}, so a candidate can compute it once and return it.")
-    return warnings
+        draws.add(checksum(inputs), _outputs(model, inputs))
+        del inputs
+    return draws.warnings
+
+
+class Draws:
+    """The lint's look at `runs` input draws, taken one at a time wherever the reference runs on
+    fresh ones (the check's first trials, or lint_reference's own draws): the first draw's outputs
+    and every draw's input checksum are kept until the last, then only the warnings."""
+
+    def __init__(self, runs: int = RUNS, tolerances: Optional[dict] = None):
+        self.runs, self.tolerances = max(2, runs), tolerances or {"default": (1e-4, 1e-4)}
+        self.first: Optional[list[torch.Tensor]] = None
+        self.first_sum: Optional[list] = None
+        self.same_inputs, self.same_outputs = True, []
+        self.made = 0
+        self.warnings: Optional[list[str]] = None  # once the last draw is in
+
+    def add(self, inputs_sum: list, output) -> None:
+        """One draw: its inputs' checksum (integrity/digest.py) and the reference's output for them."""
+        outputs = tensors(output)
+        if self.first is None:
+            self.first, self.first_sum, self.same_outputs = outputs, inputs_sum, [True] * len(outputs)
+        else:
+            self.same_inputs = self.same_inputs and inputs_sum == self.first_sum
+            self.same_outputs = [same and _close(a, b, tolerance(self.tolerances, str(a.dtype)))
+                                 for same, a, b in zip(self.same_outputs, self.first, outputs)]
+        self.made += 1
+        if self.made >= self.runs:
+            self.warnings, self.first = self._said(), None
+
+    def _said(self) -> list[str]:
+        runs, first = self.runs, self.first
+        warnings = []
+        if self.same_inputs:
+            warnings.append(f"get_inputs() gave the same inputs on {runs} draws from different seeds: every trial "
+                            "checks the same case.")
+        for i, out in enumerate(first):
+            label = "The output" if len(first) == 1 else f"Output {i}"
+            atol, rtol = tolerance(self.tolerances, str(out.dtype))
+            said = _value_warnings(label, out, (atol, rtol))
+            warnings.extend(said)
+            if not said and self.same_outputs[i] and not self.same_inputs:
+                warnings.append(f"{label} barely depends on the inputs: {runs} random input draws gave outputs "
+                                f"equal within atol={atol:g}, rtol={rtol:g}, so a candidate can compute it once and "
+                                "return it.")
+        return warnings
+
+
+def tensors(output) -> list[torch.Tensor]:
+    """A forward's tensor outputs, detached, as the lint reads them."""
+    values = list(output) if isinstance(output, (list, tuple)) else [output]
+    return [v.detach() for v in values if isinstance(v, torch.Tensor)]
 
 
 def _outputs(model: Callable, inputs: list) -> list[torch.Tensor]:
     with torch.no_grad():
-        output = model(*inputs)
-    values = list(output) if isinstance(output, (list, tuple)) else [output]
-    return [v.detach() for v in values if isinstance(v, torch.Tensor)]
-
+        return tensors(model(*inputs))
 
 
 def draws_random(model: Callable, inputs: list, restore: Callable[[], None]) -> Optional[str]:

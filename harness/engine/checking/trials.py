@@ -32,19 +32,31 @@ def side_by_side(children: Children) -> bool:
     return bool(info.available_bytes) and footprint(info) <= SIDE_BY_SIDE_SHARE * info.available_bytes
 
 
+def lint_in_trials(children: Children) -> bool:
+    """Whether the main check's first trials are the problem lint's draws too (integrity/lint.py's
+    Draws), so that the lint between the check and the timing needs no draws of its own (0.12 s a
+    problem, on the path from one timing to the next in a sweep). The reference process then keeps
+    the first trial's outputs until the third: only where that copy fits beside the rest as the
+    trials side by side do (SIDE_BY_SIDE_SHARE), and not under --backward, whose trials' outputs are
+    a training step's."""
+    info = children.reference_info
+    return (children.lint_due and not children.backward and bool(info.available_bytes)
+            and footprint(info) + info.output_bytes <= SIDE_BY_SIDE_SHARE * info.available_bytes)
+
+
 def _round_trip(children: Children, worker: Child, deadline: Deadline, command: Command, drawing: str,
-                running: str, **request) -> tuple[TrialMade, TrialOutputs, object]:
-    """The reference draws a trial, the worker runs `command` on its seed: what each said, and the
-    worker's outputs as they came (raw, for the reference to compare). Side by side, the harness
-    draws the seed and both start at once; the reference's reply is read first either way, so
-    none is left unread when the worker's fails."""
+                running: str, lint: bool = False, **request) -> tuple[TrialMade, TrialOutputs, object]:
+    """The reference draws a trial (with `lint`, one of the lint's draws too), the worker runs
+    `command` on its seed: what each said, and the worker's outputs as they came (raw, for the
+    reference to compare). Side by side, the harness draws the seed and both start at once; the
+    reference's reply is read first either way, so none is left unread when the worker's fails."""
     if side_by_side(children):
         seed = new_seed()
-        children.reference.send(to_dict(Request(Command.MAKE_TRIAL, seed=seed)))
+        children.reference.send(to_dict(Request(Command.MAKE_TRIAL, seed=seed, lint=lint)))
         worker.send(to_dict(Request(command, seed=seed, **request)))
         made = children.reference_says(deadline, TrialMade, drawing)
     else:
-        children.reference.send(to_dict(Request(Command.MAKE_TRIAL)))
+        children.reference.send(to_dict(Request(Command.MAKE_TRIAL, lint=lint)))
         made = children.reference_says(deadline, TrialMade, drawing)
         worker.send(to_dict(Request(command, seed=made.seed, **request)))
     reply, outputs = children.talk(worker, deadline, running, TrialOutputs, raw=True)
@@ -57,13 +69,15 @@ def _compared(children: Children, outputs, deadline: Deadline, doing: str) -> Ch
     return children.reference_says(deadline, Checked, doing).check
 
 
-def check(children: Children, worker: Child, trials: int, deadline: Optional[Deadline] = None) -> CheckResult:
-    """Trials on fresh inputs, each compared by the reference process; the first failure is a TrialFailed."""
+def check(children: Children, worker: Child, trials: int, deadline: Optional[Deadline] = None,
+          lint: bool = False) -> CheckResult:
+    """Trials on fresh inputs, each compared by the reference process; the first failure is a TrialFailed.
+    `lint`: its first trials are the problem lint's draws too (lint_in_trials)."""
     deadline = deadline or children.run_deadline()
     total = CheckResult(True)
     for trial in range(trials):
         made, reply, outputs = _round_trip(children, worker, deadline, Command.TRIAL, f"drawing trial {trial + 1}",
-                                           f"running trial {trial + 1}")
+                                           f"running trial {trial + 1}", lint=lint)
         if reply.checksum != made.checksum and children.reference_info.reproducible:
             raise InputsDiffer()
         if reply.checksum != made.checksum:

@@ -115,6 +115,7 @@ class StopRule:
 class Request:
     cmd: Command
     seed: Optional[int] = None  # TRIAL, GRAPH; MAKE_TRIAL where the harness draws it
+    lint: bool = False  # MAKE_TRIAL: the draw is one of the problem lint's too (checking/trials.py's lint_in_trials)
     last: bool = False  # GRAPH: no replay follows, so the graph's captured inputs can go before the reply
     rule: Optional[StopRule] = None  # TIME, TIME_REFERENCE
     compile_baseline: bool = False  # TIME_REFERENCE

@@ -140,6 +140,10 @@ class ReferenceProcess:
     compiled: Optional[Callable] = None  # torch.compile's reference, compiled once per reference process
     outputs: Any = None  # the reference's outputs for the trial drawn last, until compared
     output_bytes: int = 0
+    # the problem lint's draws, where the check's first trials serve it (make_trial); None once it is said
+    lint_draws: Optional[lint.Draws] = None
+    lint_seconds: float = 0.0  # spent on its draws in the trials
+    linted: bool = False
 
     def take(self, model: torch.nn.Module) -> None:
         """`model` is the reference from now on, its buffers as built."""
@@ -296,6 +300,8 @@ def make_trial(ref: ReferenceProcess, message: channel.Message) -> bool:
         check_inputs(inputs, "get_inputs()")
         digested = checksum(inputs)
         ref.outputs = ref.outputs_of(inputs, seed)
+        if message.header.get("lint") and not ref.linted and not ref.spec.backward:
+            _lint_draw(ref, digested)
         sync(device)
         del inputs
         free_cache(device)  # the worker draws the same inputs next: one copy on the device, not two
@@ -303,6 +309,15 @@ def make_trial(ref: ReferenceProcess, message: channel.Message) -> bool:
     except BaseException as exc:  # noqa: BLE001
         return ref.fail(exc)
     return ref.send(TrialMade(seed=seed, checksum=digested, memory=memory_use(device)))
+
+
+def _lint_draw(ref: ReferenceProcess, digested: list) -> None:
+    """The trial's draw is one of the problem lint's too: the lint then needs no draws of its own."""
+    started = time.monotonic()
+    ref.lint_draws = ref.lint_draws or lint.Draws(tolerances=ref.spec.tolerances)
+    if ref.lint_draws.warnings is None:  # the trials after its last draw are the check's alone
+        ref.lint_draws.add(digested, ref.outputs)
+    ref.lint_seconds += time.monotonic() - started
 
 
 def compare_outputs(ref: ReferenceProcess, message: channel.Message) -> bool:
@@ -366,6 +381,8 @@ def set_shape(ref: ReferenceProcess, message: channel.Message) -> bool:
     problem, spec, device = ref.problem, ref.spec, ref.device
     # the old shape's model goes first: the device never holds it beside the new one
     ref.model = ref.state = ref.parking = ref.outputs = ref.compiled = None
+    if ref.lint_draws is not None and ref.lint_draws.warnings is None:
+        ref.lint_draws = None  # too few at the main shape: the lint draws its own there
     free_cache(device)
     try:
         ref.shapes.set(request.shape or {})
@@ -410,7 +427,14 @@ def verify_timed_outputs(ref: ReferenceProcess, message: channel.Message) -> boo
 
 def lint_problem(ref: ReferenceProcess, message: channel.Message) -> bool:
     """The problem lint's warnings, at the main shape from the state as constructed: asked once the
-    problem's first verdict is in, not in the load, which every problem's first check waits for."""
+    problem's first check is over, not in the load, which every problem's first check waits for.
+    Where that check's first trials were its draws (make_trial), they are said at once; else the
+    lint draws its own."""
+    drawn, ref.lint_draws, ref.linted = ref.lint_draws, None, True
+    if drawn is not None and drawn.warnings is not None:
+        return ref.send(Linted(warnings=drawn.warnings, seconds=round(ref.lint_seconds, 3),
+                               memory=memory_use(ref.device)))
+    del drawn  # too few trials (one that failed, --trials 1 or 2): their draws go
     started, device = time.monotonic(), ref.device
     try:
         ref.parking.unpark()
