@@ -387,6 +387,17 @@ def speedup_text(speedup: Optional[float], interval: Optional[list[float]] = Non
     return f"{speedup:.2f}x"
 
 
+def assured(speedup: float, interval: Optional[list[float]]) -> float:
+    """The speedup a result is sure of: its 95% interval's lower end, where it has one, else the speedup."""
+    return interval[0] if interval and all(v == v for v in interval) else speedup
+
+
+def clears(speedup: float, interval: Optional[list[float]], bar: float) -> bool:
+    """Whether a speedup clears a bar (the loop's acceptable and target speedups): the speedup it is
+    sure of does, so that a reading above the bar whose interval reaches below it is not called done."""
+    return assured(speedup, interval) >= bar
+
+
 def as_list(value: Any) -> list:
     """A model's outputs as a list: one output, or a tuple or list of them."""
     return list(value) if isinstance(value, (list, tuple)) else [value]

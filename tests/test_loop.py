@@ -62,15 +62,16 @@ def run_json(path: Path) -> dict:
 # --- stop rules, with a stub evaluator (no processes) ------------------------
 
 class StubEvaluator:
-    """Reads `# verdict speedup` from each candidate's first line."""
+    """Reads `# verdict speedup [low high]` (its 95% interval) from each candidate's first line."""
 
     def evaluate(self, paths, on_event=None):
         results = []
         for index, path in enumerate(paths):
-            verdict, speedup = Path(path).read_text().split("\n")[0].lstrip("# ").split()
+            verdict, speedup, *interval = Path(path).read_text().split("\n")[0].lstrip("# ").split()
             on_event(index, "building")
             results.append(EvalResult(Verdict(verdict), f"stub {verdict}",
-                                      speedup=float(speedup) if verdict == "correct" else None))
+                                      speedup=float(speedup) if verdict == "correct" else None,
+                                      speedup_interval=[float(v) for v in interval] or None))
         return results
 
 
@@ -114,6 +115,25 @@ def test_stops_at_the_target_and_keeps_the_best(tmp_path):
     run = loop.execute()
     assert (run.stop_reason, run.outcome, len(run.rounds)) == ("target", "target", 3)
     assert run.best.round == 3 and run.message == "Target 2.0x reached in round 3: 2.10x."
+
+
+def test_a_bar_is_cleared_by_the_interval_not_by_the_reading_alone(tmp_path):
+    """A reading at the target whose interval reaches below it is not the target reached: the run goes
+    on, its feedback says so, and the run that ends there says the interval, not 'done'."""
+    proposer = ScriptedProposer("# correct 2.10 1.90 2.30", "# correct 2.05 2.01 2.09")
+    run = stub_loop(tmp_path, proposer)[0].execute()
+    assert (run.stop_reason, run.outcome, run.best.round) == ("target", "target", 2)
+    assert run.best.interval == [2.01, 2.09] and run.rounds[0].interval == [1.9, 2.3]
+    assert run.message == "Target 2.0x reached in round 2: 2.05x [2.010-2.090]."
+    feedback = proposer.seen[1].prompt  # on round 1
+    assert "task is done" not in feedback and "short of the target 2.0x (it reads 2.0x or more" in feedback
+    run = stub_loop(tmp_path / "2", ScriptedProposer("# correct 2.10 1.90 2.30", "# correct 1.60 1.40 1.80"),
+                    rounds=2)[0].execute()
+    assert (run.stop_reason, run.outcome) == ("rounds", "accepted")
+    assert run.message.endswith("best 2.10x [1.900-2.300] in round 1 is acceptable, short of the 2.0x target "
+                                "(its 95% interval reaches below 2.0x)."), run.message
+    run = stub_loop(tmp_path / "3", ScriptedProposer("# correct 1.55 1.40 1.70"), rounds=1)[0].execute()
+    assert run.outcome == "below_accept" and "(its 95% interval reaches below 1.5x)" in run.message, run.message
 
 
 def test_between_accept_and_target_it_keeps_trying_until_the_rounds_run_out(tmp_path):

@@ -212,3 +212,12 @@ def test_a_cpu_flush_is_twice_its_l3_and_bounded(monkeypatch):
     assert clock.flush_bytes(cpu) == 64 << 20
     monkeypatch.setattr(clock, "_cpu_cache_bytes", lambda: 480 << 20)
     assert clock.flush_bytes(cpu) == clock.CPU_FLUSH_MAX_BYTES < 960 << 20
+
+
+def test_a_bar_is_cleared_by_the_speedup_a_result_is_sure_of():
+    from harness.results import assured, clears
+
+    assert clears(2.1, [2.01, 2.2], 2.0) and not clears(2.1, [1.9, 2.3], 2.0)
+    assert clears(2.1, None, 2.0) and not clears(1.99, None, 2.0)  # no interval: the reading itself
+    nan = float("nan")
+    assert assured(2.1, [nan, nan]) == 2.1 and assured(2.1, [1.9, 2.3]) == 1.9

@@ -105,7 +105,7 @@ class Session:
         if rule:  # said as the loop says it when it stops there
             said = conclusion(dataclasses.replace(run, stop_reason=rule), self.rounds, self.thresholds)
             return rule.value, f"{said} You can stop: run {run.id} is done."
-        best = (f"best so far {speedup_text(run.best.speedup)} in round {run.best.round}" if run.best
+        best = (f"best so far {speedup_text(run.best.speedup, run.best.interval)} in round {run.best.round}" if run.best
                 else "no correct candidate yet")
         return "", (f"Run {run.id}, round {len(self.rounds)}: {best}; acceptable {run.settings.accept:g}x, target "
                     f"{run.settings.target:g}x. No stop rule holds yet.")

@@ -75,7 +75,7 @@ class Display(_Live):
             ("  phase ", "dim"), (self.phase_name, "bold cyan"),
             f" {clock(time.monotonic() - self.phase_since)}",
             ("  elapsed ", "dim"), clock(self.elapsed()),
-            ("  best ", "dim"), (speedup_text(best.speedup) if best else "-", "bold green"),
+            ("  best ", "dim"), (speedup_text(best.speedup, best.interval) if best else "-", "bold green"),
             ("  tokens ", "dim"), str(self.run.tokens.total), dollars(self.run.tokens, s.prices),
             *((("  model wait ", "dim"), clock(self.model_wait())) if self._model() else ()))
 
@@ -110,7 +110,7 @@ def round_line(run: Run, rnd: Round) -> str:
     asked = f", model {sum(s.ask_seconds for s in rnd.samples):.1f} s" \
         if kinds.get(run.settings.proposer).asks_model else ""
     asked += f", profile {rnd.profile_seconds:.1f} s" if rnd.profile_seconds else ""
-    return line + f"  (best {speedup_text(best.speedup) if best else '-'}, {rnd.seconds:.1f} s{asked}" \
+    return line + f"  (best {speedup_text(best.speedup, best.interval) if best else '-'}, {rnd.seconds:.1f} s{asked}" \
                   f"{dollars(rnd.tokens, run.settings.prices)})"
 
 

@@ -67,7 +67,7 @@ def _run_row(e: RunEntry, narrow: bool) -> list[str]:
     if r.status == "failed" and r.message and not narrow:
         status += "\n" + escape(_first_sentence(r.message))
     return [e.id, e.problem, _proposer(r.settings), str(len(r.rounds)),
-            speedup_text(r.best.speedup if r.best else None), status, _date(r.created)]
+            speedup_text(r.best.speedup, r.best.interval) if r.best else speedup_text(None), status, _date(r.created)]
 
 
 def _first_sentence(text: str, most: int = 160) -> str:
@@ -169,7 +169,7 @@ def print_show(console: Console, run: str, runs_dir: Path, round_n: Optional[int
     console.print(table)
     if record.best:
         best = record.best
-        console.print(f"* best: round {best.round}, {speedup_text(best.speedup)}, "
+        console.print(f"* best: round {best.round}, {speedup_text(best.speedup, best.interval)}, "
                       f"{_shown_path(store.path / best.candidate)} (harness show {store.id} --best --source)",
                       markup=False, highlight=False, soft_wrap=True)
     if damage:

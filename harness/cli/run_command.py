@@ -1,6 +1,6 @@
 """`harness run`: its flags, and the wiring from settings to a finished run.
 
-Exit status: 0 when the best candidate is acceptable (at or above --accept),
+Exit status: 0 when the best candidate is acceptable (its interval at or above --accept),
 however the run ended; 1 when the run ended without one; 2 for unusable input
 (flags, config, problem, prompts, run directory, an endpoint that cannot serve
 the run at its start); 3 when the endpoint (or --command's program) failed mid-run

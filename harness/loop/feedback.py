@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Optional
 
 from ..integrity.roofline import roofline_text
-from ..results import CLOCK_NAMES, CheckResult, Clock, EvalResult, Verdict, speedup_text, tolerance_text
+from ..results import CLOCK_NAMES, CheckResult, Clock, EvalResult, Verdict, clears, speedup_text, tolerance_text
 from ..engine.timing.speedups import faster_of, shown
 from ..stats import overlap
 from .profile_text import profile_lines
@@ -44,7 +44,8 @@ class Thresholds:
     target: float = 2.0
 
     def reached(self, result: EvalResult) -> bool:
-        return result.ok and result.speedup is not None and result.speedup >= self.target
+        return result.ok and result.speedup is not None and clears(result.speedup, result.speedup_interval,
+                                                                   self.target)
 
 
 def correctness_lines(check: Optional[CheckResult], tolerance: str = "") -> list[str]:
@@ -163,11 +164,14 @@ def advice(result: EvalResult, thresholds: Thresholds, best: Optional[tuple[int,
     v, s = result.verdict, result.speedup
     words = _CPU_WORDS if cpu else _GPU_WORDS
     if v is Verdict.CORRECT and s is not None:
-        if s >= thresholds.target:
+        if thresholds.reached(result):
             text = f"{s:.2f}x clears the target of {thresholds.target}x: the task is done."
         elif s >= thresholds.accept:
+            shown = speedup_text(s, result.speedup_interval)
+            unsure = (f" (it reads {thresholds.target}x or more, but its interval, {shown}, reaches below it)"
+                      if s >= thresholds.target else "")
             text = (f"{s:.2f}x is acceptable (>= {thresholds.accept}x) but short of the target "
-                    f"{thresholds.target}x. Keep what works and remove what still costs time: "
+                    f"{thresholds.target}x{unsure}. Keep what works and remove what still costs time: "
                     f"{words['costs']}.")
         else:
             slower = " It is slower than the reference." if s < 1 else ""

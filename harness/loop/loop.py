@@ -21,7 +21,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Callable, Iterable, Iterator, Optional, Protocol
 
-from ..results import EvalResult, Verdict
+from ..results import EvalResult, Verdict, assured, clears, speedup_text
 from ..runs.records import Best, Outcome, Parent, Round, RoundSummary, Run, Sample, Status, StopReason
 from ..runs.settings import cost_usd
 from ..runs.store import CANDIDATE_FILE, RunStore, utc_now
@@ -59,11 +59,12 @@ def pick(samples: list[Sample]) -> int:
 
 
 def outcome(best: Optional[Best], thresholds: Thresholds) -> Outcome:
+    """What the run's best clears (results.clears: its interval, where it has one)."""
     if best is None:
         return Outcome.NO_CORRECT
-    if best.speedup >= thresholds.target:
+    if clears(best.speedup, best.interval, thresholds.target):
         return Outcome.TARGET
-    return Outcome.ACCEPTED if best.speedup >= thresholds.accept else Outcome.BELOW_ACCEPT
+    return Outcome.ACCEPTED if clears(best.speedup, best.interval, thresholds.accept) else Outcome.BELOW_ACCEPT
 
 
 def conclusion(run: Run, rounds: list[Round], thresholds: Thresholds) -> str:
@@ -82,14 +83,19 @@ def conclusion(run: Run, rounds: list[Round], thresholds: Thresholds) -> str:
                             "its floor plus host time)",
     }
     best = run.best
-    if best and best.speedup >= thresholds.target:
-        return f"Target {thresholds.target}x reached in round {best.round}: {best.speedup:.2f}x."
+    reached = outcome(best, thresholds)
+    shown = speedup_text(best.speedup, best.interval) if best else ""
+    if reached is Outcome.TARGET:
+        return f"Target {thresholds.target}x reached in round {best.round}: {shown}."
     stopped = f"Stopped {reasons.get(run.stop_reason, run.stop_reason)}"
     if best:
-        verdict = ("acceptable" if best.speedup >= thresholds.accept
-                   else f"below the acceptable {thresholds.accept}x")
-        return (f"{stopped}: best {best.speedup:.2f}x in round {best.round} is {verdict}, "
-                f"short of the {thresholds.target}x target.")
+        verdict = "acceptable" if reached is Outcome.ACCEPTED else f"below the acceptable {thresholds.accept}x"
+        # a reading at a bar whose interval reaches below it is said as such, not called clear of it
+        bar = next((b for b in (thresholds.target, thresholds.accept) if best.speedup >= b
+                    and not clears(best.speedup, best.interval, b)), None)
+        unsure = f" (its 95% interval reaches below {bar}x)" if bar else ""
+        return (f"{stopped}: best {shown} in round {best.round} is {verdict}, "
+                f"short of the {thresholds.target}x target{unsure}.")
     counts: dict[str, int] = {}
     for rnd in rounds:
         counts[rnd.eval.verdict.value] = counts.get(rnd.eval.verdict.value, 0) + 1
@@ -351,15 +357,17 @@ def absorb(run: Run, store: RunStore, rnd: Round) -> None:
         result = sample.eval
         if result.environment is not None:
             run.environment = result.environment
-        if result.ok and result.speedup is not None and (
-                run.best is None or result.speedup > run.best.speedup):
+        # the run's best is the one surest of its speedup (the interval's lower end), the one a bar is read on
+        if result.ok and result.speedup is not None and (run.best is None or assured(
+                result.speedup, result.speedup_interval) > assured(run.best.speedup, run.best.interval)):
             where = store.round_dir(rnd.n, i).relative_to(store.path)
             run.best = Best(round=rnd.n, sample=i, speedup=result.speedup,
-                            candidate=str(where / CANDIDATE_FILE))
+                            candidate=str(where / CANDIDATE_FILE), interval=result.speedup_interval)
     run.rounds.append(RoundSummary(n=rnd.n, verdict=rnd.eval.verdict,
                                    speedup=rnd.eval.speedup if rnd.eval.ok else None,
                                    tokens=rnd.tokens.total, seconds=rnd.seconds,
-                                   samples=len(rnd.samples), profile_seconds=rnd.profile_seconds))
+                                   samples=len(rnd.samples), profile_seconds=rnd.profile_seconds,
+                                   interval=rnd.eval.speedup_interval if rnd.eval.ok else None))
 
 
 def keep_result(store: RunStore, n: int, i: int, result: EvalResult) -> None:
@@ -383,7 +391,7 @@ def keep_round(run: Run, store: RunStore, rnd: Round, seconds: float) -> None:
 def goal_reached(run: Run, thresholds: Thresholds) -> StopReason:
     """TARGET or CEILING where the run's best reaches one, NONE (falsy) while it reaches neither."""
     best = run.best
-    if best and best.speedup >= thresholds.target:
+    if best and clears(best.speedup, best.interval, thresholds.target):
         return StopReason.TARGET
     if best and run.ceiling and best.speedup >= CEILING_SHARE * run.ceiling:
         return StopReason.CEILING

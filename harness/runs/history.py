@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
 from ..errors import HarnessError
 from ..stats import overlap
-from ..results import EvalResult
+from ..results import EvalResult, clears
 from .records import Round, Run
 from .settings import cost_usd
 from .suites import SUITE_PREFIX, SuiteRecord, SuiteStore, is_suite
@@ -234,7 +234,7 @@ class Summary:
 
 
 def summarize(store: RunStore, record: Run) -> Summary:
-    reached = [r.n for r in record.rounds if r.speedup is not None and r.speedup >= record.settings.target]
+    reached = [r.n for r in record.rounds if r.speedup is not None and clears(r.speedup, r.interval, record.settings.target)]
     return Summary(store.id, record.problem.name, len(record.rounds), reached[0] if reached else None,
                    record.best.speedup if record.best else None, record.tokens.total, record.seconds,
                    cost_usd(record.tokens, record.settings.prices))

@@ -89,6 +89,7 @@ class RoundSummary:
     seconds: float
     samples: int = 1
     profile_seconds: float = 0.0  # of `seconds`, spent profiling (--profile)
+    interval: Optional[list[float]] = None  # the speedup's, 95%
 
 
 @dataclass
@@ -104,6 +105,7 @@ class Best:
     sample: int  # 0-based index into the round's samples
     speedup: float
     candidate: str  # path relative to the run directory
+    interval: Optional[list[float]] = None  # the speedup's, 95% (None in runs recorded before it was kept)
 
 
 class Status(enum.StrEnum):
