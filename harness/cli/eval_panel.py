@@ -10,7 +10,7 @@ from rich.text import Text
 
 from ..engine.timing.speedups import basis_text, shown
 from ..integrity.roofline import roofline_text
-from ..results import CLOCK_NAMES, Clock, EvalResult, Verdict, assured, speedup_text, tolerance_text
+from ..results import CLOCK_NAMES, Clock, EvalResult, Verdict, clears, speedup_text, tolerance_text
 
 VERDICT_STYLE = {Verdict.CORRECT: "bold green", Verdict.INCORRECT: "bold red",
                  Verdict.REJECTED: "bold magenta", Verdict.TIMEOUT: "bold yellow"}
@@ -61,8 +61,10 @@ def eval_panel(result: EvalResult) -> Panel:
     summary.add_column()
     summary.add_row("verdict", verdict_text(result.verdict))
     if result.speedup is not None:
-        sure = assured(result.speedup, result.speedup_interval)  # colored by what its interval is sure of
-        style = "bold green" if sure >= 1.5 else ("yellow" if sure >= 1 else "red")
+        # colored by what its interval is sure of: green clear of 1.5x, red surely slower, else yellow
+        high = result.speedup_interval[1] if result.speedup_interval else result.speedup
+        style = "bold green" if clears(result.speedup, result.speedup_interval, 1.5) else (
+            "red" if high < 1 else "yellow")
         count = len(result.benchmark_shapes)
         over = f", geometric mean over {count} benchmark shapes" if count else ""
         summary.add_row("speedup", Text(speedup_text(result.speedup, result.speedup_interval) + over, style=style))
