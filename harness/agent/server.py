@@ -161,7 +161,8 @@ def build_server(judge: Judge) -> MCPServer:
 
     @tool(reads)
     async def best(ctx: Context, run: Run = "latest") -> CallToolResult:
-        """A run's fastest correct candidate: its round, its speedup, and its whole source."""
+        """A run's best correct candidate (by its speedup interval's lower end): its round, its speedup,
+        and its whole source."""
         return await _call(ctx, lambda job: judge.records.best(run))
 
     @tool(reads)
