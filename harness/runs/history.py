@@ -234,7 +234,8 @@ class Summary:
 
 
 def summarize(store: RunStore, record: Run) -> Summary:
-    reached = [r.n for r in record.rounds if r.speedup is not None and clears(r.speedup, r.interval, record.settings.target)]
+    target = record.settings.target
+    reached = [r.n for r in record.rounds if r.speedup is not None and clears(r.speedup, r.interval, target)]
     return Summary(store.id, record.problem.name, len(record.rounds), reached[0] if reached else None,
                    record.best.speedup if record.best else None, record.tokens.total, record.seconds,
                    cost_usd(record.tokens, record.settings.prices))
