@@ -8,6 +8,7 @@ what it sees in sentences; it never refuses a problem.
 """
 from __future__ import annotations
 
+import time
 from typing import Callable, Iterator, Optional
 
 import torch
@@ -48,10 +49,12 @@ class Draws:
         self.same_inputs, self.same_outputs = True, []
         self.made = 0
         self.warnings: Optional[list[str]] = None  # once the last draw is in
+        self.seconds = 0.0  # spent looking at the draws (their forwards are the caller's)
 
     def add(self, inputs_sum: list, output) -> None:
         """One draw: its inputs' checksum (integrity/digest.py) and the reference's output for them."""
-        outputs = tensors(output)
+        started = time.monotonic()
+        outputs = _tensors(output)
         if self.first is None:
             self.first, self.first_sum, self.same_outputs = outputs, inputs_sum, [True] * len(outputs)
         else:
@@ -61,6 +64,7 @@ class Draws:
         self.made += 1
         if self.made >= self.runs:
             self.warnings, self.first = self._said(), None
+        self.seconds += time.monotonic() - started
 
     def _said(self) -> list[str]:
         runs, first = self.runs, self.first
@@ -80,7 +84,7 @@ class Draws:
         return warnings
 
 
-def tensors(output) -> list[torch.Tensor]:
+def _tensors(output) -> list[torch.Tensor]:
     """A forward's tensor outputs, detached, as the lint reads them."""
     values = list(output) if isinstance(output, (list, tuple)) else [output]
     return [v.detach() for v in values if isinstance(v, torch.Tensor)]
@@ -88,7 +92,7 @@ def tensors(output) -> list[torch.Tensor]:
 
 def _outputs(model: Callable, inputs: list) -> list[torch.Tensor]:
     with torch.no_grad():
-        return tensors(model(*inputs))
+        return _tensors(model(*inputs))
 
 
 def draws_random(model: Callable, inputs: list, restore: Callable[[], None]) -> Optional[str]:

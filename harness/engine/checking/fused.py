@@ -71,7 +71,8 @@ def warm(device: torch.device) -> None:
 _failed = False  # a launch failed once (a compiler missing on this host): compare.py's passes from then on
 
 
-def slice_figures(ref: torch.Tensor, cand: torch.Tensor, tol: tuple[float, float], chunk: int) -> Optional[torch.Tensor]:
+def slice_figures(ref: torch.Tensor, cand: torch.Tensor, tol: tuple[float, float],
+                  chunk: int) -> Optional[torch.Tensor]:
     """(slices, 5) float64 on the device for the flat, contiguous `ref` and `cand` cut into
     `chunk`-element slices: per slice whether any difference is non-finite (1.0/0.0), the mismatches,
     0, the largest absolute and relative errors. None where this path does not apply."""

@@ -142,8 +142,6 @@ class ReferenceProcess:
     output_bytes: int = 0
     # the problem lint's draws, where the check's first trials serve it (make_trial); None once it is said
     lint_draws: Optional[lint.Draws] = None
-    lint_seconds: float = 0.0  # spent on its draws in the trials
-    linted: bool = False
 
     def take(self, model: torch.nn.Module) -> None:
         """`model` is the reference from now on, its buffers as built."""
@@ -300,7 +298,7 @@ def make_trial(ref: ReferenceProcess, message: channel.Message) -> bool:
         check_inputs(inputs, "get_inputs()")
         digested = checksum(inputs)
         ref.outputs = ref.outputs_of(inputs, seed)
-        if message.header.get("lint") and not ref.linted and not ref.spec.backward:
+        if message.header.get("lint"):  # the harness asks only before the lint and not under --backward
             _lint_draw(ref, digested)
         sync(device)
         del inputs
@@ -313,11 +311,9 @@ def make_trial(ref: ReferenceProcess, message: channel.Message) -> bool:
 
 def _lint_draw(ref: ReferenceProcess, digested: list) -> None:
     """The trial's draw is one of the problem lint's too: the lint then needs no draws of its own."""
-    started = time.monotonic()
     ref.lint_draws = ref.lint_draws or lint.Draws(tolerances=ref.spec.tolerances)
     if ref.lint_draws.warnings is None:  # the trials after its last draw are the check's alone
         ref.lint_draws.add(digested, ref.outputs)
-    ref.lint_seconds += time.monotonic() - started
 
 
 def compare_outputs(ref: ReferenceProcess, message: channel.Message) -> bool:
@@ -430,9 +426,9 @@ def lint_problem(ref: ReferenceProcess, message: channel.Message) -> bool:
     problem's first check is over, not in the load, which every problem's first check waits for.
     Where that check's first trials were its draws (make_trial), they are said at once; else the
     lint draws its own."""
-    drawn, ref.lint_draws, ref.linted = ref.lint_draws, None, True
+    drawn, ref.lint_draws = ref.lint_draws, None
     if drawn is not None and drawn.warnings is not None:
-        return ref.send(Linted(warnings=drawn.warnings, seconds=round(ref.lint_seconds, 3),
+        return ref.send(Linted(warnings=drawn.warnings, seconds=round(drawn.seconds, 3),
                                memory=memory_use(ref.device)))
     del drawn  # too few trials (one that failed, --trials 1 or 2): their draws go
     started, device = time.monotonic(), ref.device
