@@ -12,7 +12,7 @@ import threading
 import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Iterable, Iterator, Optional
+from typing import Iterator, Optional
 
 from ..files import new_seed
 from ..problem import Problem, ProblemError
@@ -21,8 +21,7 @@ from .building.builder import Built, import_spec
 from .findings import Finding, ReferenceOutOfMemory
 from .options import EvalOptions
 from .phases import Notify, quiet
-from .processes.child import (Child, ChildBrokeProtocol, ChildDied, ChildTimeout, endings_done, pause_all, prune_logs,
-                              resume_all)
+from .processes.child import Child, ChildBrokeProtocol, ChildDied, ChildTimeout, endings_done, prune_logs
 from .processes.cores import START_NICE_ENV, WARM_DEVICE_ENV, WARM_LOCK_ENV, WARM_STEPS_ENV, split_cores
 from .processes.device_lock import DeviceLock, device_key
 from .processes.environment import collect_environment
@@ -458,33 +457,28 @@ class _Held:
         self.stopped: set[Child] = set()
         self.locks: dict[Child, int] = {}
 
-    def stop(self, children: Iterable[Child]) -> None:
-        fresh = {child for child in children if child not in self.stopped}
-        pause_all(fresh)  # the process table read once for them all
-        self.stopped |= fresh
+    def stop(self, child: Child) -> None:
+        if child not in self.stopped:
+            child.pause()
+            self.stopped.add(child)
 
-    def take(self, warming: dict[Child, Path]) -> None:
-        """Each spare's steps' lock; a spare in a step now (or whose file is gone) stops there instead."""
-        busy = []
-        for child, steps in warming.items():
-            if child in self.locks or child in self.stopped:
-                continue
-            try:
-                fd = os.open(steps, os.O_RDWR | os.O_CREAT, 0o600)
-            except OSError:
-                busy.append(child)
-                continue
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)
-                busy.append(child)
-                continue
-            self.locks[child] = fd
-        self.stop(busy)
+    def take(self, child: Child, steps: Path) -> None:
+        if child in self.locks or child in self.stopped:
+            return
+        try:
+            fd = os.open(steps, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:
+            return self.stop(child)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # in a step now: it stops there
+            os.close(fd)
+            return self.stop(child)
+        self.locks[child] = fd
 
     def end(self) -> None:
-        resume_all(self.stopped)
+        for child in self.stopped:
+            child.resume()
         for fd in self.locks.values():
             os.close(fd)  # the lock goes with it
 
@@ -494,7 +488,7 @@ def _paused_by_timings(key: str, child: Child) -> None:
     with _GATES_LOCK:
         _STAGED.setdefault(key, set()).add(child)
         if key in _TIMING:
-            _TIMING[key].stop([child])
+            _TIMING[key].stop(child)
 
 
 def _warming(key: str, child: Child, steps: Path) -> None:
@@ -503,7 +497,7 @@ def _warming(key: str, child: Child, steps: Path) -> None:
     with _GATES_LOCK:
         _WARMING.setdefault(key, {})[child] = steps
         if key in _TIMING:
-            _TIMING[key].take({child: steps})
+            _TIMING[key].take(child, steps)
 
 
 def _not_paused(key: str, child: Child) -> None:
@@ -523,8 +517,10 @@ def _timing(key: str, extra: list[Child]) -> Iterator[None]:
         outer = key not in _TIMING
         if outer:
             held = _TIMING[key] = _Held()
-            held.stop({*_STAGED.get(key, ()), *extra})
-            held.take(_WARMING.get(key, {}))
+            for child in {*_STAGED.get(key, ()), *extra}:
+                held.stop(child)
+            for child, steps in _WARMING.get(key, {}).items():
+                held.take(child, steps)
     try:
         yield
     finally:

@@ -18,7 +18,7 @@ from ...results import BuildResult, EvalResult, Verdict, to_dict
 from ..findings import BuildFailed, Finding, NotPython, StaticRefusal, Unreadable
 from ..options import EvalOptions
 from ..phases import Notify, Phase, quiet
-from ..processes.child import Child, pause_all, resume_all
+from ..processes.child import Child
 from ..processes.cores import Cores, split_cores
 from ..processes.protocol import BuildDone, BuildSpec
 from ..verdicts import Deadline, judged, read_reply, received
@@ -47,11 +47,13 @@ _BUILDS_LOCK = threading.Lock()
 @contextmanager
 def paused(children: list[Child]) -> Iterator[None]:
     """These children stopped (SIGSTOP) while the block runs."""
-    pause_all(children)
+    for child in children:
+        child.pause()
     try:
         yield
     finally:
-        resume_all(children)
+        for child in children:
+            child.resume()
 
 
 def builds_paused():

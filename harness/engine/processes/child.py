@@ -18,10 +18,10 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Optional
 
 from . import channel, forkserver
-from .ownership import descendants, disown, end_processes, kill_processes, pythonpath, reap, signal_trees, spawn
+from .ownership import descendants, disown, end_processes, kill_processes, pythonpath, reap, signal_tree, spawn
 
 
 class ChildDied(Exception):
@@ -224,10 +224,12 @@ class Child:
 
     def pause(self) -> None:
         """Stop the whole tree (SIGSTOP): it takes no CPU and submits no GPU work until resumed."""
-        pause_all([self])
+        if self.alive():
+            signal_tree(self.proc.pid, signal.SIGSTOP)
 
     def resume(self) -> None:
-        resume_all([self])
+        if self.alive():
+            signal_tree(self.proc.pid, signal.SIGCONT)
 
     def kill(self, wait: bool = True) -> None:
         """End the child and everything it started, in whatever session, alive or orphaned. Without
@@ -276,15 +278,6 @@ class Child:
 
 # children killed without waiting (Child.kill), their teardown not yet over
 _ENDING: set[threading.Thread] = set()
-def pause_all(children: Iterable[Child]) -> None:
-    """Stop each child's whole tree (SIGSTOP): none takes CPU or submits GPU work until resumed."""
-    signal_trees({child.proc.pid for child in children if child.alive()}, signal.SIGSTOP)
-
-
-def resume_all(children: Iterable[Child]) -> None:
-    signal_trees({child.proc.pid for child in children if child.alive()}, signal.SIGCONT)
-
-
 _ENDING_LOCK = threading.Lock()
 
 

@@ -104,10 +104,8 @@ def marked(prefix: str) -> set[int]:
     return found
 
 
-def signal_trees(roots: set[int], signum: int) -> None:
-    """`signum` to each root and everything under it: the process table read once, whatever the count
-    (a read takes milliseconds on a host with hundreds of processes)."""
-    for pid in (descendants(roots) | roots) if roots else set():
+def signal_tree(root: int, signum: int) -> None:
+    for pid in descendants(root) | {root}:
         try:
             os.kill(pid, signum)
         except (ProcessLookupError, PermissionError):
