@@ -130,39 +130,16 @@ def test_a_spare_makes_its_first_calls_holding_a_free_device_and_not_once_work_c
             os.close(fd)
 
 
-def test_a_workers_spare_makes_its_first_calls_in_turn_each_holding_its_lock(tmp_path):
-    """A worker's spare takes no device lock: each step holds a file's lock of its own, which a timing
-    takes first (children.py); no step once work came."""
-    import fcntl
-    import threading
-
+def test_a_workers_spare_makes_its_first_calls_in_turn_until_work_comes():
+    """A worker's spare holds no lock (a timing stops it instead): its steps run in turn, none once work came."""
     from harness.engine.workers.warm import in_turn
 
-    lock, seen, work = tmp_path / "spare.steps", [], os.pipe()
-
-    def held() -> bool:
-        with open(lock, "a") as f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                return True
-            return False
+    seen, work = [], os.pipe()
     try:
-        assert in_turn(work[0], [lambda: seen.append(held()), lambda: seen.append(2)], lock) >= 0
-        assert seen == [True, 2] and not held()
+        assert in_turn(work[0], [lambda: seen.append(1), lambda: seen.append(2)]) >= 0 and seen == [1, 2]
         seen.clear()
-        with open(lock, "a") as timing:  # a timing holds it: the steps wait for it
-            fcntl.flock(timing, fcntl.LOCK_EX)
-            took = []
-            waiting = threading.Thread(target=lambda: took.append(in_turn(work[0], [lambda: seen.append(1)], lock)))
-            waiting.start()
-            waiting.join(0.5)
-            assert waiting.is_alive() and seen == []
-        waiting.join(60)
-        assert seen == [1] and took[0] >= 0
-        seen.clear()
-        assert in_turn(work[0], [lambda: os.write(work[1], b"x"), lambda: seen.append(2)], lock) >= 0 and seen == []
-        assert in_turn(work[0], [lambda: seen.append(1)], lock) is None and seen == []  # work waiting: none made
+        assert in_turn(work[0], [lambda: os.write(work[1], b"x"), lambda: seen.append(2)]) >= 0 and seen == []
+        assert in_turn(work[0], [lambda: seen.append(1)]) is None and seen == []  # work waiting: none made
     finally:
         for fd in work:
             os.close(fd)
@@ -173,6 +150,5 @@ def test_a_spares_first_calls_run_on_the_cpu():
 
     from harness.engine.workers.warm import first_calls
 
-    for role in ("reference", "candidate"):
-        for step in first_calls(torch.device("cpu"), role):  # each raises where a call does not fit what it calls
-            step()
+    for step in first_calls(torch.device("cpu")):  # each raises where a call does not fit what it calls
+        step()

@@ -78,41 +78,25 @@ def test_a_timing_stops_the_worker_another_problem_staged_on_its_device(cpu_opti
             assert _state(staged.proc.pid) != "T"
 
 
-def test_a_timing_holds_off_a_spares_first_calls_and_not_once_a_candidate_took_it(cpu_options, tmp_path):
-    """A worker's spare on a GPU makes its first calls holding a lock of its own for each step
-    (workers/warm.py): every timing on its device takes that lock before it begins, so the spare
-    imports torch on but makes no call; where the spare is in a step, the timing stops it instead. One
-    listed while a timing runs is held off at once; the timing lets go of all as it ends. Taken for a
-    candidate, a spare is no longer held off (its own timing must not wait for it)."""
-    import fcntl
-
-    from harness.engine.children import _warming
+def test_a_timing_stops_a_spare_listed_while_it_runs_and_not_once_a_candidate_took_it(cpu_options):
+    """A worker's spare on a GPU makes its first calls holding no lock (workers/warm.py): every timing on
+    its device stops it, one listed while a timing runs at once, and the timing resumes it as it ends.
+    Taken for a candidate, it is no longer stopped (its own timing must not stop it)."""
+    from harness.engine.children import _paused_by_timings
     from harness.results import EvalResult
-
-    def free(path) -> bool:
-        with open(path, "a") as f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                return False
-            fcntl.flock(f, fcntl.LOCK_UN)
-            return True
 
     timing = lambda evaluator: evaluator.children.holding_device(  # noqa: E731
         "timing", lambda doing: None, EvalResult(Verdict.CORRECT, ""))
-    steps = tmp_path / "spare.steps"
     with Evaluator(SMALL, cpu_options) as current, Evaluator(SMALL, cpu_options) as upcoming:
         spare = upcoming.children._spare = upcoming.children._spawn_worker(spare=True)
         with timing(current):
-            _warming(upcoming.children.device_key, spare, steps)  # as a GPU's spare is when spawned
-            assert not free(steps) and _state(spare.proc.pid) != "T"  # its steps wait; its import goes on
-        assert free(steps) and _state(spare.proc.pid) != "T"
-        with open(steps, "a") as step:  # the spare in a step: a timing stops it
-            fcntl.flock(step, fcntl.LOCK_EX)
-            with timing(current):
-                assert _stops(spare.proc.pid)
+            assert _state(spare.proc.pid) != "T"  # not listed yet: the CPU's spares make no first calls
+            _paused_by_timings(upcoming.children.device_key, spare)  # as a GPU's spare is when spawned
+            assert _stops(spare.proc.pid)
         assert _state(spare.proc.pid) != "T" and spare.alive()
-        assert upcoming.children._take_worker() is spare and not steps.exists()
+        with timing(current):
+            assert _stops(spare.proc.pid)  # every timing after it too
+        assert upcoming.children._take_worker() is spare
         with timing(upcoming):
             assert _state(spare.proc.pid) != "T"
 

@@ -4,14 +4,12 @@ candidate staged. Talking to them (a reply read as the protocol's type, a failur
 problem's error or the candidate's verdict), moving both to another shape, and the device's lock."""
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
 import threading
 import time
 from contextlib import ExitStack, contextmanager
-from pathlib import Path
 from typing import Iterator, Optional
 
 from ..files import new_seed
@@ -22,7 +20,7 @@ from .findings import Finding, ReferenceOutOfMemory
 from .options import EvalOptions
 from .phases import Notify, quiet
 from .processes.child import Child, ChildBrokeProtocol, ChildDied, ChildTimeout, endings_done, prune_logs
-from .processes.cores import START_NICE_ENV, WARM_DEVICE_ENV, WARM_LOCK_ENV, WARM_STEPS_ENV, split_cores
+from .processes.cores import START_NICE_ENV, WARM_DEVICE_ENV, WARM_LOCK_ENV, WARM_PAUSED_ENV, split_cores
 from .processes.device_lock import DeviceLock, device_key
 from .processes.environment import collect_environment
 from .processes.footprint import DoesNotFit, fit_refusal
@@ -173,7 +171,7 @@ class Children:
 
     def _spawn_reference(self, spare: bool = False) -> Child:
         log = self.logs / f"reference-{self.problem.name}-{os.getpid()}-{self.options.gpu or 0}.log"
-        return Child("reference", log, env=self._start_env(spare, device_lock=True), registry=self.registry,
+        return Child("reference", log, env=self._start_env(spare, first_calls="locked"), registry=self.registry,
                      forked=self.options.forked())
 
     def spawn(self) -> None:
@@ -239,14 +237,10 @@ class Children:
         # named for the problem too: a process with several problems' pools (a sweep, a batch) numbers
         # each pool's workers from 1, and two logs of one name would interleave
         log = self.logs / f"worker-{self.problem.name}-{os.getpid()}-{self.options.gpu or 0}-{self._spawned}.log"
-        steps = self.cache / "locks" / f"{log.stem}.steps" if spare and self.options.device != "cpu" else None
-        if steps:  # its first calls' steps hold this lock, which every timing here takes first (_Held)
-            steps.parent.mkdir(parents=True, exist_ok=True)
-            steps.touch()
-        worker = Child("candidate", log, env=self._start_env(spare, steps=steps), limits=self.limits,
+        worker = Child("candidate", log, env=self._start_env(spare, first_calls="paused"), limits=self.limits,
                        registry=self.registry, forked=self.options.forked())
-        if steps:
-            _warming(self.device_key, worker, steps)
+        if spare and self.options.device != "cpu":  # its first calls hold no lock: every timing here stops it
+            _paused_by_timings(self.device_key, worker)
         return worker
 
     def _take_worker(self) -> Child:
@@ -368,15 +362,15 @@ class Children:
 
     # -- the device ------------------------------------------------------------------
 
-    def _start_env(self, spare: bool, device_lock: bool = False, steps: Optional[Path] = None) -> dict:
+    def _start_env(self, spare: bool, first_calls: str) -> dict:
         """A child's environment: a spare (importing ahead of its work) at low priority, and on a GPU
-        making its device ready meanwhile (workers/warm.py): its context, then its first calls, each
-        step under this evaluation's `device_lock` (a reference's spare), or under the lock of the file
-        `steps` (a worker's spare), which every timing on the device takes first (holding_device)."""
+        making its device ready meanwhile (workers/warm.py): its context, then its first calls, "locked"
+        (a reference's spare) under this evaluation's device lock, "paused" (a worker's spare) holding
+        nothing, stopped by every timing on the device (holding_device)."""
         if not spare:
             return {**self.options.child_env(), **self.cores.timing_env()}
         lock = {WARM_LOCK_ENV: json.dumps({"cache": str(self.cache), "key": self.device_key, "owner": os.getpid()})
-                } if device_lock else {WARM_STEPS_ENV: str(steps)} if steps else {}
+                } if first_calls == "locked" else {WARM_PAUSED_ENV: "1"}
         warm = {WARM_DEVICE_ENV: self.options.device, **lock} if self.options.device != "cpu" else {}
         return {**self.options.child_env(), **self.cores.timing_env(spare=True), START_NICE_ENV: "10", **warm}
 
@@ -411,7 +405,7 @@ class Children:
         """The device to this evaluation alone, across harness processes, while it times or profiles.
 
         Nothing else of ours runs meanwhile: a staged worker (this problem's or the next one's) and a
-        worker's spare making its first calls touch the GPU (_Held), and on a machine with few cores a spare
+        worker's spare making its first calls touch the GPU, and on a machine with few cores a spare
         importing torch takes a core the timing needs (and would slow the reference beside the
         candidate but not alone, which reads as the candidate's doing)."""
         with self.device_lock(notify) as lock:
@@ -440,94 +434,45 @@ def _gate(key: str) -> threading.RLock:
         return _GATES.setdefault(key, threading.RLock())
 
 
-# this process's processes per device that a timing there holds off, whichever problem's: staged workers
-# (Children.stage), stopped (SIGSTOP), and workers' spares making their first calls (workers/warm.py), each
-# with the file whose lock its steps hold
-_STAGED: dict[str, set[Child]] = {}
-_WARMING: dict[str, dict[Child, Path]] = {}
-_TIMING: dict[str, "_Held"] = {}  # by device, while a timing runs there
-
-
-class _Held:
-    """What a timing holds off until it ends: children it stopped, and spares whose steps' lock it took
-    (a spare in a step is stopped instead). A spare waiting for its lock imports torch meanwhile; a
-    stopped one would not."""
-
-    def __init__(self) -> None:
-        self.stopped: set[Child] = set()
-        self.locks: dict[Child, int] = {}
-
-    def stop(self, child: Child) -> None:
-        if child not in self.stopped:
-            child.pause()
-            self.stopped.add(child)
-
-    def take(self, child: Child, steps: Path) -> None:
-        if child in self.locks or child in self.stopped:
-            return
-        try:
-            fd = os.open(steps, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError:
-            return self.stop(child)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:  # in a step now: it stops there
-            os.close(fd)
-            return self.stop(child)
-        self.locks[child] = fd
-
-    def end(self) -> None:
-        for child in self.stopped:
-            child.resume()
-        for fd in self.locks.values():
-            os.close(fd)  # the lock goes with it
+# this process's processes per device that every timing there stops (SIGSTOP), whichever problem's: staged
+# workers (Children.stage) and workers' spares making their first calls (workers/warm.py)
+_PAUSED_BY_TIMINGS: dict[str, set[Child]] = {}
+_TIMING: dict[str, set[Child]] = {}  # by device, while a timing runs there: what it stopped
 
 
 def _paused_by_timings(key: str, child: Child) -> None:
-    """A staged `child`: stopped by every timing on the device from now; at once where one runs."""
+    """`child` stopped by every timing on the device from now; at once where one runs."""
     with _GATES_LOCK:
-        _STAGED.setdefault(key, set()).add(child)
-        if key in _TIMING:
-            _TIMING[key].stop(child)
-
-
-def _warming(key: str, child: Child, steps: Path) -> None:
-    """A worker's spare making its first calls under `steps`' lock: held off by every timing on the
-    device from now; at once where one runs."""
-    with _GATES_LOCK:
-        _WARMING.setdefault(key, {})[child] = steps
-        if key in _TIMING:
-            _TIMING[key].take(child, steps)
+        _PAUSED_BY_TIMINGS.setdefault(key, set()).add(child)
+        if key in _TIMING and child not in _TIMING[key]:
+            child.pause()
+            _TIMING[key].add(child)
 
 
 def _not_paused(key: str, child: Child) -> None:
-    """`child` no longer held off by the timings that begin from now (one running lets it go as it ends)."""
+    """`child` no longer stopped by the timings that begin from now (one running resumes it as it ends)."""
     with _GATES_LOCK:
-        _STAGED.get(key, set()).discard(child)
-        steps = _WARMING.get(key, {}).pop(child, None)
-    if steps:
-        steps.unlink(missing_ok=True)
+        _PAUSED_BY_TIMINGS.get(key, set()).discard(child)
 
 
 @contextmanager
 def _timing(key: str, extra: list[Child]) -> Iterator[None]:
-    """A timing on the device: every process listed for it and `extra` held off until it ends, those
-    listed meanwhile too. A timing inside another (the gate is re-entrant) leaves them to it."""
+    """A timing on the device: every process listed for it (_paused_by_timings) and `extra` stopped until
+    it ends, those listed meanwhile too. A timing inside another (the gate is re-entrant) leaves them to it."""
     with _GATES_LOCK:
         outer = key not in _TIMING
         if outer:
-            held = _TIMING[key] = _Held()
-            for child in {*_STAGED.get(key, ()), *extra}:
-                held.stop(child)
-            for child, steps in _WARMING.get(key, {}).items():
-                held.take(child, steps)
+            _TIMING[key] = {*_PAUSED_BY_TIMINGS.get(key, ()), *extra}
+            for child in _TIMING[key]:
+                child.pause()
     try:
         yield
     finally:
         if outer:
             with _GATES_LOCK:
                 held = _TIMING.pop(key)
-            held.end()
+            for child in held:
+                child.resume()
 
 
 def step_name(doing: str) -> str:

@@ -44,11 +44,10 @@ START_NICE_ENV = "HARNESS_START_NICE"
 # it waits for work, so its first candidate's start does not pay for it; then the first calls a load and
 # a trial make (cuBLAS's, cuDNN's, the harness's draws, digests and comparison: workers/warm.py), a
 # reference's spare in steps taken while the device's lock (WARM_LOCK_ENV: its cache, key and owner, as
-# JSON) is free, a worker's spare in turn, each step holding a file's lock of its own (WARM_STEPS_ENV: its
-# path), which a timing on the device takes first (or stops the spare mid-step).
+# JSON) is free, a worker's spare (WARM_PAUSED_ENV) in turn, stopped by the harness while a timing runs.
 WARM_DEVICE_ENV = "HARNESS_WARM_DEVICE"
 WARM_LOCK_ENV = "HARNESS_WARM_LOCK"
-WARM_STEPS_ENV = "HARNESS_WARM_STEPS"
+WARM_PAUSED_ENV = "HARNESS_WARM_PAUSED"
 
 
 @dataclass(frozen=True)

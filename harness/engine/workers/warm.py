@@ -10,14 +10,13 @@ A reference's spare makes them in short steps, each while no one holds the devic
 the step, let go of between two, so that a load or a timing waiting for it goes first): a reference
 pays these in its load, which holds that lock. A worker's spare cannot: made under the lock by every
 worker's spare, the steps kept it so busy that over 50 KernelBench copies a sweep's timings waited
-14.7 s for it. So a worker's spare makes them in turn, each step holding a lock of its own, which a
-timing on the device takes before it begins (or, where the spare is in a step, stops it: children.py).
-The spare imports torch meanwhile, never stopped. Left to a worker's first trial they were most of it: on an H200, in a fresh
+14.7 s for it. So a worker's spare makes them in turn, holding nothing, and the harness stops it
+(SIGSTOP) while any timing of its runs on the device (children.py), as it stops a staged worker
+building its models. Left to a worker's first trial they were most of it: on an H200, in a fresh
 worker with its context made, a first trial's digests took 45-75 ms and its comparison of them 35-54
 ms against 0-1 ms later, and its forward 124-197 ms against 2-8 ms on a matmul or a convolution."""
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import select
@@ -29,7 +28,7 @@ import torch
 
 from ...integrity.digest import changed, checksum, digest
 from ..checking import compare, fused
-from ..processes.cores import WARM_DEVICE_ENV, WARM_LOCK_ENV, WARM_STEPS_ENV
+from ..processes.cores import WARM_DEVICE_ENV, WARM_LOCK_ENV, WARM_PAUSED_ENV
 from ..processes.device_lock import DeviceLock
 from .common import randomize_parameters, sync
 
@@ -46,11 +45,11 @@ def warm_spare(fd: int, role: str) -> None:
     """Where this process is a spare on a GPU: its context; a reference's comparison kernel compiled
     (checking/fused.py); then its first calls until work arrives on `fd`, with the random state as it
     was: where it was told the device's lock (a reference's spare), while the device is free; where
-    told a lock of its own (a worker's spare), in turn, each step holding it."""
+    told it is paused by timings (a worker's spare), in turn."""
     global first_calls_s
     device = os.environ.pop(WARM_DEVICE_ENV, "")
     lock = json.loads(os.environ.pop(WARM_LOCK_ENV, "null"))
-    steps_lock = os.environ.pop(WARM_STEPS_ENV, "")
+    paused = os.environ.pop(WARM_PAUSED_ENV, "") == "1"
     if not device:
         return
     try:
@@ -60,11 +59,11 @@ def warm_spare(fd: int, role: str) -> None:
     where = torch.device(device)
     if role == "reference" and not _readable(fd, 0):
         fused.warm(where)
-    if lock or steps_lock:
+    if lock or paused:
         with torch.random.fork_rng(devices=[where] if where.type == "cuda" else []), torch.no_grad():
-            steps = [_quietly(step, where) for step in first_calls(where, role)]
+            steps = [_quietly(step, where) for step in first_calls(where)]
             first_calls_s = (when_free(fd, steps, Path(lock["cache"]), lock["key"], int(lock["owner"])) if lock
-                             else in_turn(fd, steps, Path(steps_lock)))
+                             else in_turn(fd, steps))
 
 
 def when_free(fd: int, steps: list[Callable[[], object]], cache: Path, key: str, owner: int,
@@ -84,33 +83,23 @@ def when_free(fd: int, steps: list[Callable[[], object]], cache: Path, key: str,
     return spent if len(left) < len(steps) else None
 
 
-def in_turn(fd: int, steps: list[Callable[[], object]], lock: Path) -> Optional[float]:
-    """The `steps` in turn, each holding the file `lock`'s lock (waiting for it where a timing holds
-    it), until `fd` has something to read (work came); the seconds those made took, None where none was."""
-    spent, made = 0.0, 0
-    with open(lock, "a") as held:
-        for step in steps:
-            if _readable(fd, 0):
-                break
-            fcntl.flock(held, fcntl.LOCK_EX)
-            try:
-                if _readable(fd, 0):  # work came while a timing held it
-                    break
-                started = time.monotonic()
-                step()
-                spent += time.monotonic() - started
-                made += 1
-            finally:
-                fcntl.flock(held, fcntl.LOCK_UN)
-    return spent if made else None
+def in_turn(fd: int, steps: list[Callable[[], object]]) -> Optional[float]:
+    """The `steps` in turn until `fd` has something to read (work came); the seconds those made took,
+    None where none was."""
+    started, made = time.monotonic(), 0
+    for step in steps:
+        if _readable(fd, 0):
+            break
+        step()
+        made += 1
+    return time.monotonic() - started if made else None
 
 
-def first_calls(device: torch.device, role: str = "reference") -> list[Callable[[], object]]:
+def first_calls(device: torch.device) -> list[Callable[[], object]]:
     """What a load and a trial call first, in steps of a few kernels each (on an H200 a step's first
     launches take 20-120 ms): a matmul; a convolution; a Linear's and a convolution's initialisation
     and the harness's noise on their parameters; draws, a checksum and two digests compared (a trial's
-    look for inputs changed in place); a comparison. A candidate's worker compares nothing, and makes
-    the steps of every trial first, then those of the models it builds."""
+    look for inputs changed in place); a comparison."""
     def layers() -> None:
         with torch.device(device):
             made = [torch.nn.Linear(8, 8), torch.nn.Conv2d(1, 1, 3)]
@@ -125,12 +114,11 @@ def first_calls(device: torch.device, role: str = "reference") -> list[Callable[
         square = torch.randn(8, 8, device=device)
         return compare.compare(square, square + 1e-6, [str(device)], lambda dtype: (1e-4, 1e-4))
 
-    matmul = lambda: torch.randn(8, 8, device=device) @ torch.rand(8, 8, device=device)  # noqa: E731
-    conv = lambda: torch.nn.functional.conv2d(torch.randn(1, 1, 4, 4, device=device),  # noqa: E731
-                                              torch.randn(1, 1, 3, 3, device=device))
-    if role == "candidate":
-        return [digests, layers, matmul, conv]
-    return [matmul, conv, layers, digests, compared]
+    return [lambda: torch.randn(8, 8, device=device) @ torch.rand(8, 8, device=device),
+            lambda: torch.nn.functional.conv2d(torch.randn(1, 1, 4, 4, device=device),
+                                               torch.randn(1, 1, 3, 3, device=device)),
+            layers,
+            digests, compared]
 
 
 def _quietly(step: Callable[[], object], device: torch.device) -> Callable[[], None]:
