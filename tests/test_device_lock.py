@@ -130,21 +130,6 @@ def test_a_spare_makes_its_first_calls_holding_a_free_device_and_not_once_work_c
             os.close(fd)
 
 
-def test_a_workers_spare_makes_its_first_calls_in_turn_until_work_comes():
-    """A worker's spare holds no lock (a timing stops it instead): its steps run in turn, none once work came."""
-    from harness.engine.workers.warm import in_turn
-
-    seen, work = [], os.pipe()
-    try:
-        assert in_turn(work[0], [lambda: seen.append(1), lambda: seen.append(2)]) >= 0 and seen == [1, 2]
-        seen.clear()
-        assert in_turn(work[0], [lambda: os.write(work[1], b"x"), lambda: seen.append(2)]) >= 0 and seen == []
-        assert in_turn(work[0], [lambda: seen.append(1)]) is None and seen == []  # work waiting: none made
-    finally:
-        for fd in work:
-            os.close(fd)
-
-
 def test_a_spares_first_calls_run_on_the_cpu():
     import torch
 

@@ -50,55 +50,30 @@ def test_the_next_candidate_imports_in_the_worker_staged_for_it(cpu_options):
         assert second.result.worker_log == staged_log
 
 
-def _state(pid: int) -> str:
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-
-
-def _stops(pid: int) -> bool:
-    """Stopped, once the SIGSTOP sent is taken (it is delivered, not waited for)."""
-    ends = time.monotonic() + 10
-    while _state(pid) != "T" and time.monotonic() < ends:
-        time.sleep(0.01)
-    return _state(pid) == "T"
-
-
 def test_a_timing_stops_the_worker_another_problem_staged_on_its_device(cpu_options):
     """A sweep stages the next problem's first candidate while the current problem is checked: the
     current problem's timing stops that worker (SIGSTOP) while it runs, as it does its own staged one."""
     from harness.results import EvalResult
 
+    def state(pid: int) -> str:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+    def stops(pid: int) -> bool:
+        """Stopped, once the SIGSTOP sent is taken (it is delivered, not waited for)."""
+        ends = time.monotonic() + 10
+        while state(pid) != "T" and time.monotonic() < ends:
+            time.sleep(0.01)
+        return state(pid) == "T"
+
     with Evaluator(SMALL, cpu_options) as current, Evaluator(SMALL, cpu_options) as upcoming:
         upcoming.children.stage(upcoming.build(CANDIDATES / "py_correct.py"))
         staged = upcoming.children._staged[1]
         with current.children.holding_device("timing", lambda doing: None, EvalResult(Verdict.CORRECT, "")):
-            assert _stops(staged.proc.pid)
-        assert _state(staged.proc.pid) != "T" and staged.alive()
+            assert stops(staged.proc.pid)
+        assert state(staged.proc.pid) != "T" and staged.alive()
         upcoming.children.worker_for(upcoming.children._staged[0])  # no longer staged: not stopped again
         with current.children.holding_device("timing", lambda doing: None, EvalResult(Verdict.CORRECT, "")):
-            assert _state(staged.proc.pid) != "T"
-
-
-def test_a_timing_stops_a_spare_listed_while_it_runs_and_not_once_a_candidate_took_it(cpu_options):
-    """A worker's spare on a GPU makes its first calls holding no lock (workers/warm.py): every timing on
-    its device stops it, one listed while a timing runs at once, and the timing resumes it as it ends.
-    Taken for a candidate, it is no longer stopped (its own timing must not stop it)."""
-    from harness.engine.children import _paused_by_timings
-    from harness.results import EvalResult
-
-    timing = lambda evaluator: evaluator.children.holding_device(  # noqa: E731
-        "timing", lambda doing: None, EvalResult(Verdict.CORRECT, ""))
-    with Evaluator(SMALL, cpu_options) as current, Evaluator(SMALL, cpu_options) as upcoming:
-        spare = upcoming.children._spare = upcoming.children._spawn_worker(spare=True)
-        with timing(current):
-            assert _state(spare.proc.pid) != "T"  # not listed yet: the CPU's spares make no first calls
-            _paused_by_timings(upcoming.children.device_key, spare)  # as a GPU's spare is when spawned
-            assert _stops(spare.proc.pid)
-        assert _state(spare.proc.pid) != "T" and spare.alive()
-        with timing(current):
-            assert _stops(spare.proc.pid)  # every timing after it too
-        assert upcoming.children._take_worker() is spare
-        with timing(upcoming):
-            assert _state(spare.proc.pid) != "T"
+            assert state(staged.proc.pid) != "T"
 
 
 def test_a_spawned_evaluator_loads_the_problem_only_when_started(cpu_options):

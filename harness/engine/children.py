@@ -15,12 +15,12 @@ from typing import Iterator, Optional
 from ..files import new_seed
 from ..problem import Problem, ProblemError
 from ..results import EvalResult, from_dict, shape_label, to_dict
-from .building.builder import Built, import_spec
+from .building.builder import Built, import_spec, paused
 from .findings import Finding, ReferenceOutOfMemory
 from .options import EvalOptions
 from .phases import Notify, quiet
 from .processes.child import Child, ChildBrokeProtocol, ChildDied, ChildTimeout, endings_done, prune_logs
-from .processes.cores import START_NICE_ENV, WARM_DEVICE_ENV, WARM_LOCK_ENV, WARM_PAUSED_ENV, split_cores
+from .processes.cores import START_NICE_ENV, WARM_DEVICE_ENV, WARM_LOCK_ENV, split_cores
 from .processes.device_lock import DeviceLock, device_key
 from .processes.environment import collect_environment
 from .processes.footprint import DoesNotFit, fit_refusal
@@ -84,11 +84,10 @@ class Children:
         if self.current:
             self.current.kill()
         if self._spare:
-            _not_paused(self.device_key, self._spare)
             self._spare.kill()
             self._spare = None
         if self._staged:
-            _not_paused(self.device_key, self._staged[1])
+            _unstage(self.device_key, self._staged[1])
             self._staged[1].kill()
             self._staged = None
         if self._blank_reference:
@@ -171,7 +170,7 @@ class Children:
 
     def _spawn_reference(self, spare: bool = False) -> Child:
         log = self.logs / f"reference-{self.problem.name}-{os.getpid()}-{self.options.gpu or 0}.log"
-        return Child("reference", log, env=self._start_env(spare, first_calls="locked"), registry=self.registry,
+        return Child("reference", log, env=self._start_env(spare, first_calls=True), registry=self.registry,
                      forked=self.options.forked())
 
     def spawn(self) -> None:
@@ -237,18 +236,12 @@ class Children:
         # named for the problem too: a process with several problems' pools (a sweep, a batch) numbers
         # each pool's workers from 1, and two logs of one name would interleave
         log = self.logs / f"worker-{self.problem.name}-{os.getpid()}-{self.options.gpu or 0}-{self._spawned}.log"
-        worker = Child("candidate", log, env=self._start_env(spare, first_calls="paused"), limits=self.limits,
-                       registry=self.registry, forked=self.options.forked())
-        if spare and self.options.device != "cpu":  # its first calls hold no lock: every timing here stops it
-            _paused_by_timings(self.device_key, worker)
-        return worker
+        return Child("candidate", log, env=self._start_env(spare), limits=self.limits, registry=self.registry,
+                     forked=self.options.forked())
 
     def _take_worker(self) -> Child:
-        """The spare worker if one is ready, else a fresh one; either is no longer stopped by timings
-        (a staged one is again, Children.stage)."""
+        """The spare worker if one is ready, else a fresh one."""
         spare, self._spare = self._spare, None
-        if spare:
-            _not_paused(self.device_key, spare)
         return spare if spare and spare.alive() else self._spawn_worker()
 
     def keep_a_spare(self) -> None:
@@ -272,13 +265,13 @@ class Children:
                 worker.kill()
                 return
             self._staged = (built, worker)
-            _paused_by_timings(self.device_key, worker)
+            _list_staged(self.device_key, worker)
 
     def worker_for(self, built: Built) -> Child:
         """The worker importing `built`: the staged one where it was staged, else a fresh one."""
         staged, self._staged = self._staged, None
         if staged:
-            _not_paused(self.device_key, staged[1])
+            _unstage(self.device_key, staged[1])
         if staged and staged[0] is built:
             worker = staged[1]
         else:
@@ -362,15 +355,14 @@ class Children:
 
     # -- the device ------------------------------------------------------------------
 
-    def _start_env(self, spare: bool, first_calls: str) -> dict:
+    def _start_env(self, spare: bool, first_calls: bool = False) -> dict:
         """A child's environment: a spare (importing ahead of its work) at low priority, and on a GPU
-        making its device ready meanwhile (workers/warm.py): its context, then its first calls, "locked"
-        (a reference's spare) under this evaluation's device lock, "paused" (a worker's spare) holding
-        nothing, stopped by every timing on the device (holding_device)."""
+        making its device ready meanwhile (workers/warm.py): its context, and with `first_calls` (a
+        reference's spare) its first calls, under this evaluation's device lock."""
         if not spare:
             return {**self.options.child_env(), **self.cores.timing_env()}
         lock = {WARM_LOCK_ENV: json.dumps({"cache": str(self.cache), "key": self.device_key, "owner": os.getpid()})
-                } if first_calls == "locked" else {WARM_PAUSED_ENV: "1"}
+                } if first_calls else {}
         warm = {WARM_DEVICE_ENV: self.options.device, **lock} if self.options.device != "cpu" else {}
         return {**self.options.child_env(), **self.cores.timing_env(spare=True), START_NICE_ENV: "10", **warm}
 
@@ -404,19 +396,21 @@ class Children:
     def holding_device(self, doing: str, notify: Notify, result: EvalResult) -> Iterator[None]:
         """The device to this evaluation alone, across harness processes, while it times or profiles.
 
-        Nothing else of ours runs meanwhile: a staged worker (this problem's or the next one's) and a
-        worker's spare making its first calls touch the GPU, and on a machine with few cores a spare
-        importing torch takes a core the timing needs (and would slow the reference beside the
-        candidate but not alone, which reads as the candidate's doing)."""
+        Nothing else of ours runs meanwhile: a staged worker (this problem's or the next one's)
+        touches the GPU, and on a machine with few cores a spare importing torch takes a core the
+        timing needs (and would slow the reference beside the candidate but not alone, which reads
+        as the candidate's doing)."""
         with self.device_lock(notify) as lock:
-            extra = [self._spare] if self._spare and not MANY_CORES else []
+            held = _staged_on(self.device_key)
+            if self._spare and not MANY_CORES:
+                held.append(self._spare)
             if lock.waited_for:
                 # a wait for another problem of this process (a suite, a sweep's next load) is the plan, not news
                 if lock.waited_for != str(os.getpid()):
                     result.warnings.append(f"{doing} waited for another harness process (pid {lock.waited_for}) "
                                            "to finish timing on this device")
                 notify(doing)
-            with _timing(self.device_key, extra):
+            with paused(held):
                 yield
 
     def run_deadline(self) -> Deadline:
@@ -434,45 +428,23 @@ def _gate(key: str) -> threading.RLock:
         return _GATES.setdefault(key, threading.RLock())
 
 
-# this process's processes per device that every timing there stops (SIGSTOP), whichever problem's: staged
-# workers (Children.stage) and workers' spares making their first calls (workers/warm.py)
-_PAUSED_BY_TIMINGS: dict[str, set[Child]] = {}
-_TIMING: dict[str, set[Child]] = {}  # by device, while a timing runs there: what it stopped
+# this process's staged workers per device (Children.stage), whichever problem's: a timing there pauses them all
+_STAGED: dict[str, set[Child]] = {}
 
 
-def _paused_by_timings(key: str, child: Child) -> None:
-    """`child` stopped by every timing on the device from now; at once where one runs."""
+def _list_staged(key: str, worker: Child) -> None:
     with _GATES_LOCK:
-        _PAUSED_BY_TIMINGS.setdefault(key, set()).add(child)
-        if key in _TIMING and child not in _TIMING[key]:
-            child.pause()
-            _TIMING[key].add(child)
+        _STAGED.setdefault(key, set()).add(worker)
 
 
-def _not_paused(key: str, child: Child) -> None:
-    """`child` no longer stopped by the timings that begin from now (one running resumes it as it ends)."""
+def _unstage(key: str, worker: Child) -> None:
     with _GATES_LOCK:
-        _PAUSED_BY_TIMINGS.get(key, set()).discard(child)
+        _STAGED.get(key, set()).discard(worker)
 
 
-@contextmanager
-def _timing(key: str, extra: list[Child]) -> Iterator[None]:
-    """A timing on the device: every process listed for it (_paused_by_timings) and `extra` stopped until
-    it ends, those listed meanwhile too. A timing inside another (the gate is re-entrant) leaves them to it."""
+def _staged_on(key: str) -> list[Child]:
     with _GATES_LOCK:
-        outer = key not in _TIMING
-        if outer:
-            _TIMING[key] = {*_PAUSED_BY_TIMINGS.get(key, ()), *extra}
-            for child in _TIMING[key]:
-                child.pause()
-    try:
-        yield
-    finally:
-        if outer:
-            with _GATES_LOCK:
-                held = _TIMING.pop(key)
-            for child in held:
-                child.resume()
+        return list(_STAGED.get(key, ()))
 
 
 def step_name(doing: str) -> str:

@@ -41,13 +41,11 @@ _timing_later: set[int] = set()  # a spare's own cores, taken when it gets work 
 # A spare imports torch (and waits for work) at this niceness, so a timing running meanwhile keeps its CPU.
 START_NICE_ENV = "HARNESS_START_NICE"
 # A spare on a GPU makes its CUDA context (0.15-0.35 s of driver work, no kernel) on this device while
-# it waits for work, so its first candidate's start does not pay for it; then the first calls a load and
-# a trial make (cuBLAS's, cuDNN's, the harness's draws, digests and comparison: workers/warm.py), a
-# reference's spare in steps taken while the device's lock (WARM_LOCK_ENV: its cache, key and owner, as
-# JSON) is free, a worker's spare (WARM_PAUSED_ENV) in turn, stopped by the harness while a timing runs.
+# it waits for work, so its first candidate's start does not pay for it; then, in steps taken while the
+# device's lock (WARM_LOCK_ENV: its cache, key and owner, as JSON) is free, the first calls a load and a
+# trial make: cuBLAS's, cuDNN's, the harness's draws and comparison (workers/warm.py).
 WARM_DEVICE_ENV = "HARNESS_WARM_DEVICE"
 WARM_LOCK_ENV = "HARNESS_WARM_LOCK"
-WARM_PAUSED_ENV = "HARNESS_WARM_PAUSED"
 
 
 @dataclass(frozen=True)

@@ -4,17 +4,16 @@ Its CUDA context is driver work, made at once. Then the first calls every proble
 make, on tiny tensors: a process's first call into cuBLAS and cuDNN loads their state, and the first
 launch of each kernel loads that kernel. On an H200 (torch 2.11) a first small matmul and convolution
 took 80-90 and 85-120 ms in a spare; after them a problem's first 4096x4096 matmul took 35-50 ms
-instead of 107-143, and its first convolution 28-37 ms instead of 117-380.
+instead of 107-143, and its first convolution 28-37 ms instead of 117-380. A reference pays these in
+its load, which holds the device's lock. The calls launch kernels, so they run in short steps, each
+while no one holds the device's lock (held for the step, let go of between two, so that a load or a
+timing waiting for it goes first), and none once the spare has work.
 
-A reference's spare makes them in short steps, each while no one holds the device's lock (held for
-the step, let go of between two, so that a load or a timing waiting for it goes first): a reference
-pays these in its load, which holds that lock. A worker's spare cannot: made under the lock by every
-worker's spare, the steps kept it so busy that over 50 KernelBench copies a sweep's timings waited
-14.7 s for it. So a worker's spare makes them in turn, holding nothing, and the harness stops it
-(SIGSTOP) while any timing of its runs on the device (children.py), as it stops a staged worker
-building its models. Left to a worker's first trial they were most of it: on an H200, in a fresh
-worker with its context made, a first trial's digests took 45-75 ms and its comparison of them 35-54
-ms against 0-1 ms later, and its forward 124-197 ms against 2-8 ms on a matmul or a convolution."""
+Only a reference process's spare makes them (Children tells it the lock). A candidate's worker pays
+its first calls in its first trial, which holds no lock: made ahead by every worker spare too, the
+steps kept the lock so busy that over 50 KernelBench copies on an H200 a sweep's timings waited 14.7 s
+for it and the next problems' loads 14.0 s; with the workers' left to their first trial, 1.2 and
+0.9 s, the check 0.06 s longer (median)."""
 from __future__ import annotations
 
 import json
@@ -26,9 +25,9 @@ from typing import Callable, Optional
 
 import torch
 
-from ...integrity.digest import changed, checksum, digest
+from ...integrity.digest import checksum
 from ..checking import compare, fused
-from ..processes.cores import WARM_DEVICE_ENV, WARM_LOCK_ENV, WARM_PAUSED_ENV
+from ..processes.cores import WARM_DEVICE_ENV, WARM_LOCK_ENV
 from ..processes.device_lock import DeviceLock
 from .common import randomize_parameters, sync
 
@@ -43,13 +42,11 @@ first_calls_s: Optional[float] = None
 
 def warm_spare(fd: int, role: str) -> None:
     """Where this process is a spare on a GPU: its context; a reference's comparison kernel compiled
-    (checking/fused.py); then its first calls until work arrives on `fd`, with the random state as it
-    was: where it was told the device's lock (a reference's spare), while the device is free; where
-    told it is paused by timings (a worker's spare), in turn."""
+    (checking/fused.py); then, where it was told the device's lock (a reference's spare), its first
+    calls while the device is free and no work has arrived on `fd`, with the random state as it was."""
     global first_calls_s
     device = os.environ.pop(WARM_DEVICE_ENV, "")
     lock = json.loads(os.environ.pop(WARM_LOCK_ENV, "null"))
-    paused = os.environ.pop(WARM_PAUSED_ENV, "") == "1"
     if not device:
         return
     try:
@@ -59,11 +56,10 @@ def warm_spare(fd: int, role: str) -> None:
     where = torch.device(device)
     if role == "reference" and not _readable(fd, 0):
         fused.warm(where)
-    if lock or paused:
+    if lock:
         with torch.random.fork_rng(devices=[where] if where.type == "cuda" else []), torch.no_grad():
             steps = [_quietly(step, where) for step in first_calls(where)]
-            first_calls_s = (when_free(fd, steps, Path(lock["cache"]), lock["key"], int(lock["owner"])) if lock
-                             else in_turn(fd, steps))
+            first_calls_s = when_free(fd, steps, Path(lock["cache"]), lock["key"], int(lock["owner"]))
 
 
 def when_free(fd: int, steps: list[Callable[[], object]], cache: Path, key: str, owner: int,
@@ -83,32 +79,15 @@ def when_free(fd: int, steps: list[Callable[[], object]], cache: Path, key: str,
     return spent if len(left) < len(steps) else None
 
 
-def in_turn(fd: int, steps: list[Callable[[], object]]) -> Optional[float]:
-    """The `steps` in turn until `fd` has something to read (work came); the seconds those made took,
-    None where none was."""
-    started, made = time.monotonic(), 0
-    for step in steps:
-        if _readable(fd, 0):
-            break
-        step()
-        made += 1
-    return time.monotonic() - started if made else None
-
-
 def first_calls(device: torch.device) -> list[Callable[[], object]]:
     """What a load and a trial call first, in steps of a few kernels each (on an H200 a step's first
     launches take 20-120 ms): a matmul; a convolution; a Linear's and a convolution's initialisation
-    and the harness's noise on their parameters; draws, a checksum and two digests compared (a trial's
-    look for inputs changed in place); a comparison."""
+    and the harness's noise on their parameters; draws and a checksum; a comparison."""
     def layers() -> None:
         with torch.device(device):
             made = [torch.nn.Linear(8, 8), torch.nn.Conv2d(1, 1, 3)]
         for layer in made:
             randomize_parameters(layer, 0)
-
-    def digests() -> object:
-        drawn = [torch.randn(8, 8, device=device), torch.randint(0, 8, (8,), device=device)]
-        return checksum(drawn), changed(digest(drawn), digest(drawn))
 
     def compared() -> object:
         square = torch.randn(8, 8, device=device)
@@ -118,7 +97,8 @@ def first_calls(device: torch.device) -> list[Callable[[], object]]:
             lambda: torch.nn.functional.conv2d(torch.randn(1, 1, 4, 4, device=device),
                                                torch.randn(1, 1, 3, 3, device=device)),
             layers,
-            digests, compared]
+            lambda: checksum([torch.randn(8, 8, device=device), torch.randint(0, 8, (8,), device=device)]),
+            compared]
 
 
 def _quietly(step: Callable[[], object], device: torch.device) -> Callable[[], None]:
