@@ -18,8 +18,8 @@ from harness.results import from_dict, to_dict
 from harness.sweep.sweep import by_problem, pending
 from harness.sweep.jobs import COPY_SUFFIX, Job, SuiteError, copy_jobs, find_jobs, problem_id, problem_levels
 from harness.sweep.records import EVENTS_FILE, PROBLEM_ERROR, RESULTS_FILE, SweepRecord, ResultLog, read_records
-from harness.sweep.summary import (P_MAX, LevelSummary, fast_p, fast_p_curves, fast_p_sure, geomean, seconds_rows,
-                                   summarize, summary_rows)
+from harness.sweep.summary import (P_MAX, LevelSummary, copy_check, copy_sentences, fast_p, fast_p_curves, fast_p_sure,
+                                   geomean, seconds_rows, summarize, summary_rows)
 
 HERE = Path(__file__).parent
 PROBLEMS, CANDIDATES = HERE / "problems" / "sweep", HERE / "candidates" / "sweep"
@@ -192,6 +192,46 @@ def test_copies_are_the_problem_with_model_new(tmp_path):
     assert len(jobs) == 4 and {j.label for j in jobs} == {"copy"}
     source = jobs[0].candidate.read_text()
     assert source == jobs[0].problem.read_text() + COPY_SUFFIX and "class ModelNew(Model)" in source
+
+
+def test_the_copies_check_names_copies_read_wrong_and_intervals_that_leave_out_one():
+    """A copy is its problem's own Model: it must read correct, and its like-for-like interval (over eager at full
+    precision: the IEEE baseline where PyTorch's defaults changed the reference) must hold 1.0."""
+    copy = lambda problem, verdict="correct", **figures: SweepRecord(problem, "level1", "copy", 0, verdict,  # noqa: E731
+                                                                      **figures)
+    records = [copy("a", speedup=1.001, interval=[0.995, 1.006]),
+               copy("b", speedup=1.21, interval=[1.2, 1.22], speedup_ieee=1.0, interval_ieee=[0.99, 1.01]),  # TF32
+               copy("c", speedup=0.998, interval=[0.9963, 0.9996]),
+               copy("d", "incorrect"), copy("e", PROBLEM_ERROR),
+               SweepRecord("f", "level1", "f.py", 0, "incorrect")]  # a candidate's failure is not the harness's
+    check = copy_check(records)
+    assert (check.copies, check.wrong, check.outside) == (4, ["level1/d: incorrect"],
+                                                         ["level1/c: 0.9980x [0.9963-0.9996]"])
+    wrong, miss = copy_sentences(check)
+    assert wrong[1] == "wrong" and wrong[0].startswith("1 of 4 copies read other than correct (level1/d: incorrect)")
+    assert miss[1] == "miss" and miss[0].startswith("1 of 3 correct copies has a like-for-like interval")
+    assert copy_sentences(copy_check(records[:2])) == [("All 2 copies read correct, and every like-for-like interval "
+                                                        "(over eager at full precision) holds 1.0.", "fine")]
+    assert copy_check(records[-1:]) is None
+
+
+def test_a_copies_sweep_fails_where_a_copy_reads_wrong(tmp_path, capsys):
+    """Its copies are the harness's own check: one read other than correct fails the sweep (exit 1) and says so."""
+    problems = tmp_path / "problems" / "level1"
+    problems.mkdir(parents=True)
+    (problems / "1_scale.py").write_text((PROBLEMS / "level1" / "1_scale.py").read_text())
+    (problems / "2_pid.py").write_text(  # its outputs differ from one process to another: its copy reads wrong
+        "import os\nimport torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+        "        return x + os.getpid()\n\n\ndef get_inputs():\n    return [torch.randn(64, 64)]\n\n\n"
+        "def get_init_inputs():\n    return []\n")
+    argv = ["sweep", str(problems.parent), "--copies", "--device", "cpu", "--time-cap", "0.3"]
+    assert main([*argv, "-o", str(tmp_path / "both")]) == 1
+    said = " ".join(capsys.readouterr().out.split())
+    assert "1 of 2 copies read other than correct (level1/2_pid: incorrect)" in said
+    (problems / "2_pid.py").unlink()
+    assert main([*argv, "-o", str(tmp_path / "one")]) == 0  # its interval may miss 1.0 on a busy CPU: no failure
+    said = " ".join(capsys.readouterr().out.split())
+    assert "read other than correct" not in said and ("The copy read correct" in said or "leaves out 1.0" in said)
 
 
 def test_bad_directories_are_one_paragraph(tmp_path):

@@ -199,7 +199,7 @@ def sweep_main(args: argparse.Namespace, console: Console) -> int:
     from ..sweep.jobs import SuiteError
     from ..sweep.plot import plot_fast_p
     from ..sweep.records import ResultLog, write_csv
-    from ..sweep.summary import summarize
+    from ..sweep.summary import copy_check, copy_sentences, summarize
 
     args.time_cap = args.time_cap or SWEEP_TIME_CAP
     if args.ray:
@@ -268,6 +268,10 @@ def sweep_main(args: argparse.Namespace, console: Console) -> int:
         if s.broken_problems:
             console.print(f"[red]{s.level}: {len(s.broken_problems)} problem(s) failed themselves, their candidates "
                           f"not run: {', '.join(s.broken_problems)} (see {log.path}).[/red]")
+    copies = copy_check(records)
+    if copies:  # the harness's own check: a copy read wrong fails the sweep
+        for sentence, tone in copy_sentences(copies):
+            console.print(Text(sentence, {"wrong": "red", "miss": "yellow", "fine": "green"}[tone]))
     console.print(f"Results in {log.path}, summary in {out / SUMMARY_FILE}, plot in {plot}"
                   + (f", CSV in {args.csv}" if args.csv else "") + ".")
-    return 0
+    return 1 if copies and copies.wrong else 0

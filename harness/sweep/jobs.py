@@ -6,8 +6,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
 from ..errors import HarnessError
 from ..runs.history import load
+
+COPY = "copy"  # the label of a job that is its problem's own Model as ModelNew (harness sweep --copies)
 
 _SAMPLE = re.compile(r"(?:^|_)sample_(\d+)(?:_kernel)?$")
 # KernelBench's scripts/generate_samples.py writes every sample of a run into one folder by this name
@@ -118,7 +121,7 @@ def copy_jobs(problems: Path, into: Path) -> list[Job]:
     jobs = []
     for level, files in problem_levels(problems).items():
         (into / level).mkdir(parents=True, exist_ok=True)
-        jobs += [Job(problem, level, write_copy(problem, into / level), "copy") for problem in files]
+        jobs += [Job(problem, level, write_copy(problem, into / level), COPY) for problem in files]
     return jobs
 
 

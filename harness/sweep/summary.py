@@ -16,6 +16,7 @@ from typing import Optional
 from ..engine.children import DEVICE_WAITS
 from ..engine.timing.speedups import RESOLUTION
 from ..stats import geomean
+from .jobs import COPY
 from .records import NOT_EVALUATED, PROBLEM_ERROR, SKIPPED, SweepRecord
 
 P_VALUES = (0.0, 1.0, 1.5, 2.0)
@@ -123,6 +124,52 @@ def summarize(records: list[SweepRecord]) -> list[LevelSummary]:
     for record in records:
         levels.setdefault(record.level, []).append(record)
     return [summarize_level(level, rs) for level, rs in levels.items()]
+
+
+@dataclass
+class CopyCheck:
+    """What a sweep's copies say of the harness itself. A copy is its problem's own Model, so it must
+    read `correct`, and its speedup like for like (over eager at full precision: `speedup_ieee` where
+    PyTorch's defaults changed the reference, else `speedup`) must have an interval that holds 1.0."""
+
+    copies: int  # copies evaluated
+    wrong: list[str]  # "level/problem: verdict" of each copy not read correct
+    outside: list[str]  # "level/problem: speedup [low-high]" of each correct copy whose interval leaves out 1.0
+
+
+def copy_check(records: list[SweepRecord]) -> Optional[CopyCheck]:
+    """The copies' check; None where the sweep evaluated no copy."""
+    copies = [r for r in records if r.candidate == COPY and r.verdict not in NOT_EVALUATED]
+    if not copies:
+        return None
+    outside = []
+    for r in copies:
+        speedup, interval = (r.speedup_ieee, r.interval_ieee) if r.speedup_ieee is not None else (r.speedup, r.interval)
+        if r.correct and speedup is not None and interval and not interval[0] <= 1.0 <= interval[1]:
+            outside.append(f"{r.level}/{r.problem}: {speedup:.4f}x [{interval[0]:.4f}-{interval[1]:.4f}]")
+    return CopyCheck(len(copies), [f"{r.level}/{r.problem}: {r.verdict}" for r in copies if not r.correct], outside)
+
+
+def copy_sentences(check: CopyCheck) -> list[tuple[str, str]]:
+    """The check in sentences, each with its tone: "wrong" (copies read other than correct), "miss"
+    (intervals that leave out 1.0) or "fine"."""
+    said = []
+    if check.wrong:
+        said.append((f"{len(check.wrong)} of {check.copies} copies read other than correct ({'; '.join(check.wrong)}). "
+                     "A copy is its problem's own Model, so unless the problem's outputs differ from one process to "
+                     "another, that verdict is the harness's error. The record's explanation says what differed.",
+                     "wrong"))
+    if check.outside:
+        said.append((f"{len(check.outside)} of {check.copies - len(check.wrong)} correct copies "
+                     f"{'has' if len(check.outside) == 1 else 'have'} a like-for-like "
+                     f"interval (over eager at full precision) that leaves out 1.0 ({'; '.join(check.outside)}). A "
+                     "95% interval misses now and then by chance; a copy that misses again is the harness's error.",
+                     "miss"))
+    if said:
+        return said
+    return [(f"All {check.copies} copies read correct, and every like-for-like interval (over eager at full "
+             "precision) holds 1.0." if check.copies > 1 else "The copy read correct, and its like-for-like interval "
+             "(over eager at full precision) holds 1.0.", "fine")]
 
 
 def _percent(share: float) -> str:
