@@ -170,6 +170,24 @@ def test_bench_report_has_the_curve_the_table_and_failures_by_verdict(report_swe
     assert text.count("<tr>") == 6 + 2 + 11 + 3 + 1 + 1 + 1 + 6
 
 
+def test_a_sweeps_copies_check_the_harness_on_its_page():
+    """Copies are the harness's own check (sweep/summary.py's copy_check): the page says it under the overview,
+    each copy read wrong and each interval that leaves out 1.0 named; a sweep without copies has no such card."""
+    from harness.sweep.html import sweep_page
+    from harness.sweep.records import SweepRecord
+
+    copies = [SweepRecord("1_scale", "level1", "copy", 0, "correct", 1.001, interval=[0.995, 1.006]),
+              SweepRecord("2_pid", "level1", "copy", 0, "incorrect", explanation="outputs differ"),
+              SweepRecord("3_matmul", "level1", "copy", 0, "correct", 0.998, interval=[0.9963, 0.9996])]
+    text = sweep_page("sweep", copies)
+    card = text.split("check of itself</h2>")[1].split("</section>")[0]
+    assert '<span class="badge bad">read wrong</span> 1 of 3 copies read other than correct (level1/2_pid' in card
+    assert '<span class="badge warn">misses 1.0</span> 1 of 2 correct copies has' in card
+    assert "level1/3_matmul: 0.9980x [0.9963-0.9996]" in card
+    assert '<span class="badge ok">all hold</span> The copy read correct' in sweep_page("sweep", copies[:1])
+    assert "check of itself" not in sweep_page("sweep", [SweepRecord("1_scale", "level1", "a.py", 0, "incorrect")])
+
+
 def test_report_usage_errors_are_one_paragraph(report_run, tmp_path):
     rc, out = cli("report", "--sweep", str(tmp_path))
     assert rc == 2 and "holds no results.jsonl" in out and "Traceback" not in out

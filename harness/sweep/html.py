@@ -6,7 +6,8 @@ from __future__ import annotations
 from ..pages import PALETTE, Chart, Rule, Series, badge, esc, facts, folded, page, svg_chart, table
 from ..results import speedup_text
 from .records import PROBLEM_ERROR, SweepRecord
-from .summary import P_MAX, LevelSummary, fast_p_curves, seconds_rows, summarize, summary_rows
+from .summary import (P_MAX, LevelSummary, copy_check, copy_sentences, fast_p_curves, seconds_rows, summarize,
+                      summary_rows)
 
 
 DASHES = {"eager": "", "sure": "2 3", "compile": "8 4"}
@@ -39,6 +40,17 @@ def _seconds(summaries: list[LevelSummary]) -> str:
             'device too (a timing waits for this process\'s other work, the previous problem\'s other shapes, and '
             'for the device\'s lock, which the next problem\'s load takes too), so '
             'the candidates\' device sides add up to more than the sweep took.</p></section>')
+
+
+def _copies(records: list[SweepRecord]) -> str:
+    """The copies' check of the harness itself (summary.copy_check), where the sweep has copies."""
+    check = copy_check(records)
+    if check is None:
+        return ""
+    kinds = {"wrong": ("bad", "read wrong"), "miss": ("warn", "misses 1.0"), "fine": ("ok", "all hold")}
+    said = "".join(f'<p><span class="badge {kinds[tone][0]}">{kinds[tone][1]}</span> {esc(sentence)}</p>'
+                   for sentence, tone in copy_sentences(check))
+    return f'<h2>The copies: the harness\'s check of itself</h2><section class="card">{said}</section>'
 
 
 def _failures(records: list[SweepRecord]) -> str:
@@ -77,7 +89,7 @@ def sweep_page(directory: str, records: list[SweepRecord]) -> str:
                                     "sure fast_1 needs the whole interval above 1"))])
     chart = svg_chart(fast_p_chart(records)) if records else '<p class="note">No evaluation recorded.</p>'
     body = (f"<h1>Sweep</h1><p class=\"sub\">{esc(directory)}</p>"
-            f'<section class="card">{overview}</section>'
+            f'<section class="card">{overview}</section>' + _copies(records) +
             f'<h2>Summary per level</h2><section class="card">{_level_table(*summary_rows(summaries))}</section>'
             + _seconds(summaries) +
             f'<h2>fast_p against p</h2><section class="card">{chart}</section>'
