@@ -73,6 +73,15 @@ def test_incorrect_reports_where(evaluator):
     assert check.max_abs_error > 1e-3
 
 
+def test_outputs_lost_on_their_way_are_a_trial_again_not_a_verdict(evaluator):
+    # its first trial's outputs reach the reference process zeroed, after its process summed them
+    result = evaluator.evaluate(CANDIDATES / "output_lost_once.py")
+    assert result.verdict is Verdict.CORRECT, result.explanation
+    assert result.check.trials == 5
+    said = [w for w in result.warnings if "other than the candidate's process summed them" in w]
+    assert len(said) == 1 and said[0].startswith("trial 1's outputs") and "host memory" in said[0]
+
+
 def test_hang_times_out_and_next_candidate_runs(cpu_options):
     options = dataclasses.replace(cpu_options, run_timeout=4)
     with Evaluator(SMALL, options) as ev:

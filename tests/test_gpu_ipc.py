@@ -66,3 +66,15 @@ def test_a_forged_handle_is_refused_not_read(mode, says):
     how, tensor, error = _exchange(mode)
     assert how == "shared" and tensor is None
     assert says in str(error)
+
+
+def test_outputs_lost_on_their_way_through_ipc_are_a_trial_again_through_host_memory(tmp_path):
+    # layernorm_4d's 256 MiB output travels as a CUDA IPC handle; its first trial's arrives zeroed
+    from conftest import CANDIDATES, REPO
+    from harness import EvalOptions, Verdict, evaluate
+
+    options = EvalOptions(device="cuda", cache_dir=tmp_path, time_cap=1, shapes="off")
+    result = evaluate(REPO / "problems" / "layernorm_4d.py", CANDIDATES / "output_lost_once.py", options)
+    assert result.verdict is Verdict.CORRECT, result.explanation
+    said = [w for w in result.warnings if "other than the candidate's process summed them" in w]
+    assert len(said) == 1 and said[0].startswith("trial 1's outputs"), result.warnings

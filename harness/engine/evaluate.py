@@ -134,7 +134,8 @@ class Evaluator:
             children.await_ready(worker, result)
 
         def check() -> None:
-            result.check = trials.check(children, worker, self.options.trials, lint=trials.lint_in_trials(children))
+            result.check = trials.check(children, worker, self.options.trials, result.warnings,
+                                        lint=trials.lint_in_trials(children))
 
         def time_it() -> None:
             self.measure.candidate(worker, result, notify)

@@ -64,20 +64,23 @@ def _round_trip(children: Children, worker: Child, deadline: Deadline, command: 
     return made, reply, outputs
 
 
-def _compared(children: Children, outputs, deadline: Deadline, doing: str) -> CheckResult:
+def _compared(children: Children, outputs, deadline: Deadline, doing: str) -> Checked:
     children.reference.forward(outputs, cmd=Command.COMPARE.value)
-    return children.reference_says(deadline, Checked, doing).check
+    return children.reference_says(deadline, Checked, doing)
 
 
-def check(children: Children, worker: Child, trials: int, deadline: Optional[Deadline] = None,
+def check(children: Children, worker: Child, trials: int, warnings: list[str], deadline: Optional[Deadline] = None,
           lint: bool = False) -> CheckResult:
     """Trials on fresh inputs, each compared by the reference process; the first failure is a TrialFailed.
-    `lint`: its first trials are the problem lint's draws too (lint_in_trials)."""
+    `lint`: its first trials are the problem lint's draws too (lint_in_trials). A trial whose outputs the
+    reference read other than the worker summed them runs again once, its outputs sent as bytes, not
+    CUDA IPC handles: a transfer lost on the way is the harness's fault, not the candidate's verdict, and
+    `warnings` says so."""
     deadline = deadline or children.run_deadline()
-    total = CheckResult(True)
-    for trial in range(trials):
+    total, trial, by_host = CheckResult(True), 0, False
+    while trial < trials:
         made, reply, outputs = _round_trip(children, worker, deadline, Command.TRIAL, f"drawing trial {trial + 1}",
-                                           f"running trial {trial + 1}", lint=lint)
+                                           f"running trial {trial + 1}", lint=lint, by_host=by_host)
         if reply.checksum != made.checksum and children.reference_info.reproducible:
             raise InputsDiffer()
         if reply.checksum != made.checksum:
@@ -85,8 +88,15 @@ def check(children: Children, worker: Child, trials: int, deadline: Optional[Dea
                 f"Problem file {children.problem.path}: get_inputs() gave different inputs in two processes "
                 "for the same seed. Draw inputs from torch's random functions (torch.randn, torch.rand, "
                 "...) so a seed reproduces them.")
-        result = _compared(children, outputs, deadline, f"comparing trial {trial + 1}")
-        result.trials = trial + 1
+        checked = _compared(children, outputs, deadline, f"comparing trial {trial + 1}")
+        if checked.read_differs and not by_host:
+            by_host = True
+            warnings.append(f"trial {trial + 1}'s outputs reached the reference process other than the candidate's "
+                            "process summed them; the trial ran again on new inputs, and the check's outputs went "
+                            "through host memory from then on")
+            continue
+        result, trial = checked.check, trial + 1
+        result.trials = trial
         changed = reply.inputs_changed
         if changed:
             result.passed = False
@@ -95,13 +105,13 @@ def check(children: Children, worker: Child, trials: int, deadline: Optional[Dea
             result.passed = False
             result.reasons.insert(0, f"its backward changed the upstream gradient of output(s) "
                                      f"{reply.upstream_changed} in place")
-        total.trials = trial + 1
+        total.trials = trial
         total.max_abs_error = max(total.max_abs_error, result.max_abs_error)
         total.max_rel_error = max(total.max_rel_error, result.max_rel_error)
         if not result.passed:
-            result.failed_trial = trial + 1
+            result.failed_trial = trial
             result.max_abs_error, result.max_rel_error = total.max_abs_error, total.max_rel_error
-            raise TrialFailed(trial + 1, result)
+            raise TrialFailed(trial, result)
     return total
 
 
@@ -133,7 +143,7 @@ def _replay_graph(children: Children, worker: Child, replays: int, deadline: Dea
                                            last=replay == replays - 1)
         if reply.not_capturable or reply.checksum != made.checksum:
             return reply.not_capturable or "its inputs were not the trial's"
-        compared = _compared(children, outputs, deadline, "comparing the CUDA graph's outputs")
+        compared = _compared(children, outputs, deadline, "comparing the CUDA graph's outputs").check
         if not compared.passed:
             return (f"replayed on {'new' if replay else 'its captured'} inputs, its outputs "
                     f"do not match the reference: {'; '.join(compared.reasons)}")[:500]
@@ -161,7 +171,7 @@ def check_shapes(children: Children, worker: Child, result: EvalResult) -> None:
                 continue
             try:
                 children.worker_at(worker, values, deadline)
-                variant.passed, variant.reason = check(children, worker, trials, deadline).passed, ""
+                variant.passed, variant.reason = check(children, worker, trials, result.warnings, deadline).passed, ""
             except Finding as found:
                 variant.passed, variant.reason = False, shape_reason(found)
             except ChildDied:

@@ -124,6 +124,9 @@ class Request:
     # TIME_REFERENCE: also time twins of the reference, their parameters elsewhere, if they take at most this many bytes
     placement_budget: int = 0
     shape: Optional[dict[str, Any]] = None  # SHAPE
+    # TRIAL: the outputs travel as bytes, not as CUDA IPC handles: the trial again after the reference
+    # read them other than the worker summed them (TrialOutputs.read_sums)
+    by_host: bool = False
 
 
 
@@ -223,6 +226,9 @@ class TrialOutputs(Guarded):
     outputs: Any = None  # the tree channel.flatten made; the tensors travel beside the header
     inputs_changed: list[int] = field(default_factory=list)
     checksum: list = field(default_factory=list)
+    # the outputs' checksum (integrity/digest.py) once the forward returned and the device was synchronized:
+    # what the reference process must read of them
+    read_sums: list = field(default_factory=list)
     not_capturable: str = ""  # GRAPH: why forward could not be captured; no outputs then
     upstream_changed: list[int] = field(default_factory=list)  # --backward: outputs whose upstream gradient it changed
 
@@ -239,6 +245,9 @@ class ShapeSet(Reply):
 @dataclass
 class Checked(Reply):
     check: Optional[CheckResult] = None
+    # COMPARE: what the reference process read is not what the worker summed (TrialOutputs.read_sums), so
+    # nothing was compared: lost on the way, or changed after the candidate's forward returned
+    read_differs: bool = False
 
 
 @dataclass

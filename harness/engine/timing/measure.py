@@ -175,7 +175,7 @@ class Measure:
                                                "runs at.")
                         children.worker_at(worker, values, deadline)
                         if values:  # the main shape was checked first
-                            check(children, worker, min(2, children.options.trials), deadline)
+                            check(children, worker, min(2, children.options.trials), result.warnings, deadline)
                     notify(f"timing at {label}")
                     with children.holding_device(Phase.TIME.doing, notify, result):
                         found = self._time(worker, result, shares=len(shapes), shape=label)

@@ -173,14 +173,15 @@ def replay_graph(worker: CandidateWorker, request: Request) -> bool:
             del inputs
             worker.graph.drop_inputs()
             _free_cache(device)
+        read = _totals(_digest(tensors))
     except NotCapturable as exc:
         _send(worker.conn, to_dict(TrialOutputs(not_capturable=str(exc), guards=worker.guards())))
         return True
     except BaseException as exc:  # noqa: BLE001
         channel.send(worker.conn, error_message("runtime_error", exc, phase="replaying the CUDA graph"))
         return False
-    worker.shared = _send(worker.conn, to_dict(TrialOutputs(outputs=tree, checksum=digest, guards=worker.guards())),
-                          tensors, share_gpu=True)
+    worker.shared = _send(worker.conn, to_dict(TrialOutputs(outputs=tree, checksum=digest, read_sums=read,
+                                                            guards=worker.guards())), tensors, share_gpu=True)
     return True
 
 
@@ -209,6 +210,7 @@ def run_trial(worker: CandidateWorker, request: Request) -> bool:
         tensors: list = []
         tree = channel.flatten(outputs, tensors)
         sync(device)
+        read = _totals(_digest(tensors))  # what the reference process must read of them
     except BaseException as exc:  # noqa: BLE001
         channel.send(worker.conn, error_message("runtime_error", exc, phase=phase))
         return bool(worker.shapes.main)  # at another shape: that shape's failure, the process goes on
@@ -217,9 +219,9 @@ def run_trial(worker: CandidateWorker, request: Request) -> bool:
     # part; the outputs stay, shared, until the next request
     _free_cache(device)
     worker.shared = _send(
-        worker.conn, to_dict(TrialOutputs(outputs=tree, inputs_changed=changed, checksum=digest,
+        worker.conn, to_dict(TrialOutputs(outputs=tree, inputs_changed=changed, checksum=digest, read_sums=read,
                                           upstream_changed=lifted, memory=memory, guards=worker.guards())),
-        tensors, share_gpu=True)
+        tensors, share_gpu=not request.by_host)
     return True
 
 

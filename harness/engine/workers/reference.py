@@ -316,14 +316,23 @@ def _lint_draw(ref: ReferenceProcess, digested: list) -> None:
         ref.lint_draws.add(digested, ref.outputs)
 
 
+READ_DIFFERS = ("its outputs as read for the comparison are not what its process summed once its forward "
+                "returned and the device was synchronized: they changed after it returned")
+
+
 def compare_outputs(ref: ReferenceProcess, message: channel.Message) -> bool:
-    """The candidate's outputs for the trial, relayed, compared with the reference's."""
-    tree, candidate = message.header.get("outputs"), None
+    """The candidate's outputs for the trial, relayed, compared with the reference's once they are read
+    as the worker summed them (TrialOutputs.read_sums): a transfer the harness lost is never compared."""
+    tree, candidate, differs = message.header.get("outputs"), None, False
     try:
         candidate = channel.unflatten(tree, message.tensors)
-        result = compare.compare(ref.outputs, candidate, channel.devices(tree),
-                                 lambda dtype: tolerance(ref.spec.tolerances, dtype),
-                                 grad_tolerances=lambda dtype: tolerance(ref.grads, dtype), **ref.layout)
+        differs = checksum(message.tensors) != message.header.get("read_sums")
+        if differs:
+            result = CheckResult(False, reasons=[READ_DIFFERS])
+        else:
+            result = compare.compare(ref.outputs, candidate, channel.devices(tree),
+                                     lambda dtype: tolerance(ref.spec.tolerances, dtype),
+                                     grad_tolerances=lambda dtype: tolerance(ref.grads, dtype), **ref.layout)
     except channel.ChannelError as exc:
         result = CheckResult(False, reasons=[f"its outputs are unreadable: {exc}"])
     # both sides' outputs go as soon as they are compared (the serving loop keeps the message, not its tensors)
@@ -331,7 +340,7 @@ def compare_outputs(ref: ReferenceProcess, message: channel.Message) -> bool:
     del candidate
     ref.outputs = None
     free_cache(ref.device)
-    return ref.send(Checked(check=result, memory=memory_use(ref.device)))
+    return ref.send(Checked(check=result, read_differs=differs, memory=memory_use(ref.device)))
 
 
 def time_reference(ref: ReferenceProcess, message: channel.Message) -> bool:

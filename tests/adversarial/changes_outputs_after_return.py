@@ -1,0 +1,28 @@
+# Outputs changed after the forward returned and the device was synchronized: a profile hook adds 1 to each
+# output as the worker hands it to the reference process (as bytes or as a CUDA IPC handle), every call.
+import sys
+
+import torch
+import torch.nn as nn
+
+_HANDING_OVER = {"_tensor_fd", "export"}  # harness/engine/processes/channel.py, gpu_ipc.py
+
+
+def _changes_it(frame, event, arg):
+    if event == "call" and frame.f_code.co_name in _HANDING_OVER and "processes" in frame.f_code.co_filename:
+        frame.f_locals["tensor"].add_(1)
+        sys.setprofile(None)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, normalized_shape):
+        super().__init__()
+        self.dims = tuple(range(-len(normalized_shape), 0))
+        self.weight = nn.Parameter(torch.ones(normalized_shape))
+        self.bias = nn.Parameter(torch.zeros(normalized_shape))
+
+    def forward(self, x):
+        mean = x.mean(dim=self.dims, keepdim=True)
+        var = x.var(dim=self.dims, keepdim=True, unbiased=False)
+        sys.setprofile(_changes_it)
+        return (x - mean) * torch.rsqrt(var + 1e-5) * self.weight + self.bias
