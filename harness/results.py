@@ -68,6 +68,9 @@ class CheckResult:
     first_bad_index: Optional[list[int]] = None
     failed_trial: Optional[int] = None
     reasons: list[str] = field(default_factory=list)
+    # trials whose outputs reached the reference process other than the candidate's process summed them,
+    # run again (engine/checking/trials.py): a transfer the harness lost, or outputs changed once
+    read_again: int = 0
 
 
 class Clock(str, enum.Enum):

@@ -76,5 +76,6 @@ def test_outputs_lost_on_their_way_through_ipc_are_a_trial_again_through_host_me
     options = EvalOptions(device="cuda", cache_dir=tmp_path, time_cap=1, shapes="off")
     result = evaluate(REPO / "problems" / "layernorm_4d.py", CANDIDATES / "output_lost_once.py", options)
     assert result.verdict is Verdict.CORRECT, result.explanation
+    assert result.check.read_again == 1
     said = [w for w in result.warnings if "other than the candidate's process summed them" in w]
     assert len(said) == 1 and said[0].startswith("trial 1's outputs"), result.warnings

@@ -8,6 +8,7 @@ HARNESS_REPORT_SCREENSHOTS=docs/img python -m pytest tests/test_report.py
 writes the screenshots docs/ shows (report-run.png, report-sweep.png).
 """
 import contextlib
+import dataclasses
 import os
 import re
 import shutil
@@ -185,6 +186,8 @@ def test_a_sweeps_copies_check_the_harness_on_its_page():
     assert '<span class="badge warn">misses 1.0</span> 1 of 2 correct copies has' in card
     assert "level1/3_matmul: 0.9980x [0.9963-0.9996]" in card
     assert '<span class="badge ok">all hold</span> The copy read correct' in sweep_page("sweep", copies[:1])
+    lost = dataclasses.replace(copies[0], read_again=1)
+    assert '<span class="badge warn">ran again</span> 1 of 1 copies had a trial' in sweep_page("sweep", [lost])
     assert "check of itself" not in sweep_page("sweep", [SweepRecord("1_scale", "level1", "a.py", 0, "incorrect")])
 
 

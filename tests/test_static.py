@@ -28,6 +28,7 @@ EXPECTED = {
     "cache_by_data_ptr": {"state_across_calls"},
     "cache_by_id": {"state_across_calls"},
     "calls_reference_op": {"reference_op"},
+    "changes_outputs_after_return": {"harness_access"},
     "compiles_reference": {"torch_compile", "reference_op"},
     "constant_output": {"no_kernel"},
     "counts_calls": {"state_across_calls"},

@@ -271,7 +271,7 @@ def sweep_main(args: argparse.Namespace, console: Console) -> int:
     copies = copy_check(records)
     if copies:  # the harness's own check: a copy read wrong fails the sweep
         for sentence, tone in copy_sentences(copies):
-            console.print(Text(sentence, {"wrong": "red", "miss": "yellow", "fine": "green"}[tone]))
+            console.print(Text(sentence, {"wrong": "red", "miss": "yellow", "again": "yellow", "fine": "green"}[tone]))
     console.print(f"Results in {log.path}, summary in {out / SUMMARY_FILE}, plot in {plot}"
                   + (f", CSV in {args.csv}" if args.csv else "") + ".")
     return 1 if copies and copies.wrong else 0

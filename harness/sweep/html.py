@@ -47,7 +47,8 @@ def _copies(records: list[SweepRecord]) -> str:
     check = copy_check(records)
     if check is None:
         return ""
-    kinds = {"wrong": ("bad", "read wrong"), "miss": ("warn", "misses 1.0"), "fine": ("ok", "all hold")}
+    kinds = {"wrong": ("bad", "read wrong"), "miss": ("warn", "misses 1.0"), "again": ("warn", "ran again"),
+             "fine": ("ok", "all hold")}
     said = "".join(f'<p><span class="badge {kinds[tone][0]}">{kinds[tone][1]}</span> {esc(sentence)}</p>'
                    for sentence, tone in copy_sentences(check))
     return f'<h2>The copies: the harness\'s check of itself</h2><section class="card">{said}</section>'

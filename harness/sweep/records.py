@@ -74,6 +74,8 @@ class SweepRecord:
     # seconds the harness waited on its children's replies, by step (Children.waits): start, check, time and
     # shapes split finer than `phases`; a timing's waits for the device apart (children.DEVICE_WAITS)
     waits: dict[str, float] = field(default_factory=dict)
+    # the check's trials run again, their outputs read other than the worker summed them (CheckResult.read_again)
+    read_again: int = 0
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -114,7 +116,8 @@ def record_of(job: Job, result: EvalResult, ready: Optional[ReferenceReady] = No
                        timed.ended if timed else "", timed.n if timed else 0,
                        dict(result.details.get("time_split_s", {})),
                        dict(ready.load_seconds) if ready and ready.ready else {},
-                       waits=dict(result.details.get("waits_s", {})))
+                       waits=dict(result.details.get("waits_s", {})),
+                       read_again=result.check.read_again if result.check else 0)
 
 
 def problem_failure(job: Job, explanation: str, seconds: float = 0.0, skipped: bool = False) -> SweepRecord:

@@ -135,6 +135,8 @@ class CopyCheck:
     copies: int  # copies evaluated
     wrong: list[str]  # "level/problem: verdict" of each copy not read correct
     outside: list[str]  # "level/problem: speedup [low-high]" of each correct copy whose interval leaves out 1.0
+    # "level/problem" of each copy with a trial whose outputs reached the reference other than summed (read again)
+    read_again: list[str] = field(default_factory=list)
 
 
 def copy_check(records: list[SweepRecord]) -> Optional[CopyCheck]:
@@ -147,12 +149,13 @@ def copy_check(records: list[SweepRecord]) -> Optional[CopyCheck]:
         speedup, interval = (r.speedup_ieee, r.interval_ieee) if r.speedup_ieee is not None else (r.speedup, r.interval)
         if r.correct and speedup is not None and interval and not interval[0] <= 1.0 <= interval[1]:
             outside.append(f"{r.level}/{r.problem}: {speedup:.4f}x [{interval[0]:.4f}-{interval[1]:.4f}]")
-    return CopyCheck(len(copies), [f"{r.level}/{r.problem}: {r.verdict}" for r in copies if not r.correct], outside)
+    return CopyCheck(len(copies), [f"{r.level}/{r.problem}: {r.verdict}" for r in copies if not r.correct], outside,
+                     [f"{r.level}/{r.problem}" for r in copies if r.read_again])
 
 
 def copy_sentences(check: CopyCheck) -> list[tuple[str, str]]:
     """The check in sentences, each with its tone: "wrong" (copies read other than correct), "miss"
-    (intervals that leave out 1.0) or "fine"."""
+    (intervals that leave out 1.0), "again" (trials run again, their outputs lost on the way) or "fine"."""
     said = []
     if check.wrong:
         said.append((f"{len(check.wrong)} of {check.copies} copies read other than correct ({'; '.join(check.wrong)}). "
@@ -165,6 +168,11 @@ def copy_sentences(check: CopyCheck) -> list[tuple[str, str]]:
                      f"interval (over eager at full precision) that leaves out 1.0 ({'; '.join(check.outside)}). A "
                      "95% interval misses now and then by chance; a copy that misses again is the harness's error.",
                      "miss"))
+    if check.read_again:
+        said.append((f"{len(check.read_again)} of {check.copies} copies had a trial whose outputs reached the reference "
+                     f"process other than their worker summed them, run again ({'; '.join(check.read_again)}). A "
+                     "copy's outputs do not change after its forward returns, so each is a transfer the harness lost "
+                     "on the way and caught.", "again"))
     if said:
         return said
     return [(f"All {check.copies} copies read correct, and every like-for-like interval (over eager at full "

@@ -90,7 +90,7 @@ def check(children: Children, worker: Child, trials: int, warnings: list[str], d
                 "...) so a seed reproduces them.")
         checked = _compared(children, outputs, deadline, f"comparing trial {trial + 1}")
         if checked.read_differs and not by_host:
-            by_host = True
+            by_host, total.read_again = True, 1
             warnings.append(f"trial {trial + 1}'s outputs reached the reference process other than the candidate's "
                             "process summed them; the trial ran again on new inputs, and the check's outputs went "
                             "through host memory from then on")
@@ -109,7 +109,7 @@ def check(children: Children, worker: Child, trials: int, warnings: list[str], d
         total.max_abs_error = max(total.max_abs_error, result.max_abs_error)
         total.max_rel_error = max(total.max_rel_error, result.max_rel_error)
         if not result.passed:
-            result.failed_trial = trial
+            result.failed_trial, result.read_again = trial, total.read_again
             result.max_abs_error, result.max_rel_error = total.max_abs_error, total.max_rel_error
             raise TrialFailed(trial, result)
     return total
