@@ -1,9 +1,8 @@
-# Correct LayerNorm whose first trial's outputs are changed on their way to the reference process, after its
+# A correct LayerNorm whose first trial's outputs are zeroed on their way to the reference process, after its
 # process summed them: a transfer lost once, as a fault of the harness's own would lose it. The harness must
 # run that trial again, not call the candidate incorrect.
 import sys
 
-import torch
 import torch.nn as nn
 
 _HANDING_OVER = {"_tensor_fd", "export"}  # harness/engine/processes/channel.py, gpu_ipc.py
@@ -16,17 +15,9 @@ def _loses_it(frame, event, arg):
         sys.setprofile(None)
 
 
-class ModelNew(nn.Module):
-    def __init__(self, normalized_shape):
-        super().__init__()
-        self.dims = tuple(range(-len(normalized_shape), 0))
-        self.weight = nn.Parameter(torch.ones(normalized_shape))
-        self.bias = nn.Parameter(torch.zeros(normalized_shape))
-
+class ModelNew(nn.LayerNorm):
     def forward(self, x):
-        mean = x.mean(dim=self.dims, keepdim=True)
-        var = x.var(dim=self.dims, keepdim=True, unbiased=False)
         if _armed[0]:
             _armed[0] = False
             sys.setprofile(_loses_it)
-        return (x - mean) * torch.rsqrt(var + 1e-5) * self.weight + self.bias
+        return super().forward(x)
