@@ -221,3 +221,49 @@ def test_a_bar_is_cleared_by_the_speedup_a_result_is_sure_of():
     assert clears(2.1, None, 2.0) and not clears(1.99, None, 2.0)  # no interval: the reading itself
     nan = float("nan")
     assert assured(2.1, [nan, nan]) == 2.1 and assured(2.1, [1.9, 2.3]) == 1.9
+
+
+def _timed(outputs_per_call: list) -> tuple[list, list]:
+    """What a candidate's worker sends after timing calls with these outputs (seeds 0, 1, ...)."""
+    from harness.integrity.recheck import TimedOutputs
+    observed = TimedOutputs(torch.device("cpu"))
+    for seed, output in enumerate(outputs_per_call):
+        observed.observe(seed, output)
+    return observed.message()
+
+
+def _outputs(seed: int) -> list:
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.randn(64, 70, generator=generator), torch.randn(5, generator=generator)]
+
+
+def test_the_recheck_passes_every_call_that_matches_the_reference():
+    from harness.integrity.recheck import verify_timed
+    samples, tensors = _timed([tuple(_outputs(seed)) for seed in range(6)])
+    result = verify_timed(samples, tensors, _outputs, {"default": (1e-5, 1e-5)})
+    assert result.passed and result.trials == 6 and not result.reasons
+
+
+def test_the_recheck_names_the_first_wrong_call_and_counts_them_all():
+    from harness.integrity.recheck import verify_timed
+    calls = [tuple(_outputs(seed)) for seed in range(6)]
+    calls[2] = (calls[2][0], calls[2][1] + 1)  # the second output wrong in calls 3 and 5 (of 6)
+    calls[4] = (calls[4][0], calls[4][1] + 1)
+    samples, tensors = _timed(calls)
+    result = verify_timed(samples, tensors, _outputs, {"default": (1e-5, 1e-5)})
+    assert not result.passed and result.failed_trial == 3 and result.mismatch_share == 2 / 6
+    assert result.reasons == ["2 of 6 timed calls returned wrong outputs (first, call 3: output 1 differs from "
+                              "the reference)"]
+
+
+def test_the_recheck_names_a_call_whose_outputs_are_not_the_references_shape_or_count():
+    from harness.integrity.recheck import verify_timed
+    calls = [tuple(_outputs(seed)) for seed in range(3)]
+    samples, tensors = _timed([calls[0], calls[1], (calls[2][0], calls[2][1][:4])])
+    result = verify_timed(samples, tensors, _outputs, {"default": (1e-5, 1e-5)})
+    assert not result.passed and result.failed_trial == 3
+    assert "output 1 has shape [4] and dtype float32" in result.reasons[0]
+    samples, tensors = _timed([calls[0][0]] * 2)
+    result = verify_timed(samples, tensors, _outputs, {"default": (1e-5, 1e-5)})
+    assert not result.passed and result.failed_trial == 1
+    assert "it returned 1 output(s) where the reference returns 2" in result.reasons[0]

@@ -69,20 +69,24 @@ def verify_timed(samples: list[dict], tensors: list[torch.Tensor],
     gave; `reference(seed)` runs the reference on the inputs of that seed and
     returns its outputs as a list. Under --backward, `labels` name each entry and
     entries from `first_gradient` on are gradients (None where there is none), their atol
-    plus their `allowance`."""
+    plus their `allowance`.
+
+    The comparisons stay on the device until every call is queued, then come back in one read:
+    a read per call would make the host wait for each call's draw and forward in turn."""
     offsets = [0] * len(tensors)
-    result = CheckResult(True, trials=len(samples))
-    failures = 0
-    for number, sample in enumerate(samples, 1):
+    on_device: dict[tuple, torch.Tensor] = {}  # the candidate's samples, moved once per output position
+    said: list[list] = []  # per call: its reasons, each a sentence or (label, index into `agreed`)
+    agreed: list[torch.Tensor] = []
+    for sample in samples:
         refs = reference(int(sample["seed"]))
-        reasons = []
+        reasons: list = []
         metas = sample.get("outputs") or []
         sent = sum("unsupported" not in meta for meta in metas)
         if len(metas) != len(refs) or len(tensors) != sent:
             reasons.append(f"it returned {len(metas)} output(s) where the reference returns {len(refs)}")
         position = 0  # which of `tensors` holds this entry's samples
         for i, (ref, meta) in enumerate(zip(refs, metas)):
-            if reasons:
+            if any(isinstance(r, str) for r in reasons):  # comparisons still on the device are not failures yet
                 break
             label = labels[i] if labels else f"output {i}"
             gradient = first_gradient is not None and i >= first_gradient
@@ -100,21 +104,34 @@ def verify_timed(samples: list[dict], tensors: list[torch.Tensor],
                 break
             flat = ref.reshape(-1)
             positions = sample_positions(flat.numel(), int(sample["key"]) + i, flat.device)
-            got = tensors[position][offsets[position]:offsets[position] + positions.numel()].to(flat.device)
+            if (position, flat.device) not in on_device:
+                on_device[position, flat.device] = tensors[position].to(flat.device)
+            got = on_device[position, flat.device][offsets[position]:offsets[position] + positions.numel()]
             offsets[position] += positions.numel()
             position += 1
             atol, rtol = widened(tolerance(grad_tolerances if gradient and grad_tolerances else tolerances,
                                            str(ref.dtype)), allowance, i - first_gradient if gradient else None)
             want = flat[positions].to(torch.float64)
-            if got.numel() != want.numel() or not torch.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True):
+            if got.numel() != want.numel():
                 reasons.append(f"{label} differs from the reference")
+                continue
+            reasons.append((label, len(agreed)))
+            agreed.append(torch.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True).all())
         del refs  # gone before the next call's outputs are made: one set on the device, not two
-        if reasons:
+        said.append(reasons)
+    read = torch.stack([a.to(agreed[0].device) for a in agreed]).tolist() if agreed else []
+    result = CheckResult(True, trials=len(samples))
+    failures = 0
+    for number, reasons in enumerate(said, 1):
+        told = [r if isinstance(r, str) else f"{r[0]} differs from the reference" for r in reasons
+                if isinstance(r, str) or not read[r[1]]]
+        if told:
             failures += 1
             if result.passed:
-                result.passed, result.failed_trial, first = False, number, "; ".join(reasons)
+                result.passed, result.failed_trial, first = False, number, "; ".join(told)
     if failures:
         result.mismatch_share = failures / max(1, len(samples))
         result.reasons.append(f"{failures} of {len(samples)} timed calls returned wrong outputs "
                               f"(first, call {result.failed_trial}: {first})")
     return result
+

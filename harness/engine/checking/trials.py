@@ -77,10 +77,10 @@ def check(children: Children, worker: Child, trials: int, warnings: list[str], d
     CUDA IPC handles: a transfer lost on the way is the harness's fault, not the candidate's verdict, and
     `warnings` says so."""
     deadline = deadline or children.run_deadline()
-    total, trial, by_host = CheckResult(True), 0, False
+    total, trial = CheckResult(True), 0
     while trial < trials:
         made, reply, outputs = _round_trip(children, worker, deadline, Command.TRIAL, f"drawing trial {trial + 1}",
-                                           f"running trial {trial + 1}", lint=lint, by_host=by_host)
+                                           f"running trial {trial + 1}", lint=lint, by_host=bool(total.read_again))
         if reply.checksum != made.checksum and children.reference_info.reproducible:
             raise InputsDiffer()
         if reply.checksum != made.checksum:
@@ -89,8 +89,8 @@ def check(children: Children, worker: Child, trials: int, warnings: list[str], d
                 "for the same seed. Draw inputs from torch's random functions (torch.randn, torch.rand, "
                 "...) so a seed reproduces them.")
         checked = _compared(children, outputs, deadline, f"comparing trial {trial + 1}")
-        if checked.read_differs and not by_host:
-            by_host, total.read_again = True, 1
+        if checked.read_differs and not total.read_again:
+            total.read_again = 1
             warnings.append(f"trial {trial + 1}'s outputs reached the reference process other than the candidate's "
                             "process summed them; the trial ran again on new inputs, and the check's outputs went "
                             "through host memory from then on")

@@ -226,9 +226,6 @@ class State:
                 buffer.copy_(value)
 
 
-SAMPLED_ELEMENTS = 2048
-
-
 class Laps:
     """Wall seconds between named steps, each ended once the device has finished its work (so a
     step's queued kernels count in it, not in the next)."""
