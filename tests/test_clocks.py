@@ -16,6 +16,7 @@ from harness.engine.timing import clock as timing
 from harness.engine.timing import speedups
 from harness.engine.profiling import torch_trace
 from harness.engine.judge import judge
+from harness.engine.phases import RECHECKING
 from harness.engine.timing.measure import Measure
 from harness.engine.options import EvalOptions
 from harness.engine.findings import Finding
@@ -235,17 +236,29 @@ class FakeChildren:
     re-check and the stream trace."""
 
     def __init__(self, beside: dict, alone: dict, traced: StreamsTraced = StreamsTraced(calls=3),
-                 device: str = "cuda", background: Optional[float] = None):
+                 device: str = "cuda", background: Optional[float] = None,
+                 rechecked: CheckResult = CheckResult(True, trials=10)):
         self.options = EvalOptions(device=device, time_cap=2.0, clock=GPU, run_timeout=60.0)
         self.reference_info = ReferenceReady(ready=True, benchmark_shapes=[], parameter_bytes=0)
         self.beside, self.alone, self.traced = beside, alone, traced
         self.background = background  # the worker's process tree's CPU beside the timing thread (Timed)
+        self.rechecked = rechecked  # the re-check's answer
         self.sent: list = []  # what the reference process was asked
-        self.reference = SimpleNamespace(send=self.sent.append, forward=lambda message, cmd: None)
+        self.events: list[str] = []  # the device held and let go, the gate, the re-check, in order
+        self.reference = SimpleNamespace(send=self.sent.append,
+                                         forward=lambda message, cmd: self.events.append(f"relayed {cmd}"))
 
     @contextlib.contextmanager
     def holding_device(self, doing, notify, result):
+        self.events.append("device held")
         yield
+        self.events.append("device let go")
+
+    @contextlib.contextmanager
+    def untimed(self):
+        self.events.append("gate held")
+        yield
+        self.events.append("gate let go")
 
     def run_deadline(self):
         return None
@@ -263,7 +276,7 @@ class FakeChildren:
             stage = {LATENCY: {LATENCY, ALL}}.get(rule.clock, {rule.clock})
             return ReferenceTimed(timings={c: {k: t for k, t in each.items() if k != "candidate"}
                                            for c, each in self.alone.items() if rule.second_clock or c in stage})
-        return Checked(check=CheckResult(True, trials=10))
+        return Checked(check=self.rechecked)
 
 
 def measured(children: FakeChildren) -> EvalResult:
@@ -359,6 +372,23 @@ def test_a_candidate_slowing_the_reference_on_the_verdicts_clock_is_still_reject
     slowed = dict(EAGER, **{GPU: (4.0, 0.2)})
     result = measured(FakeChildren(clocked(HOST_BOUND, slowed), clocked(HOST_BOUND, EAGER)))
     assert result.verdict is Verdict.REJECTED and "slower beside the candidate" in result.explanation
+
+
+def test_the_timed_outputs_are_rechecked_once_the_device_is_let_go_and_before_another_timing():
+    children = FakeChildren(clocked(HOST_BOUND, EAGER), clocked(HOST_BOUND, EAGER))
+    told, result = [], EvalResult(Verdict.CORRECT, "")
+    Measure(children).candidate(SimpleNamespace(send=lambda message: None), result, told.append)
+    assert children.events == ["gate held", "device held", "device let go", "relayed verify_timed", "gate let go"]
+    assert told[-1] == RECHECKING  # a sweep starts the next problem here, its timing kept out by the gate
+    assert result.timed_calls_checked == 10 and "recheck" in result.details["time_split_s"]
+
+
+def test_wrong_timed_outputs_are_the_verdict_before_a_slowed_reference():
+    slowed = dict(EAGER, **{GPU: (4.0, 0.2)})
+    wrong = CheckResult(False, trials=10, reasons=["1 of 10 timed calls returned wrong outputs"])
+    result = measured(FakeChildren(clocked(HOST_BOUND, slowed), clocked(HOST_BOUND, EAGER), rechecked=wrong))
+    assert result.verdict is Verdict.INCORRECT and "while being timed 1 of 10" in result.explanation
+    assert "slower beside the candidate" not in result.explanation
 
 
 def test_a_host_bound_reference_slower_beside_the_candidate_is_reported_not_rejected():
