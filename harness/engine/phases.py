@@ -8,11 +8,6 @@ from typing import Callable
 Notify = Callable[[str], None]  # told what an evaluation is doing now, for a live view
 
 
-# Told once a candidate's last timing has let the device go, its timed outputs' re-check next: a sweep
-# starts the next problem then, its checks beside this one's re-check and other shapes.
-RECHECKING = "re-checking the timed outputs"
-
-
 def quiet(doing: str) -> None:
     pass
 

@@ -29,7 +29,7 @@ from ..engine.building.builder import Built, Builder
 from ..engine.children import NoBackward
 from ..engine.processes.footprint import DoesNotFit, footprint
 from ..engine.options import EvalOptions
-from ..engine.phases import RECHECKING, Phase as Step
+from ..engine.phases import Phase as Step
 from ..engine.pool import Builds, Counts, Pool
 from ..problem import Problem, ProblemError, load_problem
 from ..results import EvalResult
@@ -88,8 +88,7 @@ SIDE_BY_SIDE_SHARE = 0.8
 
 
 def _side_by_side(current: Opened, upcoming: Optional[Opened]) -> bool:
-    """Whether the next problem may start while the current one re-checks its timed outputs and checks
-    its other shapes: the current
+    """Whether the next problem may start while the current one checks its other shapes: the current
     one times nothing more (one candidate), the next one loaded beside it, and the most memory each
     can hold (footprint) fits the device together, so neither can run the other out of it."""
     if upcoming is None or not upcoming.loaded or len(current.group) != 1 or upcoming.refused_beside():
@@ -277,7 +276,7 @@ class Sweep:
         first candidate is checked, and the ones after it import torch meanwhile, so their seconds of
         imports are over by the time each is next. Where both fit the device at once (_side_by_side),
         the next one starts once the current one's first candidate is timed: its start and check beside
-        the current one's re-check and other shapes, its timing once those are over (Children.untimed)."""
+        the current one's other shapes, its timing once those are over (Children.untimed)."""
         name = "cpu" if gpu is None else f"gpu {gpu}"
         upcoming = self._take(groups, gpu)
         ahead: deque[Opened] = deque()  # opened after `upcoming`, importing, not loaded
@@ -311,7 +310,7 @@ class Sweep:
             while not timed.wait(0.5):  # short waits, as join's
                 pass
             if evaluating.is_alive() and _side_by_side(current, upcoming) and not self._errors:
-                self._behind(_close_after, evaluating, current)  # its re-check and other shapes go on beside the next
+                self._behind(_close_after, evaluating, current)  # its other shapes go on beside the next problem
                 continue
             join(evaluating)
             if upcoming is not None and upcoming.loaded and not self._errors and not upcoming.refused_beside():
@@ -360,7 +359,7 @@ def evaluate_problem(name: str, opened: Opened, on_record: Recorded, on_phase: P
     loads during the check, holding the device's lock (the timing after waits for it where the load
     is longer: its median is 0.1-0.2 s on an H200, the check's 0.4 s), and its first worker
     imports, paused while the timing runs. `timed` is told once, when the first candidate's timing
-    is over (its re-check begins) or it ended without one: the next problem may start then."""
+    is over (its other shapes begin) or it ended without one: the next problem may start then."""
     group = opened.group
     on_phase(name, f"{group[0].level}/{group[0].problem.stem}: starting the reference")
     finished: set[int] = set()
@@ -381,8 +380,8 @@ def evaluate_problem(name: str, opened: Opened, on_record: Recorded, on_phase: P
         tell(shapes=True)
 
     def on_event(index: int, phase: str) -> None:
-        if phase in (Step.CHECK.doing, RECHECKING):
-            tell(shapes=phase == RECHECKING)
+        if phase in (Step.CHECK.doing, Step.SHAPES.doing):
+            tell(shapes=phase == Step.SHAPES.doing)
         on_phase(name, f"{group[index].level}/{group[index].problem.stem} {group[index].label}: {phase}")
 
     try:

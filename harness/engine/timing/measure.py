@@ -6,11 +6,7 @@ clock's tail, confirmed by a per-stream trace), and a reference slowed down besi
 
 One clock per verdict: every timing that feeds a speedup, a guard or the interval of one verdict
 is of the verdict's clock (EvalResult.clock); the other clock's figures are reported apart
-(EvalResult.second).
-
-The re-check and the rules run once the device is let go, while this process's other timings are
-still kept out (Children.untimed): they time nothing, and a sweep starts the next problem's checks
-beside them (phases.RECHECKING)."""
+(EvalResult.second)."""
 from __future__ import annotations
 
 import time
@@ -23,8 +19,7 @@ from ..building.builder import builds_paused
 from ..checking.trials import check
 from ..children import REFERENCE_START_S, Children
 from ..findings import AtBenchmarkShape, Finding, SlowedReference, TimedOutputsDiffer, TimingsForged
-from ..phases import RECHECKING, Notify, Phase
-from ..processes.channel import Message
+from ..phases import Notify, Phase
 from ..processes.child import Child
 from ..processes.footprint import gb, placement_budget
 from ..processes.protocol import (PARK_BYTES, Checked, Command, ReferenceTimed, Reply, Request, StopRule, StreamsTraced,
@@ -83,15 +78,6 @@ class Measured:
     spreads: dict[str, Optional[float]]
 
 
-@dataclass
-class Unjudged:
-    """One shape's timing as the device is let go: what is still to be re-checked and judged."""
-
-    measured: Measured
-    timed: list[tuple[Message, str]]  # each timing's output samples as the worker sent them, the hidden work seen
-    reference: list[tuple[Timing, Timing]]  # the reference beside the candidate and alone, on the verdict's clock
-
-
 class Measure:
     """Times one problem's candidates; keeps what is measured once per problem and shape."""
 
@@ -118,32 +104,9 @@ class Measure:
         if self.children.reference_info.benchmark_shapes:
             measured = self._at_benchmark_shapes(worker, result, notify)
         else:
-            measured = [self._timed_and_judged(worker, result, notify, shape="", last=True)]
-        self._figures(result, measured)
-
-    def _timed_and_judged(self, worker: Child, result: EvalResult, notify: Notify, shape: str, last: bool,
-                          shares: int = 1) -> Measured:
-        """One shape timed holding the device, then its timed outputs re-checked and the reference's
-        slowdown judged with the device let go but this process's other timings kept out; after the
-        `last` shape's timing a sweep is told it may start the next problem (RECHECKING). Wrong timed
-        outputs are the verdict before a slowdown: they say more."""
-        with self.children.untimed():
             with self.children.holding_device(Phase.TIME.doing, notify, result):
-                unjudged = self._time(worker, result, shares, shape)
-            if last:
-                notify(RECHECKING)
-            started = time.monotonic()
-            for message, seen in unjudged.timed:
-                self.children.reference.forward(message, cmd=Command.VERIFY_TIMED.value)
-                checked = self.children.reference_says(self.children.run_deadline(), Checked,
-                                                       "re-checking the timed outputs").check
-                result.timed_calls_checked = (result.timed_calls_checked or 0) + checked.trials
-                if not checked.passed:
-                    raise TimedOutputsDiffer(checked, seen)
-            _add(result.details.setdefault("time_split_s", {}), "recheck", started)
-        for beside, alone in unjudged.reference:
-            self._compare_reference(beside, alone, result)
-        return unjudged.measured
+                measured = [self._time(worker, result, shape="")]
+        self._figures(result, measured)
 
     def reference(self) -> Timing:
         """The reference alone under the faster numerics setting, before any candidate, on the headline
@@ -198,7 +161,7 @@ class Measure:
         current: dict = {}  # the shape both processes are at
         deadline = children.run_deadline()
         try:
-            for number, values in enumerate(shapes, 1):
+            for values in shapes:
                 label = shape_label(values)
                 deadline = children.run_deadline()
                 said = len(result.warnings)
@@ -214,8 +177,8 @@ class Measure:
                         if values:  # the main shape was checked first
                             check(children, worker, min(2, children.options.trials), result.warnings, deadline)
                     notify(f"timing at {label}")
-                    found = self._timed_and_judged(worker, result, notify, label, last=number == len(shapes),
-                                                   shares=len(shapes))
+                    with children.holding_device(Phase.TIME.doing, notify, result):
+                        found = self._time(worker, result, shares=len(shapes), shape=label)
                 except Finding as found:  # wrong outputs here are its failure: their time would mean nothing
                     if measured:  # the shapes timed before it stay on record
                         self._figures(result, measured)
@@ -229,15 +192,13 @@ class Measure:
             children.worker_at(worker, {}, deadline)
         return measured
 
-    def _time(self, worker: Child, result: EvalResult, shares: int, shape: str) -> Unjudged:
+    def _time(self, worker: Child, result: EvalResult, shares: int = 1, shape: str = "") -> Measured:
         """Candidate and reference beside each other in the worker, then the reference alone, each
         with `shares`' part of the time cap. A reference much slower beside the candidate (on the
         verdict's clock) is timed again, both ways, before the candidate is refused: load from
         elsewhere comes and goes, a candidate that slows the reference down does so every time. The
-        first time at a `shape`, the reference's twins are timed alone beside it too (placement_spread).
-        Every timing's calls are kept for the re-check."""
-        timed: list[tuple[Message, str]] = []
-        timings, alone = self._time_once(worker, result, shares, shape, timed)
+        first time at a `shape`, the reference's twins are timed alone beside it too (placement_spread)."""
+        timings, alone = self._time_once(worker, result, shares, shape)
         for _ in range(SLOWDOWN_RETIMES):
             clock = result.clock
             if not any(self._slowed_down(timings[clock][key], alone[clock][key], result)
@@ -251,21 +212,23 @@ class Measure:
             # so load that comes and goes cannot fall on the candidate's side alone.
             with builds_paused():
                 before = self._reference_alone(shares, clock=clock)
-                timings, alone = self._time_once(worker, result, shares, shape, timed, fresh=True)
+                timings, alone = self._time_once(worker, result, shares, shape, fresh=True)
             for each in before.keys() & alone.keys():  # none in common where hidden work moved the verdict's clock
                 earlier = before[each]
                 alone[each].update({key: max(earlier[key], alone[each][key], key=lambda t: t.median)
                                     for key in BESIDE_AND_ALONE if key in earlier and key in alone[each]})
         clock = result.clock
-        reference = [(timings[clock][key], alone[clock][key]) for key in BESIDE_AND_ALONE if key in alone[clock]]
+        for key in BESIDE_AND_ALONE:
+            if key in alone[clock]:
+                self._compare_reference(timings[clock][key], alone[clock][key], result)
         merged = {each: {**timings[each], **{k: t for k, t in alone.get(each, {}).items() if k not in timings[each]}}
                   for each in timings}
-        return Unjudged(Measured({}, merged, self.placement[shape]), timed, reference)
+        return Measured({}, merged, self.placement[shape])
 
-    def _time_once(self, worker: Child, result: EvalResult, shares: int, shape: str, timed: list[tuple[Message, str]],
+    def _time_once(self, worker: Child, result: EvalResult, shares: int, shape: str,
                    fresh: bool = False) -> tuple[Clocked, Clocked]:
-        """The candidate and the reference beside each other, their timed outputs added to `timed` for
-        the re-check, and the reference alone: shared from an earlier candidate of the problem unless `fresh`."""
+        """The candidate and the reference beside each other, their timed outputs re-checked, and the
+        reference alone: shared from an earlier candidate of the problem unless `fresh`."""
         children, o = self.children, self.children.options
         info = children.reference_info
         rule = o.stop_rule(o.time_cap / shares)
@@ -295,7 +258,13 @@ class Measure:
         seen = ""
         if result.clock != Clock.ALL_STREAMS.value and speedups.suspects_hidden_work(timings):
             seen = self._hidden_work(worker, timings, result)
-        timed.append((message, seen))
+        started = time.monotonic()
+        children.reference.forward(message, cmd=Command.VERIFY_TIMED.value)
+        checked = children.reference_says(children.run_deadline(), Checked, "re-checking the timed outputs").check
+        _add(split, "recheck", started)
+        result.timed_calls_checked = checked.trials
+        if not checked.passed:
+            raise TimedOutputsDiffer(checked, seen)
         kept = self._alone.get(shape)
         if kept and not fresh and result.clock in kept[1] and time.monotonic() - kept[0] < REFERENCE_ALONE_REUSE_S:
             result.details["reference_alone_age_s"] = round(time.monotonic() - kept[0], 1)
