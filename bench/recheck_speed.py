@@ -14,6 +14,7 @@ import argparse
 import json
 import math
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -80,6 +81,12 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    missing = [each for each in args.problems if not Path(each).is_file()]
+    if missing:
+        sys.exit(f"bench/recheck_speed.py: problem file {missing[0]} does not exist.")
+    import torch
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        sys.exit("bench/recheck_speed.py needs a CUDA GPU for --device cuda (the default); --device cpu runs it here.")
     rows = []
     for problem_file in args.problems:
         row = measure(problem_file, args.calls, args.device)
