@@ -70,7 +70,8 @@ def measure(problem_file: str, calls: int, device_name: str) -> dict:
             laps.append((time.perf_counter() - started) * 1e3)
         found[name] = round(statistics.median(laps), 2)
     del model, state
-    torch.cuda.empty_cache() if device.type == "cuda" else None
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
     return found
 
 

@@ -134,4 +134,3 @@ def verify_timed(samples: list[dict], tensors: list[torch.Tensor],
         result.reasons.append(f"{failures} of {len(samples)} timed calls returned wrong outputs "
                               f"(first, call {result.failed_trial}: {first})")
     return result
-
