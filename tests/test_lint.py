@@ -108,6 +108,15 @@ def test_checks_over_many_slices_count_and_compare_every_slice(monkeypatch):
     a[-1, -1], b[-1, -1] = float("nan"), float("nan")
     assert lint.identical(a, b)  # NaN where NaN
     assert not lint.identical(a, b.reshape(5, 10))
+    x = torch.randn(10, 5)
+    y = x.clone()
+    assert lint._close(x, y, (1e-4, 1e-4))
+    y[-1, -1] += 1
+    assert not lint._close(x, y, (1e-4, 1e-4))  # the last slice's difference counts
+    x[0, 0] = y[0, 0] = float("nan")
+    y[-1, -1] = x[-1, -1]
+    assert lint._close(x, y, (1e-4, 1e-4))  # NaN where NaN
+    assert lint._close(torch.empty(0), torch.empty(0), (1e-4, 1e-4))
     (warning,) = lint_reference(Fn(torch.log), randn(64, 32))
     assert "non-finite value(s) of 2048" in warning
     x = torch.randn(64, 32)

@@ -7,8 +7,10 @@ import torch
 from harness.engine.building.cache import first_errors
 from harness.engine.processes.channel import Unsupported
 from harness.engine.checking.compare import CHUNK, compare
+from harness.engine.checking import trials
 from harness.engine.checking.trials import side_by_side
-from harness.engine.processes.protocol import ReferenceReady
+from harness.engine.processes.protocol import Checked, ReferenceReady, TrialMade, TrialOutputs
+from harness.results import CheckResult
 from harness.engine.timing import clock
 from harness.engine.timing.clock import Entry, StopRule, time_interleaved
 from harness.stats import rel_se_of_median, summarize
@@ -203,6 +205,44 @@ def test_trials_run_side_by_side_only_where_the_memory_holds_both():
     assert side_by_side(children(80 * gib))
     assert not side_by_side(children(8 * gib))  # the reference gives the device back first
     assert not side_by_side(children(0))  # not known
+
+
+class ScriptedTrials:
+    """What checking/trials.check talks to: every trial's inputs agree and its outputs match; the requests
+    to both processes, and the fields the harness adds to each comparison it relays, are kept."""
+
+    def __init__(self, available: int):
+        gib = 1 << 30
+        self.reference_info = ReferenceReady(input_bytes=gib, output_bytes=gib, available_bytes=available,
+                                             reproducible=True)
+        self.to_reference, self.to_worker, self.relayed = [], [], []
+        self.reference = SimpleNamespace(send=self.to_reference.append,
+                                         forward=lambda message, **extra: self.relayed.append(extra))
+        self.worker = SimpleNamespace(send=self.to_worker.append)
+
+    def run_deadline(self):
+        return None
+
+    def reference_says(self, deadline, kind, doing):
+        return TrialMade(seed=1, checksum=[7]) if kind is TrialMade else Checked(check=CheckResult(True))
+
+    def talk(self, worker, deadline, doing, kind, raw=False):
+        # the candidate's own header asks to keep the cache: only the harness's word counts
+        return TrialOutputs(checksum=[7]), {"keep_cache": True}
+
+
+def test_side_by_side_trials_keep_what_they_free_until_the_last_comparison():
+    """Run at once, both processes' trial peaks are counted together anyway: neither gives memory back to the
+    device between trials (5-10 ms a step on a multi-GB output), and the last comparison does. One by one,
+    each step gives it back, for the other process's turn."""
+    roomy = ScriptedTrials(80 << 30)
+    assert trials.check(roomy, roomy.worker, 3, []).trials == 3
+    assert [m["keep_cache"] for m in roomy.to_reference + roomy.to_worker] == [True] * 6
+    assert [extra["keep_cache"] for extra in roomy.relayed] == [True, True, False]
+    tight = ScriptedTrials(8 << 30)
+    trials.check(tight, tight.worker, 3, [])
+    assert not any(m["keep_cache"] for m in tight.to_reference + tight.to_worker)
+    assert [extra["keep_cache"] for extra in tight.relayed] == [False] * 3
 
 
 def test_a_cpu_flush_is_twice_its_l3_and_bounded(monkeypatch):

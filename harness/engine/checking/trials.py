@@ -48,12 +48,15 @@ def _round_trip(children: Children, worker: Child, deadline: Deadline, command: 
                 running: str, lint: bool = False, **request) -> tuple[TrialMade, TrialOutputs, object]:
     """The reference draws a trial (with `lint`, one of the lint's draws too), the worker runs
     `command` on its seed: what each said, and the worker's outputs as they came (raw, for the
-    reference to compare). Side by side, the harness draws the seed and both start at once; the
-    reference's reply is read first either way, so none is left unread when the worker's fails."""
+    reference to compare). Side by side, the harness draws the seed and both start at once, each
+    keeping what it frees cached for the next trial (the footprint counts both peaks at once, and
+    memory given back and taken again cost 5-10 ms a step on multi-GB outputs, more while the other
+    process runs); the reference's reply is read first either way, so none is left unread when the
+    worker's fails."""
     if side_by_side(children):
         seed = new_seed()
-        children.reference.send(to_dict(Request(Command.MAKE_TRIAL, seed=seed, lint=lint)))
-        worker.send(to_dict(Request(command, seed=seed, **request)))
+        children.reference.send(to_dict(Request(Command.MAKE_TRIAL, seed=seed, lint=lint, keep_cache=True)))
+        worker.send(to_dict(Request(command, seed=seed, keep_cache=True, **request)))
         made = children.reference_says(deadline, TrialMade, drawing)
     else:
         children.reference.send(to_dict(Request(Command.MAKE_TRIAL, lint=lint)))
@@ -64,8 +67,10 @@ def _round_trip(children: Children, worker: Child, deadline: Deadline, command: 
     return made, reply, outputs
 
 
-def _compared(children: Children, outputs, deadline: Deadline, doing: str) -> Checked:
-    children.reference.forward(outputs, cmd=Command.COMPARE.value)
+def _compared(children: Children, outputs, deadline: Deadline, doing: str, more: bool) -> Checked:
+    """The reference's comparison of a trial's `outputs`; with `more` trials to come side by side, what it
+    frees stays cached for them (_round_trip), else it goes back to the device."""
+    children.reference.forward(outputs, cmd=Command.COMPARE.value, keep_cache=more and side_by_side(children))
     return children.reference_says(deadline, Checked, doing)
 
 
@@ -88,7 +93,7 @@ def check(children: Children, worker: Child, trials: int, warnings: list[str], d
                 f"Problem file {children.problem.path}: get_inputs() gave different inputs in two processes "
                 "for the same seed. Draw inputs from torch's random functions (torch.randn, torch.rand, "
                 "...) so a seed reproduces them.")
-        checked = _compared(children, outputs, deadline, f"comparing trial {trial + 1}")
+        checked = _compared(children, outputs, deadline, f"comparing trial {trial + 1}", more=trial + 1 < trials)
         if checked.read_differs and not total.read_again:
             total.read_again = 1
             warnings.append(f"trial {trial + 1}'s outputs reached the reference process other than the candidate's "
@@ -143,7 +148,8 @@ def _replay_graph(children: Children, worker: Child, replays: int, deadline: Dea
                                            last=replay == replays - 1)
         if reply.not_capturable or reply.checksum != made.checksum:
             return reply.not_capturable or "its inputs were not the trial's"
-        compared = _compared(children, outputs, deadline, "comparing the CUDA graph's outputs").check
+        compared = _compared(children, outputs, deadline, "comparing the CUDA graph's outputs",
+                             more=replay < replays - 1).check
         if not compared.passed:
             return (f"replayed on {'new' if replay else 'its captured'} inputs, its outputs "
                     f"do not match the reference: {'; '.join(compared.reasons)}")[:500]

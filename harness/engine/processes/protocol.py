@@ -127,6 +127,9 @@ class Request:
     # TRIAL: the outputs travel as bytes, not as CUDA IPC handles: the trial again after the reference
     # read them other than the worker summed them (TrialOutputs.read_sums)
     by_host: bool = False
+    # MAKE_TRIAL, TRIAL, GRAPH and a relayed COMPARE: what the step freed stays in the process's cache for
+    # the next trial, not given back to the device (checking/trials.py's side_by_side)
+    keep_cache: bool = False
 
 
 

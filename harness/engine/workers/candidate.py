@@ -219,8 +219,9 @@ def run_trial(worker: CandidateWorker, request: Request) -> bool:
         return bool(worker.shapes.main)  # at another shape: that shape's failure, the process goes on
     memory = _memory_use(device)
     # the inputs' memory goes back before the reply, not after it, while the reference process starts its
-    # part; the outputs stay, shared, until the next request
-    _free_cache(device)
+    # part (unless both run each trial at once: Request.keep_cache); the outputs stay, shared, until the next request
+    if not request.keep_cache:
+        _free_cache(device)
     worker.shared = _send(
         worker.conn, to_dict(TrialOutputs(outputs=tree, inputs_changed=changed, checksum=digest, read_sums=read,
                                           upstream_changed=lifted, memory=memory, guards=worker.guards())),

@@ -302,7 +302,8 @@ def make_trial(ref: ReferenceProcess, message: channel.Message) -> bool:
             _lint_draw(ref, digested)
         sync(device)
         del inputs
-        free_cache(device)  # the worker draws the same inputs next: one copy on the device, not two
+        if not message.header.get("keep_cache"):
+            free_cache(device)  # the worker draws the same inputs next: one copy on the device, not two
         ref.output_bytes = tensor_bytes(as_list(ref.outputs))
     except BaseException as exc:  # noqa: BLE001
         return ref.fail(exc)
@@ -336,10 +337,12 @@ def compare_outputs(ref: ReferenceProcess, message: channel.Message) -> bool:
     except channel.ChannelError as exc:
         result = CheckResult(False, reasons=[f"its outputs are unreadable: {exc}"])
     # both sides' outputs go as soon as they are compared (the serving loop keeps the message, not its tensors)
+    keep = message.header.get("keep_cache") is True  # the harness's, which it sets on every comparison it relays
     message.tensors.clear()
     del candidate
     ref.outputs = None
-    free_cache(ref.device)
+    if not keep:
+        free_cache(ref.device)
     return ref.send(Checked(check=result, read_differs=differs, memory=memory_use(ref.device)))
 
 
