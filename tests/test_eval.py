@@ -290,3 +290,27 @@ def test_time_below_the_physical_floor_is_refused(cpu_options):
     result = evaluate(PROBLEMS / "declares_a_petabyte.py", CANDIDATES / "py_correct.py", cpu_options)
     assert result.verdict is Verdict.REJECTED
     assert "below the physical floor" in result.explanation
+
+
+
+def test_peaks_are_the_fastest_calls_and_a_cache_measured_the_old_way_is_measured_again(tmp_path, monkeypatch):
+    """A peak too low calls an honest kernel impossible: a figure cached by the median of host-clock calls
+    is not read, and a measurement is the fastest of its calls, so calls slowed by other work move nothing."""
+    import itertools
+
+    import torch
+
+    from harness.integrity import roofline
+
+    (tmp_path / "peaks.json").write_text('{"cpu": {"device_name": "cpu", "bandwidth_gbs": 1.0, "tflops_fp32": 1.0}}')
+    assert roofline.cached_peaks(tmp_path, "cpu") is None
+    # every call takes 1 s on the scripted clock but one in three, which takes 1 ms
+    ticks = itertools.accumulate(itertools.chain.from_iterable((0.0, 1.0 if i % 3 else 0.001) for i in itertools.count()))
+    monkeypatch.setattr(roofline, "_clock", lambda: next(ticks))
+    monkeypatch.setattr(roofline, "_sleep", lambda seconds: None)
+    peaks = roofline.measure_peaks(torch.device("cpu"), "cpu")
+    assert peaks.method == roofline.PEAKS_METHOD
+    assert peaks.bandwidth_gbs == pytest.approx(2 * (1 << 28) / 0.001 / 1e9)
+    assert peaks.tflops_fp32 == pytest.approx(2 * 1024 ** 3 / 0.001 / 1e12)
+    roofline.store_peaks(tmp_path, peaks)
+    assert roofline.cached_peaks(tmp_path, "cpu") == peaks
