@@ -305,7 +305,8 @@ def test_peaks_are_the_fastest_calls_and_a_cache_measured_the_old_way_is_measure
     (tmp_path / "peaks.json").write_text('{"cpu": {"device_name": "cpu", "bandwidth_gbs": 1.0, "tflops_fp32": 1.0}}')
     assert roofline.cached_peaks(tmp_path, "cpu") is None
     # every call takes 1 s on the scripted clock but one in three, which takes 1 ms
-    ticks = itertools.accumulate(itertools.chain.from_iterable((0.0, 1.0 if i % 3 else 0.001) for i in itertools.count()))
+    durations = (1.0 if i % 3 else 0.001 for i in itertools.count())
+    ticks = itertools.accumulate(itertools.chain.from_iterable((0.0, d) for d in durations))
     monkeypatch.setattr(roofline, "_clock", lambda: next(ticks))
     monkeypatch.setattr(roofline, "_sleep", lambda seconds: None)
     peaks = roofline.measure_peaks(torch.device("cpu"), "cpu")
