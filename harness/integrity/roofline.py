@@ -26,9 +26,9 @@ _clock, _sleep = time.perf_counter, time.sleep  # a CPU's clock for measure_peak
 
 
 # How the peaks are measured (measure_peaks); a cached figure measured another way is measured again.
-# 2: the fastest of many calls, each on CUDA events. The median of ten, each on the host's clock, read
-# 3302 GB/s on an H200 whose copies reach 4075-4160 GB/s (another process's kernels in the window), the
-# cache kept it, and an honest RMSNorm at 3963 GB/s was refused as faster than the hardware.
+# 2: the fastest of many calls, each on CUDA events (4234-4249 GB/s on an H200). The median of ten, each
+# on the host's clock, read 3302 GB/s on that kind of card (another process's kernels in the window),
+# the cache kept it, and an honest RMSNorm at 3963 GB/s was refused as faster than the hardware.
 PEAKS_METHOD = 2
 
 
