@@ -75,18 +75,21 @@ def verify_timed(samples: list[dict], tensors: list[torch.Tensor],
     a read per call would make the host wait for each call's draw and forward in turn."""
     offsets = [0] * len(tensors)
     on_device: dict[tuple, torch.Tensor] = {}  # the candidate's samples, moved once per output position
-    said: list[list] = []  # per call: its reasons, each a sentence or (label, index into `agreed`)
+    # per call: the outputs compared on the device, each (label, index into `agreed`), then what is already
+    # known wrong (a sentence each; the call's outputs after one are not looked at)
+    said: list[tuple[list[tuple[str, int]], list[str]]] = []
     agreed: list[torch.Tensor] = []
     for sample in samples:
         refs = reference(int(sample["seed"]))
-        reasons: list = []
+        pending: list[tuple[str, int]] = []
+        reasons: list[str] = []
         metas = sample.get("outputs") or []
         sent = sum("unsupported" not in meta for meta in metas)
         if len(metas) != len(refs) or len(tensors) != sent:
             reasons.append(f"it returned {len(metas)} output(s) where the reference returns {len(refs)}")
         position = 0  # which of `tensors` holds this entry's samples
         for i, (ref, meta) in enumerate(zip(refs, metas)):
-            if any(isinstance(r, str) for r in reasons):  # comparisons still on the device are not failures yet
+            if reasons:
                 break
             label = labels[i] if labels else f"output {i}"
             gradient = first_gradient is not None and i >= first_gradient
@@ -115,16 +118,15 @@ def verify_timed(samples: list[dict], tensors: list[torch.Tensor],
             if got.numel() != want.numel():
                 reasons.append(f"{label} differs from the reference")
                 continue
-            reasons.append((label, len(agreed)))
+            pending.append((label, len(agreed)))
             agreed.append(torch.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True).all())
         del refs  # gone before the next call's outputs are made: one set on the device, not two
-        said.append(reasons)
+        said.append((pending, reasons))
     read = torch.stack([a.to(agreed[0].device) for a in agreed]).tolist() if agreed else []
     result = CheckResult(True, trials=len(samples))
     failures = 0
-    for number, reasons in enumerate(said, 1):
-        told = [r if isinstance(r, str) else f"{r[0]} differs from the reference" for r in reasons
-                if isinstance(r, str) or not read[r[1]]]
+    for number, (pending, reasons) in enumerate(said, 1):
+        told = [f"{label} differs from the reference" for label, index in pending if not read[index]] + reasons
         if told:
             failures += 1
             if result.passed:
