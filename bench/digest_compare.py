@@ -1,7 +1,8 @@
 """What a worker's comparison of its input digests (taken before and after the candidate's call) costs,
-on the host (integrity/digest.py's `changed`: both digests copied over) against on the device (one
-`torch.equal` a digest, its answer read), alone on the GPU and with another process's kernels running
-beside it, as the reference process's draw and forward run beside a worker's trial.
+on the host (both digests copied over, as 17e852e-cae92db compared them) against on the device
+(integrity/digest.py's `changed`: each digest compared there, the answers read back once), alone on
+the GPU and with another process's kernels running beside it, as the reference process's draw and
+forward run beside a worker's trial.
 
     PYTHONPATH=$PWD python bench/digest_compare.py [--sizes-mb 64,1024,6144] [--trials 10] [--out FILE.json]
 
@@ -23,11 +24,11 @@ NEIGHBOUR = ("import torch\nx = torch.ones(1 << 28, device='cuda')\nprint('ready
              "while True:\n    x.mul_(1.0)\n")
 
 
-def on_device(before: list, after: list) -> list[int]:
-    """`changed`'s answer the device way (as it was before 17e852e): `torch.equal` a digest, each read."""
+def on_host(before: list, after: list) -> list[int]:
+    """`changed`'s answer the host way: both digests copied over, then compared."""
     import torch
 
-    return [i for i, (a, b) in enumerate(zip(before, after)) if not torch.equal(a, b)]
+    return [i for i, (a, b) in enumerate(zip(before, after)) if not torch.equal(a.cpu(), b.cpu())]
 
 
 def compare_times(size_mb: int, trials: int) -> dict[str, list[float]]:
@@ -40,7 +41,7 @@ def compare_times(size_mb: int, trials: int) -> dict[str, list[float]]:
     for trial in range(trials + 1):  # the first of each way is its first launch: not counted
         inputs = [torch.randn(size_mb << 18, device="cuda")]
         before, after = digest.digest(inputs), digest.digest(inputs)
-        for way, compare in (("host", digest.changed), ("device", on_device)):
+        for way, compare in (("host", on_host), ("device", digest.changed)):
             torch.cuda.synchronize()
             started = time.perf_counter()
             assert compare(before, after) == []

@@ -70,6 +70,24 @@ def test_shapes_strict_rejects_and_off_skips(cpu_options):
     assert off.verdict is Verdict.CORRECT and off.shapes == []
 
 
+SECOND_CALL_WRONG = GENERAL.replace("        e = torch.exp", """        self.calls = getattr(self, "calls", 0) + 1  # this shape's model: built afresh at each
+        if self.calls == 2 and x.shape[-1] != 32:
+            return torch.zeros_like(x)
+        e = torch.exp""")
+
+
+def test_one_trial_a_shape_where_it_warns_two_where_it_is_the_verdict(cpu_options, tmp_path):
+    candidate = tmp_path / "second_call_wrong.py"
+    candidate.write_text(SECOND_CALL_WRONG)
+    with Evaluator(ROWS, cpu_options) as evaluator:
+        warned = evaluator.evaluate(candidate)
+    assert warned.verdict is Verdict.CORRECT, warned.explanation
+    assert len(warned.shapes) == 4 and all(s.passed for s in warned.shapes)
+    with Evaluator(ROWS, dataclasses.replace(cpu_options, shapes="strict")) as evaluator:
+        strict = evaluator.evaluate(candidate)
+    assert strict.verdict is Verdict.INCORRECT and "not at 4 other shape(s)" in strict.explanation
+
+
 def test_declared_variants_and_a_shape_the_reference_cannot_run(cpu_options, tmp_path):
     problem = tmp_path / "declared.py"
     problem.write_text(ROWS.read_text() + '''

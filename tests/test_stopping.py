@@ -93,8 +93,9 @@ def test_the_basis_says_what_stopped_the_sampling():
 
 
 def test_an_entry_takes_its_own_warm_ups_else_the_rules():
-    """A twin of the reference warms up once (its kernels are the reference's, warmed just before);
-    every other entry takes the rule's warm-up calls. Warm-ups are neither timed nor observed."""
+    """An entry whose process has run its kernels already (a twin, the reference alone, the candidate
+    after its trials) warms up once; every other entry takes the rule's warm-up calls. Warm-ups are
+    neither timed nor observed."""
     calls = {"reference": 0, "placement_1": 0}
 
     def counted(name):

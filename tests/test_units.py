@@ -307,3 +307,15 @@ def test_the_recheck_names_a_call_whose_outputs_are_not_the_references_shape_or_
     result = verify_timed(samples, tensors, _outputs, {"default": (1e-5, 1e-5)})
     assert not result.passed and result.failed_trial == 1
     assert "it returned 1 output(s) where the reference returns 2" in result.reasons[0]
+
+
+def test_input_digests_name_each_input_changed_in_place_and_only_those():
+    from harness.integrity.digest import changed, digest
+
+    inputs = [torch.randn(5000), 3, torch.arange(10, dtype=torch.int64), torch.zeros(0), torch.ones(7)]
+    before = digest(inputs)
+    assert changed(before, digest(inputs)) == []
+    inputs[0][4321] += 1.0  # one element of the first
+    inputs[4].resize_(3)  # a resize in place: a digest of another shape
+    assert changed(before, digest(inputs)) == [0, 4]
+    assert changed([1, "a"], [2, "b"]) == []  # what is not a tensor is not the digest's to compare

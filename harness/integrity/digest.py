@@ -49,8 +49,13 @@ def checksum(values: list) -> list:
 
 
 def changed(before: list, after: list) -> list[int]:
-    """The indices of tensor inputs whose digest moved. Compared on the host: a digest is a few
-    words per 16 KB of input, and a device comparison's first launch in a fresh process costs
-    30-50 ms on a GPU, every candidate's first trial."""
-    return [i for i, (a, b) in enumerate(zip(before, after))
-            if isinstance(a, torch.Tensor) and not torch.equal(a.cpu(), b.cpu())]
+    """The indices of tensor inputs whose digest moved. Compared where they are, the answers read
+    back once: beside another process's kernels a multi-GB input's digest took 1.5 ms to compare
+    on an H200 and 3-4.5 ms to copy to the host and compare there (bench/digest_compare.py). A
+    worker makes the comparison's first launches before its first trial (workers/candidate.py)."""
+    pairs = [(i, a, b) for i, (a, b) in enumerate(zip(before, after)) if isinstance(a, torch.Tensor)]
+    if not pairs:
+        return []
+    moved = torch.stack([(a != b).any() if a.shape == b.shape else torch.ones((), dtype=torch.bool, device=a.device)
+                         for _, a, b in pairs]).tolist()
+    return [i for (i, _, _), differs in zip(pairs, moved) if differs]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Callable, Optional
 
@@ -125,9 +125,11 @@ def candidate_role(conn, header: dict) -> None:
     worker = CandidateWorker(conn, spec, device, problem, model_new, watch, switches, l2, Shapes(problem))
     try:
         warnings = worker.build()
-        # the digests' first launches (30-50 ms on an H200) made here, ahead of the check where this worker
-        # was staged: a sum of eight numbers, kernels as small as the build's own
-        _totals(_digest([torch.zeros(8, device=device)]))
+        # the digests' and their comparison's first launches (30-50 ms each on an H200) made here, ahead of
+        # the check where this worker was staged: on eight numbers, kernels as small as the build's own
+        small = _digest([torch.zeros(8, device=device)])
+        _totals(small)
+        _changed(small, small)
     except BaseException as exc:  # noqa: BLE001
         channel.send(conn, error_message("runtime_error", exc, phase="constructing ModelNew"))
         return
@@ -314,13 +316,18 @@ def _entries(problem, device: torch.device, reference, candidate, matched, obser
     return _forward_entries(problem, device, reference, candidate, observed, mirrored, default_numerics)
 
 
+# Warm-up calls of the candidate before its timed samples (StopRule.warmup_calls for the reference beside
+# it, whose copy in this process has not run yet): it ran the check's trials in this process, at this shape.
+CANDIDATE_WARMUPS = 1
+
+
 def _forward_entries(problem, device: torch.device, reference, candidate, observed: TimedOutputs,
                      mirrored: TimedOutputs, default_numerics: bool) -> dict[str, clock.Entry]:
     # Both models read the same tensors (kept call after call where small; each call's inputs
     # written into them first): inputs at addresses of each model's own would be one more
     # placement the twins do not vary.
     inputs = _SameTensors(problem, device)
-    entries = {"candidate": clock.Entry(inputs, candidate, _observer(observed)),
+    entries = {"candidate": clock.Entry(inputs, candidate, _observer(observed), warmups=CANDIDATE_WARMUPS),
                "reference": clock.Entry(inputs, reference, _observer(mirrored))}
     if default_numerics:  # eager as users run it, beside the candidate too
         entries["reference_defaults"] = clock.Entry(inputs, _at_default_numerics(reference), _observer(mirrored))
@@ -333,14 +340,14 @@ def _training_entries(problem, device: torch.device, reference, candidate, match
     alone beside them (unchecked, shown only)."""
     found = _output_metas(reference, inputs_from_seed(problem, device, new_seed()))
     own = backward.own_parameters(reference)
-    entries = {"candidate": _timed_training(_SameTensors(problem, device), candidate, matched, found, device,
-                                            _observer(observed)),
+    entries = {"candidate": replace(_timed_training(_SameTensors(problem, device), candidate, matched, found, device,
+                                                    _observer(observed)), warmups=CANDIDATE_WARMUPS),
                "reference": _timed_training(_SameTensors(problem, device), reference, own, found, device,
                                             _observer(mirrored))}
     if default_numerics:
         entries["reference_defaults"] = _timed_training(_SameTensors(problem, device), reference, own, found, device,
                                                         _observer(mirrored), _at_default_numerics)
-    entries["candidate_forward"] = clock.Entry(_SameTensors(problem, device), candidate)
+    entries["candidate_forward"] = clock.Entry(_SameTensors(problem, device), candidate, warmups=CANDIDATE_WARMUPS)
     entries["reference_forward"] = clock.Entry(_SameTensors(problem, device), reference)
     return entries
 

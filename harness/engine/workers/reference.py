@@ -49,8 +49,11 @@ def changed_by_default_numerics(reference, inputs: list, exact: list, device: to
     return len(exact) != len(usual) or not all(map(lint.identical, exact, usual)), peak
 
 
-# warm-up calls of each twin before its samples (StopRule.warmup_calls for the reference)
-TWIN_WARMUPS = 1
+# Warm-up calls before the samples of each entry timed alone but the compiled ones (StopRule.warmup_calls
+# for those): this process has run the reference's kernels at this shape already (its load, the trials,
+# the re-check), and one call places a twin's own tensors (three each were 12 calls a problem, 2% of a
+# sweep of KernelBench's copies).
+ALONE_WARMUPS = 1
 
 
 def twins(reference: torch.nn.Module, device: torch.device, budget: int) -> list[torch.nn.Module]:
@@ -359,21 +362,22 @@ def time_reference(ref: ReferenceProcess, message: channel.Message) -> bool:
 
         def entry(fn, owner=model, wrap=lambda f: f) -> clock.Entry:
             if found is None:
-                return clock.Entry(make_inputs, wrap(fn))
-            return backward.timed(make_inputs, fn, backward.own_parameters(owner), found, device, wrap=wrap)
+                made = clock.Entry(make_inputs, wrap(fn))
+            else:
+                made = backward.timed(make_inputs, fn, backward.own_parameters(owner), found, device, wrap=wrap)
+            return replace(made, warmups=ALONE_WARMUPS)
         entries = {"reference": entry(model)}
         if request.default_numerics:
             entries["reference_defaults"] = entry(model, wrap=at_default_numerics)
         for n, twin in enumerate(twins(model, device, request.placement_budget), 1):
-            # a twin runs the reference's kernels, warmed by its entry just before: one call places the
-            # twin's own tensors (three each were 12 calls a problem, 2% of a sweep of KernelBench's copies)
-            entries[f"placement_{n}"] = replace(entry(twin, twin), warmups=TWIN_WARMUPS)
+            entries[f"placement_{n}"] = entry(twin, twin)
         if request.compile_baseline:
             if ref.compiled is None:  # compiled once per reference process
                 ref.compiled = torch.compile(model)
-            entries["compiled"] = entry(ref.compiled)
+            # torch.compile compiles in its first calls: the rule's warm-ups
+            entries["compiled"] = replace(entry(ref.compiled), warmups=None)
             if request.default_numerics:
-                entries["compiled_defaults"] = entry(ref.compiled, wrap=at_default_numerics)
+                entries["compiled_defaults"] = replace(entry(ref.compiled, wrap=at_default_numerics), warmups=None)
         results = clock.time_interleaved(entries, device, request.rule)
     except BaseException as exc:  # noqa: BLE001
         return ref.fail(exc)
