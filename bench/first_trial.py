@@ -4,9 +4,10 @@ comparison of the digests), by problem and by what the process made before its f
 
     PYTHONPATH=$PWD python bench/first_trial.py PROBLEM.py ... [--out FILE.json]
 
-Each problem's Model runs in three fresh interpreters: with its context alone ("fresh"); after the
-first calls a reference's spare makes (workers/warm.py's first_calls, "first calls"); and after those
-and one forward at the problem's own shapes ("forward ahead"). Prints a line per problem and way:
+Each problem's Model runs in four fresh interpreters: with its context alone ("fresh"); after cuBLAS's
+and cuDNN's libraries were loaded on the host, no device work ("libraries loaded"); after the first
+calls a reference's spare makes (workers/warm.py's first_calls, "first calls"); and after those and
+one forward at the problem's own shapes ("forward ahead"). Prints a line per problem and way:
 each trial's draw, digest, forward, digest compared after the call, and emptying the cache, in ms.
 """
 from __future__ import annotations
@@ -18,7 +19,24 @@ import sys
 import time
 from pathlib import Path
 
-WAYS = ("fresh", "first calls", "forward ahead")
+WAYS = ("fresh", "libraries loaded", "first calls", "forward ahead")
+
+
+def load_libraries() -> int:
+    """cuBLAS's and cuDNN's shared libraries (every one torch's wheels ship) opened on the host, as a
+    spare could open them beside another process's timing: no kernel runs. How many were opened."""
+    import ctypes
+    import glob
+    import os
+
+    import torch
+
+    packages = Path(torch.__file__).parent.parent / "nvidia"
+    names = sorted({*glob.glob(str(packages / "**" / "libcudnn*.so*"), recursive=True),
+                    *glob.glob(str(packages / "**" / "libcublas*.so*"), recursive=True)})
+    for name in names:
+        ctypes.CDLL(name, mode=os.RTLD_LAZY)
+    return len(names)
 STEPS = ("draw", "digest", "forward", "compared", "free")
 
 
@@ -35,7 +53,11 @@ def child(problem_file: str, way: str) -> dict:
     torch.empty(1, device=device)
     sync(device)
     found: dict = {}
-    if way != "fresh":
+    if way == "libraries loaded":
+        started = time.monotonic()
+        found["libraries"] = load_libraries()
+        found["libraries_s"] = time.monotonic() - started
+    elif way != "fresh":
         started = time.monotonic()
         with torch.no_grad():
             for step in warm.first_calls(device):
@@ -102,8 +124,9 @@ def main() -> None:
                 continue
             found = json.loads(run.stdout.strip().splitlines()[-1])
             rows.append({"problem": problem, "way": way, **found})
-            ahead = f" (first calls {found['first_calls_s']:.2f} s)" if "first_calls_s" in found else ""
-            print(f"{Path(problem).stem[:36]:36s} {way:13s}{ahead}: " + " | ".join(
+            ahead = (f" (first calls {found['first_calls_s']:.2f} s)" if "first_calls_s" in found else
+                     f" ({found['libraries']} libraries, {found['libraries_s']:.2f} s)" if "libraries" in found else "")
+            print(f"{Path(problem).stem[:36]:36s} {way:16s}{ahead}: " + " | ".join(
                 " ".join(f"{step} {trial[step]:g}" for step in STEPS) for trial in found["trials"]))
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=1))
