@@ -100,6 +100,13 @@ def l2_persistence(stream: int) -> tuple[int, int]:
     return limit.value, window
 
 
+# Warm-up calls of an entry whose process has run its kernels at this shape already: the candidate after
+# its trials, the reference alone after its load, trials and re-check, a twin after the reference's entry
+# (one call places the twin's own tensors). A reference fresh in the candidate's worker, or compiled
+# (torch.compile compiles in its first calls), takes the rule's warm-ups.
+RAN_HERE = 1
+
+
 @dataclass
 class Entry:
     """One callable that time_interleaved times beside the others (protocol.Timed is the reply)."""
@@ -109,7 +116,7 @@ class Entry:
     observe: Optional[Callable[[int, Any], None]] = None  # sees (seed, output) of each timed call
     # entered around each call, outside its window on the clock (guards.BackendSwitches.as_taken)
     around: Callable[[], ContextManager] = contextlib.nullcontext
-    warmups: Optional[int] = None  # calls before sampling; None: the rule's warmup_calls
+    warmups: Optional[int] = None  # calls before sampling; None: the rule's warmup_calls (RAN_HERE: it ran here)
 
 
 def _runqueue_wait_ms() -> float:

@@ -316,18 +316,13 @@ def _entries(problem, device: torch.device, reference, candidate, matched, obser
     return _forward_entries(problem, device, reference, candidate, observed, mirrored, default_numerics)
 
 
-# Warm-up calls of the candidate before its timed samples (StopRule.warmup_calls for the reference beside
-# it, whose copy in this process has not run yet): it ran the check's trials in this process, at this shape.
-CANDIDATE_WARMUPS = 1
-
-
 def _forward_entries(problem, device: torch.device, reference, candidate, observed: TimedOutputs,
                      mirrored: TimedOutputs, default_numerics: bool) -> dict[str, clock.Entry]:
     # Both models read the same tensors (kept call after call where small; each call's inputs
     # written into them first): inputs at addresses of each model's own would be one more
     # placement the twins do not vary.
     inputs = _SameTensors(problem, device)
-    entries = {"candidate": clock.Entry(inputs, candidate, _observer(observed), warmups=CANDIDATE_WARMUPS),
+    entries = {"candidate": clock.Entry(inputs, candidate, _observer(observed), warmups=clock.RAN_HERE),
                "reference": clock.Entry(inputs, reference, _observer(mirrored))}
     if default_numerics:  # eager as users run it, beside the candidate too
         entries["reference_defaults"] = clock.Entry(inputs, _at_default_numerics(reference), _observer(mirrored))
@@ -341,13 +336,13 @@ def _training_entries(problem, device: torch.device, reference, candidate, match
     found = _output_metas(reference, inputs_from_seed(problem, device, new_seed()))
     own = backward.own_parameters(reference)
     entries = {"candidate": replace(_timed_training(_SameTensors(problem, device), candidate, matched, found, device,
-                                                    _observer(observed)), warmups=CANDIDATE_WARMUPS),
+                                                    _observer(observed)), warmups=clock.RAN_HERE),
                "reference": _timed_training(_SameTensors(problem, device), reference, own, found, device,
                                             _observer(mirrored))}
     if default_numerics:
         entries["reference_defaults"] = _timed_training(_SameTensors(problem, device), reference, own, found, device,
                                                         _observer(mirrored), _at_default_numerics)
-    entries["candidate_forward"] = clock.Entry(_SameTensors(problem, device), candidate, warmups=CANDIDATE_WARMUPS)
+    entries["candidate_forward"] = clock.Entry(_SameTensors(problem, device), candidate, warmups=clock.RAN_HERE)
     entries["reference_forward"] = clock.Entry(_SameTensors(problem, device), reference)
     return entries
 

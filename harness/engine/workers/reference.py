@@ -49,13 +49,6 @@ def changed_by_default_numerics(reference, inputs: list, exact: list, device: to
     return len(exact) != len(usual) or not all(map(lint.identical, exact, usual)), peak
 
 
-# Warm-up calls before the samples of each entry timed alone but the compiled ones (StopRule.warmup_calls
-# for those): this process has run the reference's kernels at this shape already (its load, the trials,
-# the re-check), and one call places a twin's own tensors (three each were 12 calls a problem, 2% of a
-# sweep of KernelBench's copies).
-ALONE_WARMUPS = 1
-
-
 def twins(reference: torch.nn.Module, device: torch.device, budget: int) -> list[torch.nn.Module]:
     """Copies of the reference whose parameters and buffers sit at other addresses, to measure
     what placement alone does to its time; none where it holds no tensors, cannot be copied, or
@@ -360,12 +353,12 @@ def time_reference(ref: ReferenceProcess, message: channel.Message) -> bool:
         # --backward: what each timed call's upstream gradients are drawn for
         found = backward.output_metas(model, make_inputs(new_seed())) if ref.spec.backward else None
 
-        def entry(fn, owner=model, wrap=lambda f: f) -> clock.Entry:
+        def entry(fn, owner=model, wrap=lambda f: f, warmups: Optional[int] = clock.RAN_HERE) -> clock.Entry:
             if found is None:
                 made = clock.Entry(make_inputs, wrap(fn))
             else:
                 made = backward.timed(make_inputs, fn, backward.own_parameters(owner), found, device, wrap=wrap)
-            return replace(made, warmups=ALONE_WARMUPS)
+            return replace(made, warmups=warmups)
         entries = {"reference": entry(model)}
         if request.default_numerics:
             entries["reference_defaults"] = entry(model, wrap=at_default_numerics)
@@ -374,10 +367,9 @@ def time_reference(ref: ReferenceProcess, message: channel.Message) -> bool:
         if request.compile_baseline:
             if ref.compiled is None:  # compiled once per reference process
                 ref.compiled = torch.compile(model)
-            # torch.compile compiles in its first calls: the rule's warm-ups
-            entries["compiled"] = replace(entry(ref.compiled), warmups=None)
+            entries["compiled"] = entry(ref.compiled, warmups=None)
             if request.default_numerics:
-                entries["compiled_defaults"] = replace(entry(ref.compiled, wrap=at_default_numerics), warmups=None)
+                entries["compiled_defaults"] = entry(ref.compiled, wrap=at_default_numerics, warmups=None)
         results = clock.time_interleaved(entries, device, request.rule)
     except BaseException as exc:  # noqa: BLE001
         return ref.fail(exc)
