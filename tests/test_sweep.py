@@ -550,6 +550,56 @@ def test_a_loaded_problem_stages_its_first_candidate_for_the_pool_to_time(cpu_op
             opened.close()
 
 
+def _staged_beside(options, cap: int):
+    """A problem not loaded (the one before needs the memory) whose first candidate is staged beside it
+    within `cap` bytes, as a GPU slot's prefetch does (Opened.stage): its staged worker, and its result."""
+    from harness.engine.building.builder import Builder
+    from harness.problem import load_problem
+    from harness.sweep.sweep import Opened
+
+    problem = HERE / "problems" / "small_layernorm.py"
+    job = Job(problem, "level1", HERE / "candidates" / "py_correct.py", "py_correct")
+    with Builds(1) as builds:
+        first = builds.submit(Builder(load_problem(problem), options), job.candidate)
+        built = first.result()
+        opened = Opened([job], options, None, builds, loaded=False, prebuilt=[first])
+        opened.stage(cap)
+        pool = opened.ready()
+        try:
+            children = pool.evaluators[0].children
+            assert children._staged[0] is built and children._staged[2] == cap
+            assert not opened.loaded and children.reference is None  # staged, its reference not loaded
+            staged = built.result.worker_log
+            [result] = pool.evaluate(opened.candidates)
+        finally:
+            opened.close()
+    return staged, result
+
+
+def test_a_problem_not_loaded_beside_another_stages_its_first_candidate_all_the_same(cpu_options):
+    """Opened.stage, where the next problem cannot load beside the current one: its first candidate's
+    worker imports it and builds its models beside that one, and waits for its turn (TURN) before
+    serving; the pool times it in that worker. (On the CPU no cap applies: the cap's side is a GPU test.)"""
+    staged, result = _staged_beside(cpu_options, 1 << 30)
+    assert result.verdict.value == "correct", result.explanation
+    assert result.worker_log == staged and "built_at_turn" not in result.details
+
+
+@pytest.mark.gpu
+def test_a_staged_build_over_its_cap_waits_for_its_turn(cache_dir):
+    """Staged beside another problem, models bigger than the cap are not built ahead (they could run that
+    problem out of memory) but at the candidate's turn, in the same worker, to the same verdict."""
+    from harness import EvalOptions
+
+    options = EvalOptions(device="cuda", cache_dir=cache_dir, run_timeout=60, time_cap=1)
+    staged, result = _staged_beside(options, 1)  # one byte: LayerNorm's parameters do not fit
+    assert result.verdict.value == "correct", result.explanation
+    assert result.worker_log == staged and result.details.get("built_at_turn") is True
+    staged, result = _staged_beside(options, 1 << 30)
+    assert result.verdict.value == "correct", result.explanation
+    assert result.worker_log == staged and "built_at_turn" not in result.details
+
+
 def test_a_problem_refused_beside_another_loads_again_alone(tmp_path, cpu_options, monkeypatch):
     """A next problem loaded beside the current one reads the memory that one holds as taken: its
     refusal (DoesNotFit) is not the problem's, and it loads again once the current one has ended.

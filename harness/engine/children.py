@@ -62,7 +62,8 @@ class Children:
         self.memory: dict[str, dict[str, int]] = {}  # peak bytes by process, as their replies said
         self.keep_spare = keep_spare  # for evaluators that will see more than one candidate
         self._spare: Optional[Child] = None
-        self._staged: Optional[tuple[Built, Child]] = None  # the next candidate, importing ahead
+        # the next candidate, importing ahead, and the most device memory its build may take then (stage)
+        self._staged: Optional[tuple[Built, Child, int]] = None
         self._blank_reference: Optional[Child] = None  # a reference process importing, not yet told the problem
         self._spawned = 0
         self.current: Optional[Child] = None  # the worker in flight
@@ -249,22 +250,24 @@ class Children:
         if self.keep_spare and MANY_CORES:
             self._spare = self._spare or self._spawn_worker(spare=True)
 
-    def stage(self, built: Built) -> None:
+    def stage(self, built: Built, beside_cap: int = 0) -> None:
         """Start importing the candidate `run` will see next, while this one is checked (a sweep also
         stages the next problem's first candidate during the current problem's check).
 
         Its worker is stopped while any candidate of this process is timed on the device
-        (holding_device), so it never competes with a measurement."""
+        (holding_device), so it never competes with a measurement. `beside_cap`: staged beside
+        another problem's evaluation, whose memory is not this one's to count: its models are built
+        now only within that many bytes, else at its turn (CandidateSpec.beside_cap)."""
         if built.failed or self._staged is not None:
             return
         with self.untimed():  # listed before a timing here begins (holding_device reads the list under the gate)
             worker = self._take_worker()
             try:
-                self._send_spec(worker, built)
+                self._send_spec(worker, built, beside_cap)
             except ChildDied:
                 worker.kill()
                 return
-            self._staged = (built, worker)
+            self._staged = (built, worker, beside_cap)
             _list_staged(self.device_key, worker)
 
     def worker_for(self, built: Built) -> Child:
@@ -274,6 +277,11 @@ class Children:
             _unstage(self.device_key, staged[1])
         if staged and staged[0] is built:
             worker = staged[1]
+            if staged[2]:
+                try:
+                    worker.send(to_dict(Request(Command.TURN)))
+                except ChildDied:
+                    pass  # reported when its answer is awaited
         else:
             if staged:  # staged for a candidate that did not come next
                 staged[1].kill()
@@ -298,19 +306,21 @@ class Children:
         result.details["peak_memory"] = {role: dict(use) for role, use in self.memory.items()}
         self.memory.pop("candidate_worker", None)  # the next candidate has a worker of its own
 
-    def _send_spec(self, worker: Child, built: Built) -> None:
+    def _send_spec(self, worker: Child, built: Built, beside_cap: int = 0) -> None:
         built.result.worker_log = str(worker.log_path)
         spec = import_spec(built.path, built.entry)
         worker.send(to_dict(CandidateSpec(spec.candidate, spec.lock, spec.pch_lock, problem=self.problem.path,
                                           env=built.entry.env(), device=self.options.device,
                                           model_mode=self.options.model_mode, backward=self.backward,
-                                          **self.seeds)))
+                                          beside_cap=beside_cap, **self.seeds)))
 
     def await_ready(self, worker: Child, result: EvalResult) -> None:
         try:
             ready = self.talk(worker, after(self.options.build_timeout, "the build timeout"),
                               "importing (building) the candidate", CandidateReady)[0]
             result.warnings.extend(ready.warnings)
+            if ready.built_at_turn:
+                result.details["built_at_turn"] = True
             refuse_on_guards(ready)
         except Finding:
             worker.stop()

@@ -140,9 +140,9 @@ class Pool:
         for evaluator in self.evaluators:
             evaluator.prepare()
 
-    def stage(self, built: Built) -> None:
+    def stage(self, built: Built, beside_cap: int = 0) -> None:
         """The candidate the first slot will time first imports now (Children.stage)."""
-        self.evaluators[0].children.stage(built)
+        self.evaluators[0].children.stage(built, beside_cap)
 
     def reference_time(self) -> Timing:
         """The reference alone on the first slot's device, before any candidate."""

@@ -32,6 +32,7 @@ class Command(str, enum.Enum):
     # CUDA: a few calls under the profiler; which streams other than the caller's finished work after it
     STREAMS = "streams"
     RELEASE = "release"  # let go of the graph and the outputs the reference process mapped, give the memory back
+    TURN = "turn"  # to a worker staged beside another problem (CandidateSpec.beside_cap): its candidate is due
     # to both: set the problem's module-level values to a shape and rebuild the models; {} is the main shape
     SHAPE = "shape"
     # to the reference process, before the worker's TIME: its reference's parameters to the host until it next runs it
@@ -66,6 +67,9 @@ class CandidateSpec(BuildSpec):
     env: dict[str, str] = field(default_factory=dict)  # the candidate's cache entry; the process may be a spare
     model_mode: str = "train"  # EvalOptions.model_mode
     backward: bool = False  # trials and timed calls run forward and backward (workers/backward.py)
+    # Staged beside another problem's evaluation: the most device memory its models may take before its
+    # turn (a bigger build waits for it), and it waits for TURN before its first request. 0: neither.
+    beside_cap: int = 0
 
 
 @dataclass
@@ -216,6 +220,7 @@ class Linted(Reply):
 class CandidateReady(Guarded):
     ready: bool = False
     warnings: list[str] = field(default_factory=list)
+    built_at_turn: bool = False  # staged beside another problem, its models were too big to build before its turn
 
 
 @dataclass

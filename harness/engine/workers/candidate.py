@@ -8,6 +8,7 @@ handler each (HANDLERS).
 """
 from __future__ import annotations
 
+import gc
 import os
 import time
 from dataclasses import dataclass, field, replace
@@ -57,6 +58,8 @@ _trial, _timed_training, _output_metas = backward.trial, backward.timed, backwar
 _trace_calls, _late_streams = clock.trace_calls, torch_trace.late_streams
 # taken at import, before the candidate's code can replace them
 _monotonic, _process_time, _thread_time = time.monotonic, time.process_time, time.thread_time
+_set_memory_fraction, _memory_stats = torch.cuda.set_per_process_memory_fraction, torch.cuda.memory_stats
+_device_properties = torch.cuda.get_device_properties
 
 
 @dataclass
@@ -124,7 +127,12 @@ def candidate_role(conn, header: dict) -> None:
         return
     worker = CandidateWorker(conn, spec, device, problem, model_new, watch, switches, l2, Shapes(problem))
     try:
-        warnings = worker.build()
+        warnings = _build_within(worker, spec.beside_cap)
+        at_turn = warnings is None
+        if at_turn:
+            if not _turn(conn):
+                return
+            warnings = worker.build()
         # the digests' and their comparison's first launches (30-50 ms each on an H200) made here, ahead of
         # the check where this worker was staged: on eight numbers, kernels as small as the build's own
         small = _digest([torch.zeros(8, device=device)])
@@ -133,8 +141,43 @@ def candidate_role(conn, header: dict) -> None:
     except BaseException as exc:  # noqa: BLE001
         channel.send(conn, error_message("runtime_error", exc, phase="constructing ModelNew"))
         return
-    channel.send(conn, to_dict(CandidateReady(ready=True, warnings=warnings, guards=worker.guards())))
+    channel.send(conn, to_dict(CandidateReady(ready=True, warnings=warnings, guards=worker.guards(),
+                                              built_at_turn=at_turn)))
+    if spec.beside_cap and not at_turn and not _turn(conn):
+        return
     _serve(worker)
+
+
+def _build_within(worker: CandidateWorker, cap: int) -> Optional[list[str]]:
+    """worker.build() (its warnings) where its models take at most `cap` bytes of the device's memory
+    (0: no limit; a staged worker beside another problem's evaluation must not run that one out of
+    memory); None where they would take more, none of them left: they are built at the candidate's
+    turn. An out-of-memory error the candidate's own __init__ caught counts too (the allocator counts
+    each): a model built around one is not the one its turn would build."""
+    device = worker.device
+    if not cap or device.type != "cuda":
+        return worker.build()
+    ooms = _memory_stats(device).get("num_ooms", 0)
+    _set_memory_fraction(min(1.0, cap / _device_properties(device).total_memory), device)
+    try:
+        warnings = worker.build()
+    except Exception:
+        if _memory_stats(device).get("num_ooms", 0) == ooms:
+            raise
+        warnings = None
+    finally:
+        _set_memory_fraction(1.0, device)
+    if warnings is not None and _memory_stats(device).get("num_ooms", 0) == ooms:
+        return warnings
+    worker.reference = worker.parking = worker.candidate = worker.state = worker.matched = None
+    gc.collect()  # what a failed build left in its traceback's frames
+    _free_cache(device)
+    return None
+
+
+def _turn(conn) -> bool:
+    """Waits for the harness to say the candidate's turn came (TURN); False where it said EXIT instead."""
+    return from_dict(Request, channel.recv(conn).header).cmd is Command.TURN
 
 
 # --- the requests: each handler answers one, and says whether the process goes on ---------------
