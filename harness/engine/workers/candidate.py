@@ -59,7 +59,7 @@ _trace_calls, _late_streams = clock.trace_calls, torch_trace.late_streams
 # taken at import, before the candidate's code can replace them
 _monotonic, _process_time, _thread_time = time.monotonic, time.process_time, time.thread_time
 _set_memory_fraction, _memory_stats = torch.cuda.set_per_process_memory_fraction, torch.cuda.memory_stats
-_device_properties = torch.cuda.get_device_properties
+_device_properties, _current_device = torch.cuda.get_device_properties, torch.cuda.current_device
 
 
 @dataclass
@@ -157,17 +157,18 @@ def _build_within(worker: CandidateWorker, cap: int) -> Optional[list[str]]:
     device = worker.device
     if not cap or device.type != "cuda":
         return worker.build()
-    ooms = _memory_stats(device).get("num_ooms", 0)
-    _set_memory_fraction(min(1.0, cap / _device_properties(device).total_memory), device)
+    index = _current_device() if device.index is None else device.index  # the fraction takes an index alone
+    ooms = _memory_stats(index).get("num_ooms", 0)
+    _set_memory_fraction(min(1.0, cap / _device_properties(index).total_memory), index)
     try:
         warnings = worker.build()
     except Exception:
-        if _memory_stats(device).get("num_ooms", 0) == ooms:
+        if _memory_stats(index).get("num_ooms", 0) == ooms:
             raise
         warnings = None
     finally:
-        _set_memory_fraction(1.0, device)
-    if warnings is not None and _memory_stats(device).get("num_ooms", 0) == ooms:
+        _set_memory_fraction(1.0, index)
+    if warnings is not None and _memory_stats(index).get("num_ooms", 0) == ooms:
         return warnings
     worker.reference = worker.parking = worker.candidate = worker.state = worker.matched = None
     gc.collect()  # what a failed build left in its traceback's frames
