@@ -550,15 +550,15 @@ def test_a_loaded_problem_stages_its_first_candidate_for_the_pool_to_time(cpu_op
             opened.close()
 
 
-def _staged_beside(options, cap: int):
+def _staged_beside(options, cap: int, problem=HERE / "problems" / "small_layernorm.py",
+                   candidate=HERE / "candidates" / "py_correct.py"):
     """A problem not loaded (the one before needs the memory) whose first candidate is staged beside it
     within `cap` bytes, as a GPU slot's prefetch does (Opened.stage): its staged worker, and its result."""
     from harness.engine.building.builder import Builder
     from harness.problem import load_problem
     from harness.sweep.sweep import Opened
 
-    problem = HERE / "problems" / "small_layernorm.py"
-    job = Job(problem, "level1", HERE / "candidates" / "py_correct.py", "py_correct")
+    job = Job(problem, "level1", candidate, "candidate")
     with Builds(1) as builds:
         first = builds.submit(Builder(load_problem(problem), options), job.candidate)
         built = first.result()
@@ -586,18 +586,26 @@ def test_a_problem_not_loaded_beside_another_stages_its_first_candidate_all_the_
 
 
 @pytest.mark.gpu
-def test_a_staged_build_over_its_cap_waits_for_its_turn(cache_dir):
+def test_a_staged_build_over_its_cap_waits_for_its_turn(cache_dir, tmp_path):
     """Staged beside another problem, models bigger than the cap are not built ahead (they could run that
-    problem out of memory) but at the candidate's turn, in the same worker, to the same verdict."""
+    problem out of memory) but at the candidate's turn, in the same worker, to the same verdict. (Weights
+    of 16 MB each: smaller ones fit the segment the worker's first allocation reserved, and take no more.)"""
     from harness import EvalOptions
+    from harness.sweep.jobs import write_copy
 
+    problem = tmp_path / "linear.py"
+    problem.write_text("import torch\n\n\nclass Model(torch.nn.Module):\n    def __init__(self):\n"
+                       "        super().__init__()\n        self.linear = torch.nn.Linear(2048, 2048)\n\n"
+                       "    def forward(self, x):\n        return self.linear(x)\n\n\n"
+                       "def get_inputs():\n    return [torch.randn(64, 2048)]\n\n\n"
+                       "def get_init_inputs():\n    return []\n")
+    (tmp_path / "copy").mkdir()
+    copy = write_copy(problem, tmp_path / "copy")
     options = EvalOptions(device="cuda", cache_dir=cache_dir, run_timeout=60, time_cap=1)
-    staged, result = _staged_beside(options, 1)  # one byte: LayerNorm's parameters do not fit
-    assert result.verdict.value == "correct", result.explanation
-    assert result.worker_log == staged and result.details.get("built_at_turn") is True
-    staged, result = _staged_beside(options, 1 << 30)
-    assert result.verdict.value == "correct", result.explanation
-    assert result.worker_log == staged and "built_at_turn" not in result.details
+    for cap, at_turn in ((1 << 20, True), (1 << 30, None)):
+        staged, result = _staged_beside(options, cap, problem, copy)
+        assert result.verdict.value == "correct", result.explanation
+        assert result.worker_log == staged and result.details.get("built_at_turn") is at_turn
 
 
 def test_a_problem_refused_beside_another_loads_again_alone(tmp_path, cpu_options, monkeypatch):
