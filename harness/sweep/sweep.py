@@ -152,9 +152,8 @@ class Opened:
             opening.join()
             if self.pool is not None and self.error is None:
                 try:
-                    first = self.prebuilt[0] if self.prebuilt else None
-                    if stage and first is not None and first.done():
-                        self.pool.stage(first.result())
+                    if stage:
+                        self._stage_first(0)
                     self.pool.prepare()
                 except BaseException as exc:  # noqa: BLE001 - handed to the slot's thread in ready()
                     self.error = exc
@@ -171,13 +170,18 @@ class Opened:
 
         def stage() -> None:
             opening.join()
-            first = self.prebuilt[0] if self.prebuilt else None
-            if self.pool is not None and self.error is None and first is not None and first.done() \
-                    and not first.cancelled() and first.exception() is None:
-                self.pool.stage(first.result(), beside_cap)
+            if self.pool is not None and self.error is None:
+                self._stage_first(beside_cap)
 
         self._threads.append(threading.Thread(target=stage, daemon=True))
         self._threads[-1].start()
+
+    def _stage_first(self, beside_cap: int) -> None:
+        """Its first candidate, built already, staged in its pool (Pool.stage); none still building, and
+        none whose build raised (the pool meets that when it takes the candidate)."""
+        first = self.prebuilt[0] if self.prebuilt else None
+        if first is not None and first.done() and not first.cancelled() and first.exception() is None:
+            self.pool.stage(first.result(), beside_cap)
 
     def refused_beside(self) -> bool:
         """Whether its load, beside another problem, found too little device memory free: a refusal

@@ -163,12 +163,12 @@ def _build_within(worker: CandidateWorker, cap: int) -> Optional[list[str]]:
     try:
         warnings = worker.build()
     except Exception:
+        warnings = None
         if _memory_stats(index).get("num_ooms", 0) == ooms:
             raise
-        warnings = None
     finally:
         _set_memory_fraction(1.0, index)
-    if warnings is not None and _memory_stats(index).get("num_ooms", 0) == ooms:
+    if _memory_stats(index).get("num_ooms", 0) == ooms:
         return warnings
     worker.reference = worker.parking = worker.candidate = worker.state = worker.matched = None
     gc.collect()  # what a failed build left in its traceback's frames
