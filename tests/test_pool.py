@@ -1,10 +1,14 @@
 """Several candidates at once: parallel builds, one timing slot per device."""
+import os
 import shutil
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import CANDIDATES, PROBLEMS
 from harness import Evaluator, Verdict, evaluate_batch
+from harness.engine.processes.cores import Cores
 
 SMALL = PROBLEMS / "small_layernorm.py"
 
@@ -74,6 +78,34 @@ def test_a_timing_stops_the_worker_another_problem_staged_on_its_device(cpu_opti
         upcoming.children.worker_for(upcoming.children._staged[0])  # no longer staged: not stopped again
         with current.children.holding_device("timing", lambda doing: None, EvalResult(Verdict.CORRECT, "")):
             assert state(staged.proc.pid) != "T"
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="a spare's cores and the timing ones apart need two")
+def test_a_staged_worker_imports_on_the_spare_cores_and_takes_the_timing_ones_at_its_first_request(cpu_options):
+    """The evaluation in progress uses the timing cores: a worker staged beside it imports and builds on the
+    spare's (the build cores on a GPU host), and runs the candidate's requests on the timing ones."""
+    first, last = sorted(os.sched_getaffinity(0))[0], sorted(os.sched_getaffinity(0))[-1]
+
+    def cores(pid: int) -> str:
+        status = Path(f"/proc/{pid}/status").read_text()
+        return status.split("Cpus_allowed_list:")[1].split()[0]
+
+    seen = {}
+    with Evaluator(SMALL, cpu_options) as evaluator:
+        children = evaluator.children
+        children.cores = Cores(timing=(last,), build=(first,))  # as split_cores splits a GPU host's
+        evaluator.spawn()
+        built = evaluator.build(CANDIDATES / "py_correct.py")
+        children.stage(built)
+        staged = children._staged[1]
+
+        def on_phase(doing: str) -> None:
+            if doing in ("checking", "timing"):
+                seen[doing] = cores(staged.proc.pid)
+
+        assert evaluator.run(built, on_phase).verdict is Verdict.CORRECT
+    # ready (its import and models made) when the check began, no request yet; timed on the timing core
+    assert seen == {"checking": str(first), "timing": str(last)}
 
 
 def test_a_spawned_evaluator_loads_the_problem_only_when_started(cpu_options):

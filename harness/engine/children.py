@@ -263,7 +263,7 @@ class Children:
         with self.untimed():  # listed before a timing here begins (holding_device reads the list under the gate)
             worker = self._take_worker()
             try:
-                self._send_spec(worker, built, beside_cap)
+                self._send_spec(worker, built, beside_cap, staged=True)
             except ChildDied:
                 worker.kill()
                 return
@@ -306,13 +306,13 @@ class Children:
         result.details["peak_memory"] = {role: dict(use) for role, use in self.memory.items()}
         self.memory.pop("candidate_worker", None)  # the next candidate has a worker of its own
 
-    def _send_spec(self, worker: Child, built: Built, beside_cap: int = 0) -> None:
+    def _send_spec(self, worker: Child, built: Built, beside_cap: int = 0, staged: bool = False) -> None:
         built.result.worker_log = str(worker.log_path)
         spec = import_spec(built.path, built.entry)
         worker.send(to_dict(CandidateSpec(spec.candidate, spec.lock, spec.pch_lock, problem=self.problem.path,
                                           env=built.entry.env(), device=self.options.device,
                                           model_mode=self.options.model_mode, backward=self.backward,
-                                          beside_cap=beside_cap, **self.seeds)))
+                                          beside_cap=beside_cap, staged=staged, **self.seeds)))
 
     def await_ready(self, worker: Child, result: EvalResult) -> None:
         try:

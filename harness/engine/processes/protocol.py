@@ -70,6 +70,9 @@ class CandidateSpec(BuildSpec):
     # Staged beside another problem's evaluation: the most device memory its models may take before its
     # turn (a bigger build waits for it), and it waits for TURN before its first request. 0: neither.
     beside_cap: int = 0
+    # Staged ahead of its turn (Children.stage): a spare's worker imports and builds on the spare's cores, not on
+    # the timing ones, which the evaluation in progress is using, and moves to them at its first request (or TURN).
+    staged: bool = False
 
 
 @dataclass

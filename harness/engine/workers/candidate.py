@@ -26,6 +26,7 @@ from ...problem import Shapes
 from ...results import from_dict, to_dict
 from ..checking import compare
 from ..processes import channel
+from ..processes.cores import take_own_cores
 from ..processes.ownership import tree_cpu_seconds
 from ..processes.protocol import (CandidateReady, CandidateSpec, Command, Reply, Request, ShapeSet, StreamsTraced,
                                   Timed, TrialOutputs)
@@ -178,7 +179,9 @@ def _build_within(worker: CandidateWorker, cap: int) -> Optional[list[str]]:
 
 def _turn(conn) -> bool:
     """Waits for the harness to say the candidate's turn came (TURN); False where it said EXIT instead."""
-    return from_dict(Request, channel.recv(conn).header).cmd is Command.TURN
+    turn = from_dict(Request, channel.recv(conn).header).cmd is Command.TURN
+    take_own_cores()  # a staged worker's (CandidateSpec.staged)
+    return turn
 
 
 # --- the requests: each handler answers one, and says whether the process goes on ---------------
@@ -344,6 +347,7 @@ def _serve(worker: CandidateWorker) -> None:
     """The harness's requests until EXIT (or one this role has no handler for), or a failure."""
     while True:
         request = from_dict(Request, channel.recv(worker.conn).header)
+        take_own_cores()  # a staged worker's, at its first request (CandidateSpec.staged); then nothing to take
         worker.shared.clear()
         if request.cmd is not Command.GRAPH and worker.graph is not None:
             worker.graph = None  # its static inputs and outputs are a copy of each: gone once the checks move on

@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 import torch
+# Imported with the worker, which a spare does ahead of its work: in a candidate's import (serialize_pch_builds)
+# it took a worker on an H200 host 0.3-0.5 s of its start.
+from torch.utils import cpp_extension
 
 from ...integrity.guards import full_precision
 from ...results import to_dict
@@ -37,8 +40,6 @@ def serialize_pch_builds(lock_path: str | None) -> None:
 
     load_inline(use_pch=True) writes one header file inside torch's install for
     every extension; builds running side by side would otherwise race on it."""
-    from torch.utils import cpp_extension
-
     original = cpp_extension._check_and_build_extension_h_precompiler_headers
     if not lock_path or getattr(original, "serialized", False):
         return

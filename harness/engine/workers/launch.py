@@ -64,7 +64,8 @@ def main(argv: list[str]) -> None:
     warm_spare(fd, role)  # a spare on a GPU: its device made ready while it waits for work on fd
     conn = channel.Channel.from_fd(fd)
     spec = channel.recv(conn).header
-    take_own_cores()  # a spare waited on the build cores; its work runs on its own
+    if not spec.get("staged"):  # a staged candidate's worker moves at its turn (candidate.py)
+        take_own_cores()  # a spare waited on the build cores; its work runs on its own
     if os.environ.get(START_NICE_ENV):
         try:  # started as a spare at low priority; now it has work (raising it back needs root)
             os.setpriority(os.PRIO_PROCESS, 0, 0)
