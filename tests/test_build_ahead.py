@@ -183,6 +183,14 @@ def test_a_spare_imports_on_the_build_cores_and_takes_its_own_with_every_thread_
     assert json.loads(out.stdout) == [[first], [last], [last]]
 
 
+def test_a_worker_imports_torchs_extension_module_with_its_roles_not_with_its_candidate():
+    """A spare imports its roles ahead of its work; cpp_extension with them keeps its import off a candidate's start."""
+    script = "import sys, harness.engine.workers.roles; print('torch.utils.cpp_extension' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True"]
+
+
 def test_a_child_takes_its_cores_and_priority_and_its_compilers_inherit_them():
     """What a build child does as it starts (workers/__main__.py), and what nvcc under it would see."""
     core = sorted(os.sched_getaffinity(0))[-1]
