@@ -137,3 +137,23 @@ def test_a_spares_first_calls_run_on_the_cpu():
 
     for step in first_calls(torch.device("cpu")):  # each raises where a call does not fit what it calls
         step()
+
+
+def test_a_spare_makes_no_first_call_while_a_measurement_waits(tmp_path):
+    import fcntl
+
+    from harness.engine.processes.device_lock import _want_path
+    from harness.engine.workers.warm import when_free
+
+    gpu0, seen = device_key("cuda", 0), []
+    idle = os.pipe()
+    try:
+        (tmp_path / "locks").mkdir()
+        with open(_want_path(tmp_path, gpu0), "a") as want:
+            fcntl.flock(want, fcntl.LOCK_EX)  # as a measurement waiting for the device holds it
+            assert when_free(idle[0], [lambda: seen.append(1)], tmp_path, gpu0, owner=4242, give_up_s=0.3) is None
+            assert seen == [] and held_devices(tmp_path, [gpu0]) == {}  # the device was free all along
+        assert when_free(idle[0], [lambda: seen.append(1)], tmp_path, gpu0, owner=4242) >= 0 and seen == [1]
+    finally:
+        for fd in idle:
+            os.close(fd)

@@ -1,7 +1,11 @@
 """One timing process per device, across harness processes: a lock file per device
 under the cache directory, held while a candidate is timed there (fcntl.flock, so a
 killed holder lets go at once). A process that may take any of several GPUs asks which
-locks are held at its start and takes a GPU no other is timing on."""
+locks are held at its start and takes a GPU no other is timing on.
+
+Loads and a spare's first calls hold the lock too, in steps, beside the checks; a measurement waiting
+for it goes before them (DeviceLock's `defer`): it holds a second file, the device's "want", while it
+waits, and they take the lock only while no one holds that."""
 from __future__ import annotations
 
 import fcntl
@@ -23,6 +27,10 @@ def device_key(device: str, gpu: Optional[int]) -> str:
 
 def _lock_path(cache: Path, key: str) -> Path:
     return Path(cache) / "locks" / f"device-{key}.lock"
+
+
+def _want_path(cache: Path, key: str) -> Path:
+    return Path(cache) / "locks" / f"device-{key}.want"
 
 
 def held_devices(cache: Path, keys: Iterable[str]) -> dict[str, str]:
@@ -64,33 +72,62 @@ class DeviceLock:
     and `on_wait` is told once, with the holder's pid. The file records `owner`'s pid (default this
     process's): a reference process loading for a harness process holds the lock on its behalf, and a
     wait for it is a wait for that harness process, not for another's. With `wait=False` a holder
-    is not waited for: `held` says whether the lock was free and is held now."""
+    is not waited for: `held` says whether the lock was free and is held now.
+
+    `defer`: work that only needs no timing beside it (a load, a spare's first calls) lets a measurement
+    that waits for the device go first: it takes the lock only once none waits (with `wait=False`, not
+    at all while one does), so a measurement waits for the step in progress, not for the ones after it."""
 
     def __init__(self, cache: Path, key: str, on_wait: Callable[[str], None] = lambda holder: None,
-                 owner: Optional[int] = None, wait: bool = True):
-        self.path = _lock_path(cache, key)
-        self.key, self.on_wait, self.owner, self.wait = key, on_wait, owner or os.getpid(), wait
+                 owner: Optional[int] = None, wait: bool = True, defer: bool = False):
+        self.path, self.want = _lock_path(cache, key), _want_path(cache, key)
+        self.key, self.on_wait, self.owner, self.wait, self.defer = key, on_wait, owner or os.getpid(), wait, defer
         self.waited_for: Optional[str] = None  # the holder waited for, if any
         self.held = False
 
     def __enter__(self) -> "DeviceLock":
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.file = open(self.path, "a+")
-        try:
-            fcntl.flock(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if not self.wait:
+        while True:
+            if self.defer and not self._none_wants(self.wait):
                 return self
-            self.file.seek(0)
-            holder = self.file.read().strip() or "unknown"
-            self.waited_for = holder
-            self.on_wait(f"waiting for {self.key.replace('gpu', 'GPU ')}, held by pid {holder}")
-            fcntl.flock(self.file, fcntl.LOCK_EX)
+            if not self._take():
+                return self
+            if not self.defer or self._none_wants(wait=False):
+                break
+            fcntl.flock(self.file, fcntl.LOCK_UN)  # a measurement came to wait meanwhile: it goes first
         self.held = True
         self.file.truncate(0)
         self.file.write(str(self.owner))
         self.file.flush()
         return self
+
+    def _take(self) -> bool:
+        """The lock, waited for unless `wait` is False (then whether it was free)."""
+        try:
+            fcntl.flock(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if not self.wait:
+                return False
+        if self.waited_for is None:
+            self.file.seek(0)
+            self.waited_for = self.file.read().strip() or "unknown"
+            self.on_wait(f"waiting for {self.key.replace('gpu', 'GPU ')}, held by pid {self.waited_for}")
+        with open(self.want, "a") as want:
+            if not self.defer:  # held while it waits: deferring work takes the lock after it
+                fcntl.flock(want, fcntl.LOCK_EX)
+            fcntl.flock(self.file, fcntl.LOCK_EX)
+        return True
+
+    def _none_wants(self, wait: bool) -> bool:
+        """Whether no measurement waits for the device now; with `wait`, once none does."""
+        with open(self.want, "a") as want:
+            try:
+                fcntl.flock(want, fcntl.LOCK_SH | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                return False
+        return True
 
     def __exit__(self, *exc) -> None:
         if self.held:

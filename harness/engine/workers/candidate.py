@@ -159,17 +159,21 @@ def _build_within(worker: CandidateWorker, cap: int) -> Optional[list[str]]:
     if not cap or device.type != "cuda":
         return worker.build()
     index = _current_device() if device.index is None else device.index  # the fraction takes an index alone
-    ooms = _memory_stats(index).get("num_ooms", 0)
+
+    def ooms() -> int:  # the allocator's count of allocations it refused
+        return _memory_stats(index).get("num_ooms", 0)
+
+    before = ooms()
     _set_memory_fraction(min(1.0, cap / _device_properties(index).total_memory), index)
     try:
         warnings = worker.build()
     except Exception:
         warnings = None
-        if _memory_stats(index).get("num_ooms", 0) == ooms:
+        if ooms() == before:
             raise
     finally:
         _set_memory_fraction(1.0, index)
-    if _memory_stats(index).get("num_ooms", 0) == ooms:
+    if ooms() == before:
         return warnings
     worker.reference = worker.parking = worker.candidate = worker.state = worker.matched = None
     gc.collect()  # what a failed build left in its traceback's frames

@@ -92,11 +92,12 @@ def build_reference(problem, spec: ReferenceSpec, device: torch.device) -> torch
 
 @contextlib.contextmanager
 def holding_device(conn, spec: ReferenceSpec) -> Iterator[None]:
-    """The device's lock while the problem loads, where the harness asks for it, and says when held."""
+    """The device's lock while the problem loads, where the harness asks for it, and says when held.
+    A timing waiting for it goes first: a sweep times the current problem while the next one loads."""
     if not spec.device_key:
         yield
         return
-    with DeviceLock(Path(spec.cache_dir), spec.device_key, owner=spec.lock_owner or None):
+    with DeviceLock(Path(spec.cache_dir), spec.device_key, owner=spec.lock_owner or None, defer=True):
         channel.send(conn, to_dict(ReferenceHolding()))
         yield
 

@@ -6,8 +6,8 @@ launch of each kernel loads that kernel. On an H200 (torch 2.11) a first small m
 took 80-90 and 85-120 ms in a spare; after them a problem's first 4096x4096 matmul took 35-50 ms
 instead of 107-143, and its first convolution 28-37 ms instead of 117-380. A reference pays these in
 its load, which holds the device's lock. The calls launch kernels, so they run in short steps, each
-while no one holds the device's lock (held for the step, let go of between two, so that a load or a
-timing waiting for it goes first), and none once the spare has work.
+while no one holds the device's lock and no timing waits for it (held for the step, let go of between
+two, so that a load waiting for it goes first; DeviceLock's `defer`), and none once the spare has work.
 
 Only a reference process's spare makes them (Children tells it the lock). A candidate's worker pays
 its first calls in its first trial, which holds no lock: made ahead by every worker spare too, the
@@ -64,12 +64,12 @@ def warm_spare(fd: int, role: str) -> None:
 
 def when_free(fd: int, steps: list[Callable[[], object]], cache: Path, key: str, owner: int,
               give_up_s: float = GIVE_UP_S) -> Optional[float]:
-    """The `steps` in turn, each holding the device's lock where it is free, let go of between two
-    (a load or a timing waiting for it takes it then); no more once `fd` has something to read (work
-    came) or after `give_up_s`. The seconds those made took, None where none was."""
+    """The `steps` in turn, each holding the device's lock where it is free and no timing waits for it,
+    let go of between two (a load waiting for it takes it then); no more once `fd` has something to read
+    (work came) or after `give_up_s`. The seconds those made took, None where none was."""
     ends, spent, left = time.monotonic() + give_up_s, 0.0, list(steps)
     while left and time.monotonic() < ends and not _readable(fd, 0):
-        with DeviceLock(cache, key, owner=owner, wait=False) as lock:
+        with DeviceLock(cache, key, owner=owner, wait=False, defer=True) as lock:
             took = lock.held
             if took:
                 started = time.monotonic()
