@@ -2,19 +2,16 @@
 
 Every object that crosses a process boundary or lands in runs/ is one of these
 dataclasses (or profiles.py's, tokens.py's, runs/records.py's); `to_json`/`from_json`
-turn any of them into plain JSON and back.
+(serial.py) turn any of them into plain JSON and back.
 """
 from __future__ import annotations
 
-import dataclasses
 import enum
-import json
-import types
-import typing
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .profiles import Profile
+from .serial import from_dict, from_json, to_dict, to_json  # noqa: F401  the round-trip, where the types are
 
 
 class Verdict(str, enum.Enum):
@@ -71,6 +68,9 @@ class CheckResult:
     # trials whose outputs reached the reference process other than the candidate's process summed them,
     # run again (engine/checking/trials.py): a transfer the harness lost, or outputs changed once
     read_again: int = 0
+    # the numerics check's trial (integrity/precision.py): per floating-point output, its relative error
+    # against the reference in float64 ("candidate"), eager float32's ("eager"), their "ratio" and its "limit"
+    precision: list[dict] = field(default_factory=list)
 
 
 class Clock(str, enum.Enum):
@@ -128,9 +128,6 @@ class Timing:
     tail: float = 0.0
     tail_overhead: float = 0.0
     ended: str = ""  # why its stage stopped sampling (Ended); "" in eval.json files from before
-    # HOST: the median of each call's time less the time its thread waited for a CPU (other processes'
-    # load); 0 where not measured
-    unloaded_median: float = 0.0
 
     @property
     def on_gpu(self) -> bool:
@@ -404,50 +401,3 @@ def clears(speedup: float, interval: Optional[list[float]], bar: float) -> bool:
 def as_list(value: Any) -> list:
     """A model's outputs as a list: one output, or a tuple or list of them."""
     return list(value) if isinstance(value, (list, tuple)) else [value]
-
-
-# --- JSON round-trip -------------------------------------------------------
-
-def to_dict(obj: Any) -> Any:
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, enum.Enum):
-        return obj.value
-    if isinstance(obj, dict):
-        return {str(k): to_dict(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_dict(v) for v in obj]
-    return obj
-
-
-def from_dict(cls: Any, data: Any) -> Any:
-    """Rebuild `cls` (a dataclass, enum, or typing construct) from `to_dict` output."""
-    if data is None:
-        return None
-    origin = typing.get_origin(cls)
-    if origin in (typing.Union, types.UnionType):
-        inner = [a for a in typing.get_args(cls) if a is not type(None)]
-        return from_dict(inner[0], data) if len(inner) == 1 else data
-    if origin is list:
-        (item,) = typing.get_args(cls)
-        return [from_dict(item, v) for v in data]
-    if origin is dict:
-        _, value = typing.get_args(cls)
-        return {k: from_dict(value, v) for k, v in data.items()}
-    if isinstance(cls, type) and issubclass(cls, enum.Enum):
-        return cls(data)
-    if dataclasses.is_dataclass(cls):
-        if not isinstance(data, dict):  # valid JSON of the wrong shape: a list, a number
-            raise TypeError(f"a {cls.__name__} must be a JSON object, not {type(data).__name__} {str(data)[:40]}")
-        hints = typing.get_type_hints(cls)
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: from_dict(hints[k], v) for k, v in data.items() if k in names})
-    return data
-
-
-def to_json(obj: Any, indent: int | None = 2) -> str:
-    return json.dumps(to_dict(obj), indent=indent)
-
-
-def from_json(cls: Any, text: str) -> Any:
-    return from_dict(cls, json.loads(text))

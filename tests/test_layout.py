@@ -18,7 +18,7 @@ import harness
 from harness.loop.proposers.kinds import KINDS
 
 PACKAGE = Path(harness.__file__).parent
-LEAVES = ("results", "profiles", "tokens", "stats", "problem", "device", "errors", "files", "version", "pages",
+LEAVES = ("results", "serial", "profiles", "tokens", "stats", "problem", "device", "errors", "files", "version", "pages",
           "torch_install")
 LAYERS = ("integrity", "engine", "runs", "export", "sweep", "loop", "agent", "cli")  # lowest first
 

@@ -17,9 +17,9 @@ class Simulated(Sampler):
     def __init__(self):  # no flush buffer: nothing real is timed
         pass
 
-    def queue(self, timed: Entry, seed: int):
+    def queue(self, timed: Entry, seed: int, probe: bool = False, flush: bool = True):
         drawn = timed.fn(*timed.make_args(seed)) or 0.0  # the empty call reads 0
-        return (drawn, drawn), 0.0  # (its time, the same less waits for a CPU: none here), its host time
+        return drawn, 0.0, None  # its time, its host time, its output
 
 
 def stream(spread: float, seed: int) -> Entry:

@@ -11,6 +11,7 @@ from harness.engine.checking import trials
 from harness.engine.checking.trials import side_by_side
 from harness.engine.processes.protocol import Checked, ReferenceReady, TrialMade, TrialOutputs
 from harness.results import CheckResult
+from harness.engine.options import EvalOptions
 from harness.engine.timing import clock
 from harness.engine.timing.clock import Entry, StopRule, time_interleaved
 from harness.stats import rel_se_of_median, summarize
@@ -219,6 +220,7 @@ class ScriptedTrials:
         self.reference = SimpleNamespace(send=self.to_reference.append,
                                          forward=lambda message, **extra: self.relayed.append(extra))
         self.worker = SimpleNamespace(send=self.to_worker.append)
+        self.options = EvalOptions()
 
     def run_deadline(self):
         return None
@@ -280,8 +282,8 @@ def _outputs(seed: int) -> list:
 def test_the_recheck_passes_every_call_that_matches_the_reference():
     from harness.integrity.recheck import verify_timed
     samples, tensors = _timed([tuple(_outputs(seed)) for seed in range(6)])
-    result = verify_timed(samples, tensors, _outputs, {"default": (1e-5, 1e-5)})
-    assert result.passed and result.trials == 6 and not result.reasons
+    result, failed = verify_timed(samples, tensors, _outputs, {"default": (1e-5, 1e-5)})
+    assert result.passed and result.trials == 6 and not result.reasons and failed == []
 
 
 def test_the_recheck_names_the_first_wrong_call_and_counts_them_all():
@@ -290,8 +292,8 @@ def test_the_recheck_names_the_first_wrong_call_and_counts_them_all():
     calls[2] = (calls[2][0], calls[2][1] + 1)  # the second output wrong in calls 3 and 5 (of 6)
     calls[4] = (calls[4][0], calls[4][1] + 1)
     samples, tensors = _timed(calls)
-    result = verify_timed(samples, tensors, _outputs, {"default": (1e-5, 1e-5)})
-    assert not result.passed and result.failed_trial == 3 and result.mismatch_share == 2 / 6
+    result, failed = verify_timed(samples, tensors, _outputs, {"default": (1e-5, 1e-5)})
+    assert not result.passed and result.failed_trial == 3 and result.mismatch_share == 2 / 6 and failed == [2, 4]
     assert result.reasons == ["2 of 6 timed calls returned wrong outputs (first, call 3: output 1 differs from "
                               "the reference)"]
 
@@ -300,11 +302,11 @@ def test_the_recheck_names_a_call_whose_outputs_are_not_the_references_shape_or_
     from harness.integrity.recheck import verify_timed
     calls = [tuple(_outputs(seed)) for seed in range(3)]
     samples, tensors = _timed([calls[0], calls[1], (calls[2][0], calls[2][1][:4])])
-    result = verify_timed(samples, tensors, _outputs, {"default": (1e-5, 1e-5)})
+    result = verify_timed(samples, tensors, _outputs, {"default": (1e-5, 1e-5)})[0]
     assert not result.passed and result.failed_trial == 3
     assert "output 1 has shape [4] and dtype float32" in result.reasons[0]
     samples, tensors = _timed([calls[0][0]] * 2)
-    result = verify_timed(samples, tensors, _outputs, {"default": (1e-5, 1e-5)})
+    result = verify_timed(samples, tensors, _outputs, {"default": (1e-5, 1e-5)})[0]
     assert not result.passed and result.failed_trial == 1
     assert "it returned 1 output(s) where the reference returns 2" in result.reasons[0]
 

@@ -8,8 +8,9 @@ of its own:
 
     build    building/builder.py   the static check and the compile, in a build child
     start    children.py           the reference process ready, the candidate's worker importing its build
-    check    checking/trials.py    trials on fresh inputs, compared by the reference process
-    time     timing/measure.py     candidate and reference beside each other, then the reference alone
+    check    checking/trials.py    trials on fresh inputs, compared by the reference process (stream order probed,
+                                   one trial's numerics against float64)
+    time     timing/measure.py     candidate and reference in turns, each in its own process; the reference alone
     shapes   checking/trials.py    the CUDA graph's replay, then the problem's other shapes
     (judge)  judge.py              speedups against each baseline, the hardware's floor, the verdict
     profile  profiling/profile.py  where asked, one forward of a correct candidate under the profiler
@@ -135,7 +136,7 @@ class Evaluator:
 
         def check() -> None:
             result.check = trials.check(children, worker, self.options.trials, result.warnings,
-                                        lint=trials.lint_in_trials(children))
+                                        lint=trials.lint_in_trials(children), exact=True)
 
         def time_it() -> None:
             self.measure.candidate(worker, result, notify)

@@ -84,11 +84,48 @@ class TimingsForged(Finding):
 
 
 @dataclass(eq=False)
+class StreamOrder(Finding):
+    """A check trial under the stream-order probe went wrong where the same candidate without the probe
+    is right (`waits`: its work did not wait for the caller's stream), or its outputs read on the caller's
+    stream as it returned were not what the device finished with (not `waits`: not ready on return)."""
+
+    trial: int
+    waits: bool
+
+
+@dataclass(eq=False)
+class ReusedOutputs(Finding):
+    """Its outputs shared memory with those of an earlier call, which the caller still held."""
+
+    calls: int  # how many calls did
+    of: int  # out of how many (0: a check trial)
+
+
+@dataclass(eq=False)
+class LowerPrecision(Finding):
+    """Within the tolerance, but far further from float64 than eager float32 (integrity/precision.py)."""
+
+    output: str
+    candidate: float
+    eager: float
+    ratio: float
+    limit: float
+
+
+@dataclass(eq=False)
 class TimedOutputsDiffer(Finding):
     """The outputs of timed calls fail the re-check that its check trials passed."""
 
     check: CheckResult
     hidden_work: str  # what was seen off the caller's stream ("" for nothing)
+    stream_order: bool = False  # every wrong call was one whose inputs were made behind the stream-order probe
+
+
+@dataclass(eq=False)
+class HiddenWork(Finding):
+    """A per-stream trace saw its calls leave work running after the caller's stream was done."""
+
+    seen: str
 
 
 @dataclass(eq=False)

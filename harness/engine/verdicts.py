@@ -13,13 +13,18 @@ from ..integrity.refusals import first_refusal
 from ..results import (CLOCK_NAMES, BuildResult, CheckResult, Clock, EvalResult, Verdict, from_dict, speedup_text,
                        to_dict)
 from ..stats import geomean
-from .findings import (AtBenchmarkShape, BelowFloor, BuildFailed, Finding, IncorrectAtShapes, InputsDiffer, NotPython,
-                       ReferenceOutOfMemory, SlowedReference, StaticRefusal, TimedOutputsDiffer, TimingsForged,
-                       TrialFailed, Unreadable)
+from .findings import (AtBenchmarkShape, BelowFloor, BuildFailed, Finding, HiddenWork, IncorrectAtShapes, InputsDiffer,
+                       LowerPrecision, NotPython, ReferenceOutOfMemory, ReusedOutputs, SlowedReference, StaticRefusal,
+                       StreamOrder, TimedOutputsDiffer, TimingsForged, TrialFailed, Unreadable)
 from .processes.child import Child, ChildBrokeProtocol, ChildDied, ChildTimeout
 from .processes.protocol import Guarded, Reply
 
 R = TypeVar("R", bound=Reply)
+
+# How a candidate keeps PyTorch's stream order (integrity/stream_order.py), as its verdicts say it
+HOW_TO_FIX = ("make a side stream wait for the caller's first (side.wait_stream(torch.cuda.current_stream())), "
+              "and the caller's for it before returning (torch.cuda.current_stream().wait_stream(side)), with "
+              "out.record_stream(torch.cuda.current_stream()) for what it allocated there")
 
 
 class Stop(Finding):
@@ -214,24 +219,64 @@ def _timings_forged(found: TimingsForged) -> Stop:
                 "outputs of the calls it claims to have timed: the reply was forged.")
 
 
+def _stream_order(found: StreamOrder) -> Stop:
+    what = ("its work does not wait for the caller's stream: with the trial's inputs made on the caller's stream "
+            "behind a delay, its outputs came from the values there before (right without the delay)"
+            if found.waits else
+            "its outputs were not ready on the caller's stream when it returned: read there at once, they differ "
+            "from what the device held once every stream was done (they changed after it returned)")
+    return Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} Trial {found.trial}: {what}. PyTorch's stream "
+                f"order is part of an op's contract; {HOW_TO_FIX}.", stream_order="waits" if found.waits else "ready")
+
+
+def _reused_outputs(found: ReusedOutputs) -> Stop:
+    where = (f"{found.calls} of its {found.of} timed calls returned" if found.of
+             else "a check trial returned")
+    return Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} {where} outputs in the memory of an earlier "
+                "call's outputs, which the caller still held: an output that changes under a caller who kept it. "
+                "Return fresh tensors from each call (the reference does).", reused_outputs=found.calls or 1)
+
+
+def _lower_precision(found: LowerPrecision) -> Stop:
+    return Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} It is within the tolerance, but its {found.output} "
+                f"is {found.ratio:.0f}x further from the reference computed in float64 than eager float32 is on the "
+                f"same inputs (relative RMS error {found.candidate:.3g} against {found.eager:.3g}; at most "
+                f"{found.limit:.0f}x is float32's): it computed in lower precision (TF32, half or bfloat16, "
+                "Triton's default tl.dot) or approximated. float32 here means IEEE float32.",
+                precision={"output": found.output, "candidate": found.candidate, "eager": found.eager,
+                           "ratio": found.ratio})
+
+
+def _hidden_work(found: HiddenWork) -> Stop:
+    return Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} {found.seen[0].upper()}{found.seen[1:]}: the "
+                "timed window missed that work, so its time is not known, and a caller reading its outputs on its "
+                f"own stream could read them unfinished. Join every stream it uses to the caller's before "
+                f"returning; {HOW_TO_FIX}.")
+
+
 def _timed_outputs_differ(found: TimedOutputsDiffer) -> Stop:
     # Trials synchronize the device before reading outputs; timed calls follow one another
     # on the caller's stream, where unfinished work elsewhere shows as wrong outputs.
     # Say what was measured; name a stream only where the trace saw work on one.
-    why = (f"Also, {found.hidden_work}: work left running on another stream or thread, which the caller's stream "
-           "does not wait for, would leave calls queued after it reading outputs not yet written"
-           if found.hidden_work
-           else "No work was seen off the caller's stream: the outputs of its timed calls differ from those "
-                "of its check trials, as call counting, cached outputs or gradients, or skipped work "
-                "would make them")
+    if found.stream_order:
+        why = ("Every wrong call was one whose inputs were made on the caller's stream behind a delay (the "
+               "stream-order probe): its work does not wait for the caller's stream; " + HOW_TO_FIX)
+    elif found.hidden_work:
+        why = (f"Also, {found.hidden_work}: work left running on another stream or thread, which the caller's "
+               "stream does not wait for, would leave calls queued after it reading outputs not yet written")
+    else:
+        why = ("No work was seen off the caller's stream: the outputs of its timed calls differ from those "
+               "of its check trials, as call counting, cached outputs or gradients, or skipped work "
+               "would make them")
     return Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} It passed the check trials, but "
                 f"while being timed {'; '.join(found.check.reasons)}. {why}.", timed_check=to_dict(found.check))
 
 
 def _slowed_reference(found: SlowedReference) -> Stop:
     return Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} The reference ran {found.ratio:.1f}x slower "
-                f"beside the candidate ({found.beside_ms:.4g} ms) than alone ({found.alone_ms:.4g} ms): "
-                "the candidate slowed the reference down to inflate its speedup.")
+                f"beside the candidate ({found.beside_ms:.4g} ms) than alone ({found.alone_ms:.4g} ms), in its own "
+                "process, with the candidate's processes stopped while it ran: the candidate slowed the reference "
+                "down to inflate its speedup.")
 
 
 def _below_floor(found: BelowFloor) -> Stop:
@@ -253,4 +298,5 @@ _JUDGES: dict[type, Callable[..., Stop]] = {
     ReferenceOutOfMemory: _reference_out_of_memory, InputsDiffer: _inputs_differ,
     TrialFailed: _trial_failed, IncorrectAtShapes: _incorrect_at_shapes, TimingsForged: _timings_forged,
     TimedOutputsDiffer: _timed_outputs_differ, SlowedReference: _slowed_reference, BelowFloor: _below_floor,
-    AtBenchmarkShape: _at_benchmark_shape}
+    AtBenchmarkShape: _at_benchmark_shape, StreamOrder: _stream_order, ReusedOutputs: _reused_outputs,
+    LowerPrecision: _lower_precision, HiddenWork: _hidden_work}

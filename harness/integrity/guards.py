@@ -52,6 +52,76 @@ class Guard:
         return [type(m).__qualname__ for m in _get_current_function_mode_stack() + _get_current_dispatch_mode_stack()]
 
 
+_TABLES: dict[str, str] = {}
+
+
+def dispatch_tables() -> dict[str, str]:
+    """Every operator's kernel table, taken once a process, before any candidate code runs (0.1 s on 2
+    cores): the fork server takes it for the workers it forks, a worker started afresh as it starts."""
+    if not _TABLES:
+        _TABLES.update({op: torch._C._dispatch_dump(op) for op in torch._C._dispatch_get_all_op_names()})
+    return _TABLES
+
+
+class DispatchWatch:
+    """Kernels registered for operators that existed before candidate code ran, from code outside
+    torch's own install: an override of an op the harness runs in this process (drawing inputs,
+    copying them, flushing the cache, sampling outputs) would run candidate code there, outside the
+    timed window, and one of an op the reference calls would change the reference. torch registers
+    kernels of its own lazily (meta kernels, decompositions), from its own files: those are not the
+    candidate's. Every kernel table is compared once the candidate is imported (`full`: what its
+    extension registered as it loaded); every reply compares the kernels registered from Python since
+    (torch.library)."""
+
+    def __init__(self):
+        self.tables = dispatch_tables()
+        self.ops = set(self.tables)
+        self.namespaces = {op.split("::")[0] for op in self.ops}
+        self.impls = set(torch.library._impls)
+        self.found: list[str] = []
+
+    def _foreign(self, op: str) -> bool:
+        """Whether `op`'s kernel table now holds a kernel registered outside torch's install."""
+        now = torch._C._dispatch_dump(op)
+        if now == self.tables.get(op):
+            return False
+        was = set(self.tables.get(op, "").splitlines())
+        added = [line for line in now.splitlines() if line not in was and "registered at" in line]
+        return any(_TORCH_DIR not in line.split("registered at", 1)[1] for line in added)
+
+    def full(self) -> None:
+        """Every operator's kernels compared (0.1 s on 2 cores): what an extension registered from C++."""
+        self.found = sorted({*self.found, *(op for op in self.ops if self._foreign(op))})
+
+    def new(self) -> list[str]:
+        python = {entry.rsplit("/", 1)[0].replace("/", "::", 1) for entry in set(torch.library._impls) - self.impls
+                  if entry.split("/", 1)[0] in self.namespaces}
+        return sorted({*self.found, *(op for op in python if op in self.ops and self._foreign(op))})
+
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+
+
+class SubreaperWatch:
+    """Whether this process still adopts the orphans of what it starts (PR_SET_CHILD_SUBREAPER, set as it
+    started): a candidate that turns it off can detach a process out of the tree the harness stops
+    while the reference runs and ends with the evaluation."""
+
+    def __init__(self):
+        self.was = _subreaper()
+
+    def new(self) -> list[str]:
+        return ["PR_SET_CHILD_SUBREAPER"] if self.was and not _subreaper() else []
+
+
+def _subreaper() -> bool:
+    import ctypes
+
+    flag = ctypes.c_int(0)
+    ctypes.CDLL(None).prctl(37, ctypes.byref(flag), 0, 0, 0)  # PR_GET_CHILD_SUBREAPER
+    return bool(flag.value)
+
+
 class ThreadWatch:
     """Python threads the candidate started while it was being run.
 
@@ -203,8 +273,10 @@ class L2Watch:
             [f"an access-policy window of {window} bytes on the stream"] if window else [])
 
 
-def findings(guard: Guard, watch: ThreadWatch, l2: L2Watch) -> dict[str, list[str]]:
+def findings(guard: Guard, watch: ThreadWatch, l2: L2Watch, dispatch: DispatchWatch,
+             subreaper: SubreaperWatch) -> dict[str, list[str]]:
     """What each guard saw, by its name in refusals.REFUSALS (a reply carries them; the engine refuses)."""
-    seen = {"tampered": guard.tampered, "modes": guard.modes, "precision": reduced_precision,
-            "l2_persistence": l2.new, "threads": watch.new}
+    seen = {"tampered": guard.tampered, "dispatch": dispatch.new, "modes": guard.modes,
+            "precision": reduced_precision, "l2_persistence": l2.new, "threads": watch.new,
+            "subreaper": subreaper.new}
     return {refusal.name: seen[refusal.name]() for refusal in REFUSALS}

@@ -63,7 +63,7 @@ class TimedOutputs:
 def verify_timed(samples: list[dict], tensors: list[torch.Tensor],
                  reference: Callable[[int], list], tolerances: dict, labels: Optional[list[str]] = None,
                  first_gradient: Optional[int] = None, grad_tolerances: Optional[dict] = None,
-                 allowance: Optional[list[float]] = None) -> CheckResult:
+                 allowance: Optional[list[float]] = None) -> tuple[CheckResult, list[int]]:
     """Re-check the sampled outputs of every timed call against the reference
     on the same inputs. `samples` and `tensors` are what TimedOutputs.message
     gave; `reference(seed)` runs the reference on the inputs of that seed and
@@ -72,7 +72,8 @@ def verify_timed(samples: list[dict], tensors: list[torch.Tensor],
     plus their `allowance`.
 
     The comparisons stay on the device until every call is queued, then come back in one read:
-    a read per call would make the host wait for each call's draw and forward in turn."""
+    a read per call would make the host wait for each call's draw and forward in turn. Also returns the
+    index of every call whose outputs were wrong, for the verdict to say which calls they were."""
     offsets = [0] * len(tensors)
     on_device: dict[tuple, torch.Tensor] = {}  # the candidate's samples, moved once per output position
     # per call: the outputs compared on the device, each (label, index into `agreed`), then what is already
@@ -124,15 +125,15 @@ def verify_timed(samples: list[dict], tensors: list[torch.Tensor],
         said.append((pending, reasons))
     read = torch.stack([a.to(agreed[0].device) for a in agreed]).tolist() if agreed else []
     result = CheckResult(True, trials=len(samples))
-    failures = 0
+    failed: list[int] = []
     for number, (pending, reasons) in enumerate(said, 1):
         told = [f"{label} differs from the reference" for label, index in pending if not read[index]] + reasons
         if told:
-            failures += 1
+            failed.append(number - 1)
             if result.passed:
                 result.passed, result.failed_trial, first = False, number, "; ".join(told)
-    if failures:
-        result.mismatch_share = failures / max(1, len(samples))
-        result.reasons.append(f"{failures} of {len(samples)} timed calls returned wrong outputs "
+    if failed:
+        result.mismatch_share = len(failed) / max(1, len(samples))
+        result.reasons.append(f"{len(failed)} of {len(samples)} timed calls returned wrong outputs "
                               f"(first, call {result.failed_trial}: {first})")
-    return result
+    return result, failed

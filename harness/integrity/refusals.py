@@ -22,12 +22,18 @@ class Refusal:
 # In the order they are refused: the first guard that saw something gives the reason.
 REFUSALS = (
     Refusal("tampered", "It replaced {}, which the harness uses to check or time it."),
+    Refusal("dispatch", "It registered kernels of its own for operators torch already had ({}): the harness "
+                        "runs those operators in its process to draw, copy and sample what it times, and the "
+                        "candidate's code would run there, outside its timed window."),
     Refusal("modes", "It left a torch function or dispatch mode active ({}), which intercepts every operation, "
                      "the reference's too."),
     Refusal("precision", "It lowered float32 precision ({}): TF32 rounds every product, and it would apply to "
                          "the reference too.", "; "),
     Refusal("l2_persistence", "It left persisting L2 set ({}): data kept in L2 that way outlives the cache flush "
                               "before each timed call.", "; "),
+    Refusal("subreaper", "It turned off its process's adoption of the processes it starts ({}): a process it "
+                         "detaches would then run beside the reference, which the harness times with the "
+                         "candidate's processes stopped."),
     Refusal("threads", "It left background thread(s) running ({}): work finished after forward returns escapes "
                        "the check and the clock."),
 )

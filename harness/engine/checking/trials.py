@@ -3,13 +3,15 @@ problem's other shapes. Each trial is one round trip: the reference process draw
 seed, the candidate's worker runs on the same seed's inputs, and the reference compares."""
 from __future__ import annotations
 
+import random
 from typing import Optional
 
 from ...files import new_seed
 from ...problem import ProblemError
 from ...results import CheckResult, EvalResult, ShapeVariant, to_dict
 from ..children import Children
-from ..findings import Finding, IncorrectAtShapes, InputsDiffer, TrialFailed
+from ..findings import (Finding, IncorrectAtShapes, InputsDiffer, LowerPrecision, ReusedOutputs, StreamOrder,
+                        TrialFailed)
 from ..processes.child import Child, ChildDied
 from ..processes.footprint import footprint, gb, in_process_need
 from ..processes.protocol import Checked, Command, Reply, Request, TrialMade, TrialOutputs
@@ -45,7 +47,8 @@ def lint_in_trials(children: Children) -> bool:
 
 
 def _round_trip(children: Children, worker: Child, deadline: Deadline, command: Command, drawing: str,
-                running: str, lint: bool = False, **request) -> tuple[TrialMade, TrialOutputs, object]:
+                running: str, lint: bool = False, exact: bool = False, **request) -> tuple[TrialMade, TrialOutputs,
+                                                                                          object]:
     """The reference draws a trial (with `lint`, one of the lint's draws too), the worker runs
     `command` on its seed: what each said, and the worker's outputs as they came (raw, for the
     reference to compare). Side by side, the harness draws the seed and both start at once, each
@@ -55,11 +58,12 @@ def _round_trip(children: Children, worker: Child, deadline: Deadline, command: 
     worker's fails."""
     if side_by_side(children):
         seed = new_seed()
-        children.reference.send(to_dict(Request(Command.MAKE_TRIAL, seed=seed, lint=lint, keep_cache=True)))
+        children.reference.send(to_dict(Request(Command.MAKE_TRIAL, seed=seed, lint=lint, exact=exact,
+                                                keep_cache=True)))
         worker.send(to_dict(Request(command, seed=seed, keep_cache=True, **request)))
         made = children.reference_says(deadline, TrialMade, drawing)
     else:
-        children.reference.send(to_dict(Request(Command.MAKE_TRIAL, lint=lint)))
+        children.reference.send(to_dict(Request(Command.MAKE_TRIAL, lint=lint, exact=exact)))
         made = children.reference_says(deadline, TrialMade, drawing)
         worker.send(to_dict(Request(command, seed=made.seed, **request)))
     reply, outputs = children.talk(worker, deadline, running, TrialOutputs, raw=True)
@@ -75,17 +79,25 @@ def _compared(children: Children, outputs, deadline: Deadline, doing: str, more:
 
 
 def check(children: Children, worker: Child, trials: int, warnings: list[str], deadline: Optional[Deadline] = None,
-          lint: bool = False) -> CheckResult:
+          lint: bool = False, exact: bool = False) -> CheckResult:
     """Trials on fresh inputs, each compared by the reference process; the first failure is a TrialFailed.
+    On a GPU every trial runs under the stream-order probe (integrity/stream_order.py): a trial it makes
+    wrong is run again on new inputs without it, and where that one is right the verdict says the
+    candidate's work does not wait for the caller's stream (StreamOrder). With `exact`, one trial drawn
+    at random is the numerics check's too (integrity/precision.py, LowerPrecision). A trial's outputs
+    that share memory with the last trial's, which the worker still holds, end it (ReusedOutputs).
     `lint`: its first trials are the problem lint's draws too (lint_in_trials). A trial whose outputs the
     reference read other than the worker summed them runs again once, its outputs sent as bytes, not
     CUDA IPC handles: a transfer lost on the way is the harness's fault, not the candidate's verdict, and
     `warnings` says so."""
     deadline = deadline or children.run_deadline()
     total, trial = CheckResult(True), 0
+    probe = children.options.device != "cpu"
+    numerics = random.SystemRandom().randrange(trials) if exact and trials else -1
     while trial < trials:
         made, reply, outputs = _round_trip(children, worker, deadline, Command.TRIAL, f"drawing trial {trial + 1}",
-                                           f"running trial {trial + 1}", lint=lint, by_host=bool(total.read_again))
+                                           f"running trial {trial + 1}", lint=lint, exact=trial == numerics,
+                                           by_host=bool(total.read_again), probe=probe)
         if reply.checksum != made.checksum and children.reference_info.reproducible:
             raise InputsDiffer()
         if reply.checksum != made.checksum:
@@ -94,7 +106,7 @@ def check(children: Children, worker: Child, trials: int, warnings: list[str], d
                 "for the same seed. Draw inputs from torch's random functions (torch.randn, torch.rand, "
                 "...) so a seed reproduces them.")
         checked = _compared(children, outputs, deadline, f"comparing trial {trial + 1}", more=trial + 1 < trials)
-        if checked.read_differs and not total.read_again:
+        if checked.read_differs and not total.read_again and not reply.not_ready:
             total.read_again = 1
             warnings.append(f"trial {trial + 1}'s outputs reached the reference process other than the candidate's "
                             "process summed them; the trial ran again on new inputs, and the check's outputs went "
@@ -102,6 +114,10 @@ def check(children: Children, worker: Child, trials: int, warnings: list[str], d
             continue
         result, trial = checked.check, trial + 1
         result.trials = trial
+        if reply.not_ready:
+            raise StreamOrder(trial, waits=False)
+        if reply.reused:
+            raise ReusedOutputs(1, 0)
         changed = reply.inputs_changed
         if changed:
             result.passed = False
@@ -113,11 +129,38 @@ def check(children: Children, worker: Child, trials: int, warnings: list[str], d
         total.trials = trial
         total.max_abs_error = max(total.max_abs_error, result.max_abs_error)
         total.max_rel_error = max(total.max_rel_error, result.max_rel_error)
+        total.precision = checked.precision or total.precision
         if not result.passed:
+            if reply.probed and not changed and _right_unprobed(children, worker, deadline, trial):
+                raise StreamOrder(trial, waits=True)
             result.failed_trial, result.read_again = trial, total.read_again
             result.max_abs_error, result.max_rel_error = total.max_abs_error, total.max_rel_error
             raise TrialFailed(trial, result)
+        if checked.shortfall:
+            worst = next(f for f in checked.precision if f.get("output") == checked.shortfall)
+            found = LowerPrecision(checked.shortfall, worst["candidate"], worst["eager"], worst["ratio"], worst["limit"])
+            if not _tolerance_chosen(children):
+                raise found
+            warnings.append(f"its {found.output} is {found.ratio:.0f}x further from the reference computed in float64 "
+                            f"than eager float32 is (relative RMS error {found.candidate:.3g} against "
+                            f"{found.eager:.3g}): lower precision, which the tolerance chosen allows")
     return total
+
+
+def _tolerance_chosen(children: Children) -> bool:
+    """Whether a tolerance was chosen for this problem (--atol/--rtol, or the problem's ATOL/RTOL): one that
+    lets lower precision through is then a choice, and the numerics check warns instead of ending it."""
+    o, p = children.options, children.problem
+    return any(value is not None for value in (o.atol, o.rtol, p.atol, p.rtol))
+
+
+def _right_unprobed(children: Children, worker: Child, deadline: Deadline, trial: int) -> bool:
+    """Whether the candidate is right on a new trial's inputs made without the stream-order probe: the
+    probed trial's failure is then the probe's finding."""
+    _, reply, outputs = _round_trip(children, worker, deadline, Command.TRIAL, f"drawing trial {trial} again",
+                                    f"running trial {trial} again without the stream-order probe")
+    return _compared(children, outputs, deadline, f"comparing trial {trial} again", more=False).check.passed \
+        and not reply.inputs_changed
 
 
 def check_graph(children: Children, worker: Child, result: EvalResult) -> None:

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Optional
 
 from . import channel, forkserver
-from .ownership import descendants, disown, end_processes, kill_processes, pythonpath, reap, signal_tree, spawn
+from .ownership import (continue_all, descendants, disown, end_processes, kill_processes, pythonpath, reap,
+                        spawn, stop_tree)
 
 
 class ChildDied(Exception):
@@ -117,6 +118,7 @@ class Child:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.limits = limits
         self.breach = ""  # the limit the watchdog stopped it for
+        self._paused: set[int] = set()  # what pause stopped, for resume
         self.peak_memory = 0
         # before the child is listed live: end_all() may kill it from another thread at once
         self._stop_watch = threading.Event()
@@ -223,13 +225,15 @@ class Child:
         return self.proc.poll() is None
 
     def pause(self) -> None:
-        """Stop the whole tree (SIGSTOP): it takes no CPU and submits no GPU work until resumed."""
+        """Stop the whole tree (SIGSTOP), and wait until it is: it takes no CPU and submits no GPU work
+        until resumed. The tree is its descendants and whatever carries its mark, in whatever session."""
         if self.alive():
-            signal_tree(self.proc.pid, signal.SIGSTOP)
+            self._paused = stop_tree(self.proc.pid, self.mark + "\0")
 
     def resume(self) -> None:
-        if self.alive():
-            signal_tree(self.proc.pid, signal.SIGCONT)
+        """Every process pause stopped continued (none can have started since)."""
+        continue_all(self._paused)
+        self._paused = set()
 
     def kill(self, wait: bool = True) -> None:
         """End the child and everything it started, in whatever session, alive or orphaned. Without

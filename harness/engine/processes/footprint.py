@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ...problem import Problem, ProblemError
-from .protocol import PARK_BYTES, ReferenceReady
+from .protocol import ReferenceReady
 
 
 class DoesNotFit(ProblemError):
@@ -17,16 +17,17 @@ def gb(n: float) -> str:
 
 
 def footprint(ready: ReferenceReady) -> int:
-    """Bytes one evaluation of the problem holds on its device at the most, over all processes:
-    in the reference process one input draw, the reference's outputs and the candidate's outputs
-    it compares; in the candidate worker one input draw and the candidate's outputs (timing
-    draws one set at a time); a forward's workspace; two copies of the parameters (the reference's
-    in one process or the other, the candidate's), and a third below PARK_BYTES, which is not
-    parked; the timing's cache-flush buffer; and the reference's twins where they are made."""
+    """Bytes one evaluation of the problem holds on its device at the most, over all processes. Each
+    process holds one input draw and two sets of outputs: while timing, a call's and the one before it,
+    kept alive until the next returns (clock.LocalParty); in a check, the reference process the
+    reference's outputs and the candidate's it compares, the worker a trial's and the last trial's.
+    Then a forward's workspace; the two models' parameters, one in each process; each timing's
+    cache-flush buffer (the two processes take turns, each with its own); and the reference's twins
+    where they are made."""
     params = ready.parameter_bytes
     twins = twin_count(params, placement_budget(ready)) * params
-    return (2 * (ready.input_bytes + ready.output_bytes) + ready.output_bytes + ready.workspace_bytes
-            + 2 * params + (params if params < PARK_BYTES else 0) + ready.flush_bytes + twins)
+    return (2 * (ready.input_bytes + 2 * ready.output_bytes) + ready.workspace_bytes
+            + 2 * params + 2 * ready.flush_bytes + twins)
 
 
 def in_process_need(ready: ReferenceReady) -> int:

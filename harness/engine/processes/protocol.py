@@ -27,7 +27,11 @@ class Command(str, enum.Enum):
     LINT = "lint"  # the problem lint (integrity/lint.py), once the problem's first check is over
     # to the candidate worker
     TRIAL = "trial"  # run on the inputs of a seed and return the outputs
-    TIME = "time"  # time candidate and reference interleaved
+    # to both: a timing beside the other process, batch by batch (timing/stages.py): the entries made and warmed
+    # up, then each batch of calls the harness draws, then the end (the worker's timed outputs for the re-check)
+    TIME_START = "time_start"
+    TIME_BATCH = "time_batch"
+    TIME_END = "time_end"
     GRAPH = "graph"  # CUDA: forward captured in a CUDA graph once, replayed on a seed's inputs; return the outputs
     # CUDA: a few calls under the profiler; which streams other than the caller's finished work after it
     STREAMS = "streams"
@@ -35,16 +39,8 @@ class Command(str, enum.Enum):
     TURN = "turn"  # to a worker staged beside another problem (CandidateSpec.beside_cap): its candidate is due
     # to both: set the problem's module-level values to a shape and rebuild the models; {} is the main shape
     SHAPE = "shape"
-    # to the reference process, before the worker's TIME: its reference's parameters to the host until it next runs it
-    PARK = "park"
     # to any worker
     EXIT = "exit"
-
-
-# A model whose parameters and buffers take at least this much waits on the host while its process
-# does not run it (workers.common.Parking): the device then holds two copies of big parameters, as an
-# in-process evaluation does. A smaller third copy is small beside the timing's cache-flush buffer.
-PARK_BYTES = 256 << 20
 
 
 # --- specs: the first message a worker gets ------------------------------------
@@ -123,11 +119,16 @@ class Request:
     cmd: Command
     seed: Optional[int] = None  # TRIAL, GRAPH; MAKE_TRIAL where the harness draws it
     lint: bool = False  # MAKE_TRIAL: the draw is one of the problem lint's too (checking/trials.py's lint_in_trials)
+    exact: bool = False  # MAKE_TRIAL: the trial is the numerics check's: the reference in float64 too (precision.py)
     last: bool = False  # GRAPH: no replay follows, so the graph's captured inputs can go before the reply
-    rule: Optional[StopRule] = None  # TIME, TIME_REFERENCE
+    rule: Optional[StopRule] = None  # TIME_START, TIME_REFERENCE
     compile_baseline: bool = False  # TIME_REFERENCE
-    # TIME, TIME_REFERENCE: also time the reference under PyTorch's default float32 settings
+    # TIME_START (to the reference process), TIME_REFERENCE: also time the reference under PyTorch's default
+    # float32 settings
     default_numerics: bool = False
+    stage: str = ""  # TIME_BATCH: the clock (results.Clock) of the stage the batch belongs to
+    calls: list = field(default_factory=list)  # TIME_BATCH: [entry, seed, probe] per call, in order (stages.Call)
+    unflushed: bool = False  # TIME_BATCH: calls checked and not timed: no cache flush before each
     # TIME_REFERENCE: also time twins of the reference, their parameters elsewhere, if they take at most this many bytes
     placement_budget: int = 0
     shape: Optional[dict[str, Any]] = None  # SHAPE
@@ -137,6 +138,9 @@ class Request:
     # MAKE_TRIAL, TRIAL, GRAPH and a relayed COMPARE: what the step freed stays in the process's cache for
     # the next trial, not given back to the device (checking/trials.py's side_by_side)
     keep_cache: bool = False
+    # TRIAL, on a GPU: the stream-order probe (integrity/stream_order.py): inputs made behind a spin on the
+    # caller's stream, outputs read there as the call returns
+    probe: bool = False
 
 
 
@@ -242,6 +246,11 @@ class TrialOutputs(Guarded):
     read_sums: list = field(default_factory=list)
     not_capturable: str = ""  # GRAPH: why forward could not be captured; no outputs then
     upstream_changed: list[int] = field(default_factory=list)  # --backward: outputs whose upstream gradient it changed
+    probed: bool = False  # the trial ran under the stream-order probe
+    # probed: its outputs read on the caller's stream as it returned differ from the same outputs once the device
+    # was synchronized (not ready on the caller's stream, or changed after it returned)
+    not_ready: bool = False
+    reused: bool = False  # its outputs share memory with the last trial's, which its process still held
 
 
 @dataclass
@@ -259,17 +268,37 @@ class Checked(Reply):
     # COMPARE: what the reference process read is not what the worker summed (TrialOutputs.read_sums), so
     # nothing was compared: lost on the way, or changed after the candidate's forward returned
     read_differs: bool = False
+    # COMPARE of the numerics check's trial: each floating-point output's error against float64, the
+    # candidate's and eager's (integrity/precision.py), and the first output past the ratio ("" for none)
+    precision: list[dict] = field(default_factory=list)
+    shortfall: str = ""
+    failed_calls: list[int] = field(default_factory=list)  # VERIFY_TIMED: which timed calls were wrong (from 0)
+
+
+@dataclass
+class PartyReady(Guarded):
+    """TIME_START's answer: the entries this process times, made and warmed up."""
+
+    entries: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Sampled(Guarded):
+    """TIME_BATCH's answer (timing/stages.py's Batch): per entry one row per call, in the order asked."""
+
+    rows: dict[str, list[list[float]]] = field(default_factory=dict)
+    overhead: Optional[dict] = None  # the stage's Overhead, on its first batch
+    method: str = ""
+    reused: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
 class Timed(Guarded):
-    timings: dict[str, dict[str, Timing]] = field(default_factory=dict)  # by clock, then by what was timed
-    timed: list[dict] = field(default_factory=list)  # recheck.TimedOutputs samples, one per timed call
-    # process-wide switches the candidate left flipped (guards.BackendSwitches); the reference ran without them
+    """TIME_END's answer from the candidate's worker."""
+
+    timed: list[dict] = field(default_factory=list)  # recheck.TimedOutputs samples, one per observed call
+    # process-wide switches the candidate left flipped in its own process (guards.BackendSwitches)
     switches: list[str] = field(default_factory=list)
-    # CPU the worker's process tree spent beyond the timing thread, as a share of the timing's wall time:
-    # threads or processes running beside the timed calls (None: not measured)
-    background_cpu_share: Optional[float] = None
 
 
 @dataclass
@@ -279,8 +308,8 @@ class ReferenceTimed(Reply):
 
 @dataclass
 class StreamsTraced(Guarded):
-    """What a per-stream trace of a few candidate calls saw (engine/torch_trace.late_streams)."""
+    """What a per-stream trace of a few candidate calls saw (profiling/torch_trace.outside_windows)."""
 
-    late_ms: dict[str, float] = field(default_factory=dict)  # stream id: its work past the caller's stream, ms
+    outside_ms: dict[str, float] = field(default_factory=dict)  # stream id: its work outside the calls' windows, ms
     calls: int = 0  # calls traced
     note: str = ""  # why no trace could be taken; empty when one was

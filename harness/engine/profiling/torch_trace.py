@@ -74,12 +74,14 @@ _GPU_WORK = ("kernel", "gpu_memcpy", "gpu_memset")
 MARKER = "spin_kernel"
 
 
-def late_streams(events: list[dict]) -> tuple[dict[str, float], int]:
-    """Work on other streams that finished after the caller's stream was done, from a trace of calls
-    each bracketed by two marker kernels on the caller's stream (the second queued once the call
-    returned, so it starts when the caller's stream has finished the call's work there).
-    Returns ({stream id: the most any call's work on it ran past that, ms}, calls seen). A
-    stream the caller's stream waits for (an event, a join) finishes before the second marker."""
+def outside_windows(events: list[dict]) -> tuple[dict[str, float], int]:
+    """Work on other streams that ran outside the calls' windows, from a trace of calls each bracketed by
+    two marker kernels on the caller's stream: a long spin before the call (queued before it, so work
+    that does not wait for the caller's stream starts while it spins) and a short one queued once the
+    call returned (it starts when the caller's stream has finished the call's work there). A call's
+    window runs from the first marker's end to the second's start. Returns ({stream id: the most any
+    call's work on it ran outside its window, before it or after it, ms}, calls seen). A stream that
+    waits for the caller's stream and that the caller's waits for (an event, a join) runs inside it."""
     work = sorted((e for e in events if str(e.get("cat", "")).lower() in _GPU_WORK and e.get("ph", "X") == "X"),
                   key=lambda e: float(e.get("ts", 0.0)))
 
@@ -91,17 +93,19 @@ def late_streams(events: list[dict]) -> tuple[dict[str, float], int]:
         return {}, 0
     caller = stream(markers[0])
     markers = [e for e in markers if stream(e) == caller]
-    late: dict[str, float] = {}
+    outside: dict[str, float] = {}
     calls = len(markers) // 2
     for i in range(calls):
         before, after = markers[2 * i], markers[2 * i + 1]
-        begin, done = float(before["ts"]), float(after["ts"])
+        begin, opened, closed = float(before["ts"]), float(before["ts"]) + float(before.get("dur", 0.0)), \
+            float(after["ts"])
         until = float(markers[2 * i + 2]["ts"]) if 2 * i + 2 < len(markers) else float("inf")
         for e in work:
             start = float(e.get("ts", 0.0))
             if stream(e) == caller or not begin <= start < until:
                 continue
-            past = start + float(e.get("dur", 0.0)) - done
-            if past > 0:
-                late[stream(e)] = max(late.get(stream(e), 0.0), past / 1e3)
-    return late, calls
+            end = start + float(e.get("dur", 0.0))
+            out = max(0.0, min(end, opened) - start) + max(0.0, end - max(start, closed))
+            if out > 0:
+                outside[stream(e)] = max(outside.get(stream(e), 0.0), out / 1e3)
+    return outside, calls

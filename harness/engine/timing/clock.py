@@ -1,19 +1,18 @@
-"""The timing loop, its two clocks and its stopping rule.
+"""The per-call sampling of a timing: each call's fresh inputs, cache flush and clocks, in the process
+that holds what is timed (the candidate's worker, the reference process), one batch of calls at a time.
 
-Several callables (candidate, reference, optionally the compiled reference) are
-timed interleaved in random order, so clock and thermal drift hit all of them
-alike. Each sample gets fresh inputs (from a seed the caller may use to check the
-output) and a cache flush.
+Which calls a batch makes, on which seeds and in which order is the driver's (stages.py): here a
+LocalParty runs one batch of its entries and says what each call measured.
 
-On a GPU every callable is timed on two clocks, one stage each (results.Clock):
-  GPU time  the samples queued, as `triton.testing.do_bench` queues them: per sample
-            a flush, a start event, the call, an end event, one synchronize per batch.
-            Before the start event the device spins (Lead) for longer than the host
-            takes to queue the call, as nvbench's blocking kernel holds the device until
-            the host is done: so neither the host's launch time nor a clock that drops
-            on an idle GPU lands in the window, however slow the host (a reference's
-            `around` or a busy core once put 0.01 ms of host time in one entry's windows
-            and not in the other's).
+On a GPU every call is timed on two clocks, one stage each (results.Clock):
+  GPU time  the samples queued, as `triton.testing.do_bench` queues them: per sample the inputs,
+            a device spin (Lead), a flush, a start event, the call, an end event, one synchronize per
+            batch. The spin lasts longer than the host takes to queue the rest, as nvbench's blocking
+            kernel holds the device until the host is done: so neither the host's launch time nor a
+            clock that drops on an idle GPU lands in the window, however slow the host. A probed call
+            (stages.PROBE_SHARE) has its inputs flipped before the spin and restored after it, on the
+            caller's stream (integrity/stream_order.py): work that does not wait for that stream
+            reads the flipped values, and the re-check of its outputs says so.
   latency   a synchronize before each call and after it, as KernelBench's timer does:
             the start event, the call, an event on the caller's stream as it returns
             (latency ends there), a device-wide synchronize, a last event (every
@@ -22,14 +21,10 @@ On a GPU every callable is timed on two clocks, one stage each (results.Clock):
             stream the caller's does not wait for (`Timing.tail`); host time lands
             before the caller's event, never in that tail.
 On a CPU each sample is perf_counter around the call (Clock.HOST).
-
-A stage stops when its stopping criterion (../stopping.py, `--stop`) is met after its fewest
-samples, or at its share of the cap; each Timing says which (Timing.ended).
 """
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import random
 import statistics
@@ -40,24 +35,18 @@ from typing import Any, Callable, ContextManager, Optional
 
 import torch
 
-from ...results import Clock, Ended, Timing
-from ...stats import summarize
-from .. import stopping
+from ...integrity.stream_order import decoy
+from ...results import Clock, Timing, as_list
 from ..processes.protocol import StopRule
+from . import stages
+from .stages import Batch, Call, Overhead
 
 # Taken at import, before any candidate code runs in this process.
 _perf_counter = time.perf_counter
 _synchronize = torch.cuda.synchronize
 _Event = torch.cuda.Event
 _sleep = getattr(torch.cuda, "_sleep", None)
-_open = open
-
-
-# The headline clock's stage takes this share of the time cap, the other clock's the rest.
-HEADLINE_SHARE = 0.65
-# ...and is reported beside the headline, never divided by it: it stops at a threshold this many
-# times coarser, after fewer samples (StopRule.fewer_samples).
-SECOND_COARSER = 2.0
+_decoy = decoy
 
 
 def _cudart():
@@ -119,16 +108,6 @@ class Entry:
     warmups: Optional[int] = None  # calls before sampling; None: the rule's warmup_calls (RAN_HERE: it ran here)
 
 
-def _runqueue_wait_ms() -> float:
-    """How long this thread has waited for a CPU while runnable (/proc's schedstat), in ms: the
-    time other processes' load took from it; 0 where the kernel does not say."""
-    try:
-        with _open("/proc/thread-self/schedstat") as f:
-            return int(f.read().split()[1]) / 1e6
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
 def _cpu_cache_bytes() -> int:
     try:
         text = open("/sys/devices/system/cpu/cpu0/cache/index3/size").read().strip()  # "32768K" or "32M"
@@ -152,7 +131,7 @@ def flush_bytes(device: torch.device) -> int:
 
 
 class Sampler:
-    """Takes samples on one kind of device; `stages` names its clocks, the headline's first."""
+    """Takes samples on one kind of device; on a CPU, perf_counter around each call."""
 
     method = "perf_counter"
     reset_persistence: Optional[Callable[[], int]] = None  # CUDA: persisting L2 lines go before each sample
@@ -160,43 +139,32 @@ class Sampler:
     def __init__(self, device: torch.device):
         self.flush_buffer = torch.empty(flush_bytes(device), dtype=torch.uint8, device=device)
 
-    def stages(self, headline: str) -> list[str]:
-        return [Clock.HOST.value]
-
-    def _prepare(self, timed: Entry, seed: int) -> list:
-        args = timed.make_args(seed)
+    def _flush(self) -> None:
         if self.reset_persistence:
             self.reset_persistence()
         self.flush_buffer.zero_()
-        return args
 
-    def queue(self, timed: Entry, seed: int) -> tuple[Any, float]:
-        """One sample; returns what `elapsed` reads once `drain` ran, and the host's
-        milliseconds until the call returned."""
-        args = self._prepare(timed, seed)
+    def queue(self, timed: Entry, seed: int, probe: bool = False, flush: bool = True) -> tuple[Any, float, Any]:
+        """One sample: what `elapsed` reads once `drain` ran, the host's milliseconds until the call
+        returned, and the call's output; without `flush`, a call checked and not timed. (`probe` means
+        nothing on a CPU: its calls are in order.)"""
+        args = timed.make_args(seed)
+        if flush:
+            self._flush()
         # The flush also evicts the interpreter's own path into the call; entering no_grad
         # once warms it, or ~30 us of those misses land on every sample.
         with torch.no_grad():
             pass
         with timed.around():
-            waited = _runqueue_wait_ms()
             t0 = _perf_counter()
             with torch.no_grad():
                 output = timed.fn(*args)
             submit = (_perf_counter() - t0) * 1e3
-            waited = _runqueue_wait_ms() - waited
-        if timed.observe:
-            timed.observe(seed, output)
-        return (submit, max(submit - waited, 0.0)), submit
+        return submit, submit, output
 
     @staticmethod
     def elapsed(token: Any) -> float:
-        return token[0]
-
-    @staticmethod
-    def unloaded(token: Any) -> Optional[float]:
-        """The sample less its thread's wait for a CPU (None on a clock that does not know it)."""
-        return token[1]
+        return token
 
     def settle(self) -> None:
         """Before a batch: nothing to wait for on a CPU."""
@@ -204,14 +172,14 @@ class Sampler:
     def drain(self) -> None:
         """After a batch: every queued sample readable."""
 
-    def synchronous(self, timed: Entry, seed: int) -> tuple[float, float, float]:
+    def synchronous(self, timed: Entry, seed: int) -> tuple[float, float, float, Any]:
         raise NotImplementedError("a CPU has one clock")
 
 
 class Lead:
     """How long the device spins before each queued sample's start event, per callable: longer than
-    the host took to queue its recent samples (the spin, the start event, the call, the end event),
-    so the device reaches the start event with the whole call already queued behind it."""
+    the host took to queue its recent samples (the spin, the flush, the start event, the call, the end
+    event), so the device reaches the start event with the whole call already queued behind it."""
 
     MARGIN = 1.25
     MIN_MS = 0.02
@@ -245,6 +213,21 @@ def _cycles_per_ms() -> float:
     return found
 
 
+_RATE: list[float] = []  # the spin kernel's cycles per ms on this process's device, measured once (spin)
+
+
+def _rate() -> float:
+    if not _RATE:
+        _RATE.append(_cycles_per_ms())
+    return _RATE[0]
+
+
+def spin(ms: float) -> None:
+    """The device spins for `ms` on the current stream (a trial's stream-order probe, a traced call)."""
+    if _sleep is not None:
+        _sleep(int(ms * _rate()))
+
+
 class CudaSampler(Sampler):
     """Queued samples between CUDA events on the caller's stream, and synchronous ones."""
 
@@ -256,17 +239,22 @@ class CudaSampler(Sampler):
         self.lead = Lead()
         self.cycles_per_ms = _cycles_per_ms() if _sleep else 0.0
 
-    def stages(self, headline: str) -> list[str]:
-        both = [Clock.GPU.value, Clock.LATENCY.value]
-        return both if headline != Clock.LATENCY.value else both[::-1]
+    def spin(self, ms: float) -> None:
+        if self.cycles_per_ms:
+            _sleep(int(ms * self.cycles_per_ms))
 
-    def queue(self, timed: Entry, seed: int) -> tuple[Any, float]:
-        args = self._prepare(timed, seed)
+    def queue(self, timed: Entry, seed: int, probe: bool = False, flush: bool = True) -> tuple[Any, float, Any]:
+        args = timed.make_args(seed)
         start, end = _Event(enable_timing=True), _Event(enable_timing=True)
         with timed.around():
             began = _perf_counter()
-            if self.cycles_per_ms:
-                _sleep(int(self.lead.ms(timed.fn) * self.cycles_per_ms))
+            if probe:  # the inputs flipped until the spin ends (integrity/stream_order.py)
+                _decoy(args)
+            self.spin(self.lead.ms(timed.fn))
+            if probe:
+                _decoy(args)
+            if flush:
+                self._flush()  # after the restore, which brings the inputs into the cache
             start.record()
             t0 = _perf_counter()
             with torch.no_grad():
@@ -274,30 +262,27 @@ class CudaSampler(Sampler):
             submit = (_perf_counter() - t0) * 1e3
             end.record()
             self.lead.saw(timed.fn, (_perf_counter() - began) * 1e3)
-        if timed.observe:
-            timed.observe(seed, output)
-        return (start, end), submit
+        return (start, end), submit, output
 
     @staticmethod
     def elapsed(token: Any) -> float:
         start, end = token
         return start.elapsed_time(end)
 
-    @staticmethod
-    def unloaded(token: Any) -> Optional[float]:
-        return None
-
     def settle(self) -> None:
-        """The device finishes what is queued (each sample's lead keeps it from idling in a window)."""
+        """The device finishes what is queued; then a spin, so the batch's first call meets a busy
+        device, as every other call does (an idle GPU lowers its clock)."""
         _synchronize()
+        self.spin(BATCH_LEAD_MS)
 
     def drain(self) -> None:
         _synchronize()
 
-    def synchronous(self, timed: Entry, seed: int) -> tuple[float, float, float]:
-        """One call with the device idle before it: (its latency on the caller's stream, the tail
-        until the whole device finished, the host's milliseconds until it returned)."""
-        args = self._prepare(timed, seed)
+    def synchronous(self, timed: Entry, seed: int) -> tuple[float, float, float, Any]:
+        """One call with the device idle before it: its latency on the caller's stream, the tail
+        until the whole device finished, the host's milliseconds until it returned, and its output."""
+        args = timed.make_args(seed)
+        self._flush()
         _synchronize()
         start, returned, finished = (_Event(enable_timing=True) for _ in range(3))
         with timed.around():
@@ -310,9 +295,11 @@ class CudaSampler(Sampler):
             _synchronize()
             finished.record()  # recorded once every stream on the device is done
         finished.synchronize()
-        if timed.observe:
-            timed.observe(seed, output)
-        return start.elapsed_time(returned), returned.elapsed_time(finished), host
+        return start.elapsed_time(returned), returned.elapsed_time(finished), host, output
+
+
+# The spin before a batch's first queued call (CudaSampler.settle).
+BATCH_LEAD_MS = 0.5
 
 
 def sampler_for(device: torch.device) -> Sampler:
@@ -320,136 +307,138 @@ def sampler_for(device: torch.device) -> Sampler:
 
 
 _EMPTY = Entry(lambda seed: [], lambda: None)
+EMPTY_CALLS = 10  # empty calls a stage's overhead is the median of
 
 
-def _ended(samples: dict[str, list[float]], rule: StopRule, started: float, cap: float) -> Optional[Ended]:
-    """Why the stage stops now, if it does: its criterion met after the fewest samples, else a cap."""
-    n = min(len(s) for s in samples.values())
-    if n >= rule.min_samples and stopping.criterion(rule.criterion).met(samples, rule.target):
-        return Ended.MET
-    if n >= rule.max_samples:
-        return Ended.SAMPLE_CAP
-    if _perf_counter() - started >= cap:
-        return Ended.TIME_CAP
-    return None
+def _storages(output: Any) -> list[tuple[int, int]]:
+    """The byte ranges of the storages an output's tensors use."""
+    found = []
+    for value in as_list(output):
+        if isinstance(value, torch.Tensor) and value.numel():
+            storage = value.untyped_storage()
+            found.append((storage.data_ptr(), storage.data_ptr() + storage.nbytes()))
+    return found
 
 
-def _queued(sampler: Sampler, entries: dict[str, Entry], rule: StopRule, cap: float, rng: random.Random,
-            clock: str) -> dict[str, Timing]:
-    """Samples queued in batches, each callable once a round in random order, until the medians settle."""
-    sampler.settle()
-    tokens = [sampler.queue(_EMPTY, 0)[0] for _ in range(10)]
-    sampler.drain()
-    overhead = statistics.median(sampler.elapsed(t) for t in tokens)
-    samples: dict[str, list[float]] = {name: [] for name in entries}
-    unloaded: dict[str, list[float]] = {name: [] for name in entries}
-    submit: dict[str, list[float]] = {name: [] for name in entries}
-    order = list(entries)
-    started = _perf_counter()
-    rounds = 5
-    while True:
+def shares_storage(output: Any, earlier: Any) -> bool:
+    """Whether `output` uses memory of `earlier`, which its caller still holds."""
+    before = _storages(earlier)
+    return any(start < end_b and start_b < end for start, end in _storages(output) for start_b, end_b in before)
+
+
+class LocalParty:
+    """The entries of this process, sampled a batch at a time as the driver (stages.py) asks: warmed up
+    before the first batch, each stage's overhead measured on its first. Each entry's previous output
+    stays alive until its next call returns, so that a call handing back memory it handed out before
+    shows (Batch.reused) rather than the allocator reusing freed blocks."""
+
+    def __init__(self, entries: dict[str, Entry], device: torch.device, rule: StopRule,
+                 sampler: Optional[Sampler] = None):
+        self.timed, self.device, self.rule = entries, device, rule
+        self.entries = list(entries)
+        self.sampler = sampler or sampler_for(device)
+        self.stage: Optional[str] = None
+        self.warm = False
+        self.previous: dict[str, Any] = {}
+
+    def _warm_up(self) -> None:
+        rng = random.Random(_urandom_seed())
+        for timed in self.timed.values():
+            warm = Entry(timed.make_args, timed.fn, around=timed.around)  # warm-ups are neither timed nor observed
+            for _ in range(self.rule.warmup_calls if timed.warmups is None else timed.warmups):
+                self.sampler.queue(warm, rng.getrandbits(63))
+        self.sampler.drain()
+        self.warm = True
+
+    def _overhead(self, stage: str) -> Overhead:
+        sampler = self.sampler
+        if stage == Clock.LATENCY.value:
+            empty = [sampler.synchronous(_EMPTY, 0) for _ in range(EMPTY_CALLS)]
+            return Overhead(statistics.median(e[0] for e in empty), statistics.median(e[1] for e in empty),
+                            statistics.median(e[0] + e[1] for e in empty))
         sampler.settle()
-        batch_started = _perf_counter()
-        queued: dict[str, list] = {name: [] for name in entries}
-        for _ in range(rounds):
-            rng.shuffle(order)
-            for name in order:
-                token, submit_ms = sampler.queue(entries[name], rng.getrandbits(63))
-                queued[name].append(token)
-                submit[name].append(submit_ms)
+        tokens = [sampler.queue(_EMPTY, 0)[0] for _ in range(EMPTY_CALLS)]
         sampler.drain()
-        for name, tokens in queued.items():
-            samples[name].extend(sampler.elapsed(t) for t in tokens)
-            unloaded[name].extend(u for u in map(sampler.unloaded, tokens) if u is not None)
-        n = len(samples[order[0]])
-        ended = _ended(samples, rule, started, cap)
-        if ended:
-            break
-        # batches of about 0.2 s, so the device runs long stretches without waiting on the host; short
-        # of the fewest samples, what reaches them (a criterion met there ends the stage there)
-        per_round = (_perf_counter() - batch_started) / rounds
-        short = rule.min_samples - n if n < rule.min_samples else 200
-        rounds = max(1, min(rule.max_samples - n, int(0.2 / max(per_round, 1e-6)), 200, short))
-    found = {name: summarize(samples[name], sampler.method, submit[name], overhead, clock=clock, ended=ended.value)
-             for name in entries}
-    for name, each in unloaded.items():
-        if each:
-            found[name].unloaded_median = statistics.median(each)
-    return found
+        return Overhead(statistics.median(sampler.elapsed(t) for t in tokens))
+
+    def _made(self, name: str, seed: int, output: Any, batch: Batch) -> None:
+        """After a call: its output observed, checked against the entry's previous one, kept in its place."""
+        timed = self.timed[name]
+        if timed.observe:
+            timed.observe(seed, output)
+        if name in self.previous and shares_storage(output, self.previous[name]):
+            batch.reused[name] = batch.reused.get(name, 0) + 1
+        self.previous[name] = output
+
+    def batch(self, stage: str, calls: list[Call], flush: bool = True) -> Batch:
+        """Without `flush`: calls made as queued ones, checked and not timed (no cache flush before them)."""
+        if not self.warm:
+            self._warm_up()
+        found = Batch(method=self.sampler.method)
+        if stage != self.stage:
+            found.overhead, self.stage = self._overhead(stage), stage
+        sampler, rows = self.sampler, {name: [] for name in self.entries}
+        if stage == Clock.LATENCY.value:
+            for call in calls:
+                latency, tail, host, output = sampler.synchronous(self.timed[call.entry], call.seed)
+                self._made(call.entry, call.seed, output, found)
+                rows[call.entry].append([latency, tail, host])
+        else:
+            sampler.settle()
+            queued = []
+            for call in calls:
+                token, submit, output = sampler.queue(self.timed[call.entry], call.seed, call.probe, flush)
+                self._made(call.entry, call.seed, output, found)
+                queued.append((call.entry, token, submit))
+            sampler.drain()
+            for name, token, submit in queued:
+                rows[name].append([sampler.elapsed(token), submit])
+        found.rows = rows
+        return found
+
+    def close(self) -> None:
+        self.previous.clear()
 
 
-def _synchronous(sampler: Sampler, entries: dict[str, Entry], rule: StopRule, cap: float,
-                 rng: random.Random) -> dict[str, dict[str, Timing]]:
-    """Samples one call at a time, the device idle before each: the latency and every-stream clocks."""
-    empty = [sampler.synchronous(_EMPTY, 0) for _ in range(10)]
-    overhead = statistics.median(latency for latency, _, _ in empty)
-    tail_overhead = statistics.median(tail for _, tail, _ in empty)
-    whole_overhead = statistics.median(latency + tail for latency, tail, _ in empty)
-    taken: dict[str, list[tuple[float, float, float]]] = {name: [] for name in entries}
-    order = list(entries)
-    started = _perf_counter()
-    while True:
-        for _ in range(5):
-            rng.shuffle(order)
-            for name in order:
-                taken[name].append(sampler.synchronous(entries[name], rng.getrandbits(63)))
-        latencies = {name: [latency for latency, _, _ in s] for name, s in taken.items()}
-        ended = _ended(latencies, rule, started, cap)
-        if ended:
-            break
-    found: dict[str, dict[str, Timing]] = {Clock.LATENCY.value: {}, Clock.ALL_STREAMS.value: {}}
-    for name, s in taken.items():
-        host = [h for _, _, h in s]
-        tails = [tail for _, tail, _ in s]
-        latency = summarize([latency for latency, _, _ in s], sampler.method, host, overhead,
-                            clock=Clock.LATENCY.value, ended=ended.value)
-        latency.tail, latency.tail_overhead = statistics.median(tails), tail_overhead
-        found[Clock.LATENCY.value][name] = latency
-        found[Clock.ALL_STREAMS.value][name] = summarize([latency + tail for latency, tail, _ in s], sampler.method,
-                                                         host, whole_overhead, clock=Clock.ALL_STREAMS.value,
-                                                         ended=ended.value)
-    return found
+def _urandom_seed() -> int:
+    return int.from_bytes(_urandom(8), "little")
+
+
+_urandom = os.urandom
 
 
 def time_interleaved(entries: dict[str, Entry], device: torch.device, rule: StopRule,
                      sampler: Optional[Sampler] = None) -> dict[str, dict[str, Timing]]:
-    """Every entry on every clock the device has (`rule.second_clock`), {clock: {entry: Timing}}. The
-    headline clock (`rule.clock`) samples first and gets the larger share of the cap."""
-    rng = random.Random(os.urandom(16))
-    sampler = sampler or sampler_for(device)
-    for timed in entries.values():
-        warm = Entry(timed.make_args, timed.fn, around=timed.around)  # warm-ups are neither timed nor observed
-        for _ in range(rule.warmup_calls if timed.warmups is None else timed.warmups):
-            sampler.queue(warm, rng.getrandbits(63))
-    sampler.drain()
-    stages = sampler.stages(rule.clock)
-    shares = [1.0] if len(stages) == 1 else [HEADLINE_SHARE, 1 - HEADLINE_SHARE]
-    found: dict[str, dict[str, Timing]] = {}
-    for i, clock in enumerate(stages if rule.second_clock else stages[:1]):
-        cap = rule.time_cap * shares[i]
-        if i:  # reported beside the headline, never divided by it: a coarser interval does
-            rule = dataclasses.replace(rule, target=rule.target * SECOND_COARSER, min_samples=rule.fewer_samples())
-        if clock == Clock.LATENCY.value:
-            found.update(_synchronous(sampler, entries, rule, cap, rng))
-        else:
-            found[clock] = _queued(sampler, entries, rule, cap, rng, clock)
-    return found
+    """Every entry of this process on every clock the device has (`rule.second_clock`), {clock: {entry:
+    Timing}}, interleaved in random order (stages.run). The headline clock (`rule.clock`) samples first
+    and gets the larger share of the cap."""
+    party = LocalParty(entries, device, rule, sampler)
+    try:
+        return stages.run([party], rule, isinstance(party.sampler, CudaSampler)).clocked
+    finally:
+        party.close()
+
+
+# The spin before each traced call: longer than a call's host path, so that work a call does not order
+# after the caller's stream starts while it spins (torch_trace.outside_windows).
+TRACE_SPIN_MS = 2.0
 
 
 def trace_calls(timed: Entry, calls: int = 3) -> list[dict]:
-    """A few calls under the torch profiler, each between two marker kernels on the caller's stream
-    (torch_trace.late_streams reads which other streams outlasted it): the Kineto trace's events."""
+    """A few calls under the torch profiler, each between two marker kernels on the caller's stream, a
+    long spin before and a short one after (torch_trace.outside_windows reads which streams ran work
+    outside that window): the Kineto trace's events."""
     import json
     import tempfile
 
     from torch.profiler import ProfilerActivity, profile
 
-    seeds = [random.getrandbits(63) for _ in range(calls)]
-    args = [timed.make_args(seed) for seed in seeds]
+    args = [timed.make_args(_urandom_seed()) for _ in range(calls)]
+    _rate()  # measured before the trace: its kernels would read as markers
     _synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for each in args:
-            _sleep(1000)
+            spin(TRACE_SPIN_MS)
             with torch.no_grad():
                 timed.fn(*each)
             _sleep(1000)

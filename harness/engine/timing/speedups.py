@@ -1,7 +1,7 @@
 """From timings to the figures a user reads: the speedup over each baseline, with its interval.
 
 The timings of one evaluation are keyed by what was timed:
-  candidate, reference                  beside each other in the candidate's process (IEEE float32)
+  candidate, reference                  in turns, each in its own process (IEEE float32)
   reference_defaults                    beside them, under PyTorch's default float32 settings
                                         (timed only where those change the reference's outputs)
   compiled, compiled_defaults           torch.compile of the reference, alone in the reference's process
@@ -34,7 +34,8 @@ from ...stats import geomean, overlap, ratio_interval
 # (baseline name, numerics, timings key)
 _BASELINES = (("eager", "default", "reference_defaults"), ("eager", "ieee", "reference"),
               ("torch.compile", "default", "compiled_defaults"), ("torch.compile", "ieee", "compiled"))
-# beside the candidate, so sample i of each shares a round with the candidate's sample i
+# beside the candidate, so sample i of each shares a round with the candidate's sample i (unless the verdict
+# rests on the reference alone: Measured.apart)
 _PAIRED = {"reference", "reference_defaults"}
 
 # A candidate's tail (work finishing after the caller's stream, beyond an empty call's) past this
@@ -71,11 +72,22 @@ def hidden_work_ms(latency: dict[str, Timing]) -> float:
     return max(cand.tail - cand.tail_overhead, 0.0) if cand else 0.0
 
 
+# GPU time this far below the latency its host submission does not explain (latency less the host's part,
+# less an empty call's) also asks for the trace: work that ran before the window opened, as work on a
+# stream that never waits for the caller's does while the device spins before the start event.
+UNEXPLAINED_SHARE = 0.5
+
+
 def suspects_hidden_work(clocked: dict[str, dict[str, Timing]]) -> bool:
+    """Whether the clocks disagree about the candidate's work in a way only work off the caller's stream
+    explains: a tail after its stream is done, or GPU time far below the latency its host does not explain."""
     gpu, latency = clocked.get(Clock.GPU.value), clocked.get(Clock.LATENCY.value)
-    if not gpu or not latency:
+    if not gpu or not latency or "candidate" not in gpu or "candidate" not in latency:
         return False
-    return hidden_work_ms(latency) > HIDDEN_SHARE * gpu["candidate"].median + HIDDEN_FLOOR_MS
+    cand, lat = gpu["candidate"], latency["candidate"]
+    device_part = lat.median - lat.overhead - lat.submit_median
+    return (hidden_work_ms(latency) > HIDDEN_SHARE * cand.median + HIDDEN_FLOOR_MS
+            or (cand.median < UNEXPLAINED_SHARE * device_part and device_part - cand.median > HIDDEN_FLOOR_MS))
 
 
 def host_share(clocked: dict[str, dict[str, Timing]]) -> Optional[HostShare]:
@@ -103,9 +115,10 @@ def placement_spread(reference: Timing, twins: list[Timing]) -> float:
     return 0.0 if low <= 1.0 <= high else math.log(slowest.median / fastest.median)
 
 
-def baselines(timings: dict[str, Timing], spread: float = 0.0) -> list[Baseline]:
+def baselines(timings: dict[str, Timing], spread: float = 0.0, apart: frozenset = frozenset()) -> list[Baseline]:
     """Every baseline timed, in `ranked` order (the headline first); each interval widened on
-    both sides by `spread` (placement_spread) and RESOLUTION."""
+    both sides by `spread` (placement_spread) and RESOLUTION; those in `apart` (the reference alone,
+    where the verdict rests on it) not paired with the candidate's samples."""
     clock_of(timings)  # one clock, or no division
     widen = math.exp(spread + RESOLUTION)
     cand = timings["candidate"]
@@ -117,7 +130,7 @@ def baselines(timings: dict[str, Timing], spread: float = 0.0) -> list[Baseline]
         if numerics == "ieee" and f"{key}_defaults" not in keys:
             numerics = "same"  # the defaults did not change this reference: one baseline serves both
         base = timings[key]
-        paired = key in _PAIRED
+        paired = key in _PAIRED and key not in apart
         low, high = ratio_interval(base.samples, cand.samples, paired=paired) if base.samples and cand.samples \
             else (base.median / cand.median,) * 2
         found.append(Baseline(name=name, numerics=numerics, key=key, median_ms=base.median,

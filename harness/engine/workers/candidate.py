@@ -1,15 +1,16 @@
 """The candidate role: the one process that runs candidate code.
 
 It imports the built candidate, runs it on the inputs it is handed (the reference process
-compares the outputs), and times it interleaved with the reference on inputs of
-its own, sampling every timed output for the reference process to re-check. Every reply
-carries what the runtime guards saw. After the import it serves the harness's requests, one
-handler each (HANDLERS).
+compares the outputs), and times it in batches of calls the harness draws, taking turns with
+the reference process, which times the reference (workers/party.py), sampling every timed
+output for the reference process to re-check. Every reply carries what the runtime guards saw.
+After the import it serves the harness's requests, one handler each (HANDLERS).
 """
 from __future__ import annotations
 
 import gc
 import os
+import random
 import time
 from dataclasses import dataclass, field, replace
 from types import ModuleType
@@ -20,19 +21,21 @@ import torch
 from ...files import new_seed
 from ...integrity import digest as digests
 from ...integrity import guards
-from ...integrity.guards import BackendSwitches, Guard, L2Watch, ThreadWatch, findings
+from ...integrity.guards import (BackendSwitches, DispatchWatch, Guard, L2Watch, SubreaperWatch, ThreadWatch,
+                                findings)
 from ...integrity.recheck import TimedOutputs
+from ...integrity.stream_order import decoy, trial_spin_ms
 from ...problem import Shapes
 from ...results import from_dict, to_dict
 from ..checking import compare
 from ..processes import channel
 from ..processes.cores import take_own_cores
-from ..processes.ownership import tree_cpu_seconds
-from ..processes.protocol import (CandidateReady, CandidateSpec, Command, Reply, Request, ShapeSet, StreamsTraced,
-                                  Timed, TrialOutputs)
+from ..processes.protocol import (CandidateReady, CandidateSpec, Command, PartyReady, Reply, Request, ShapeSet,
+                                  StreamsTraced, Timed, TrialOutputs)
 from ..profiling import torch_trace
-from ..timing import clock
-from . import backward
+from ..timing import clock, stages
+from . import backward, party
+from .graph import CapturedForward, NotCapturable
 from .common import (SameTensors, State, build_model, classify_import_error, copy_parameters, error_message,
                      import_candidate, import_file, in_mode, inputs_from_seed, reference_from, settle, sync)
 from .memory import Parking, free_cache, memory_use
@@ -46,27 +49,32 @@ for _label, _namespace in (("torch", torch), ("torch.nn.functional", torch.nn.fu
                            ("torch.cuda.Event", torch.cuda.Event), ("time", clock.time),
                            ("torch.profiler", torch.profiler), ("harness.timing", clock),
                            ("harness.timing.Sampler", clock.Sampler), ("harness.timing.CudaSampler", clock.CudaSampler),
+                           ("harness.timing.LocalParty", clock.LocalParty), ("harness.stages", stages),
+                           ("harness.party", party),
                            ("harness.torch_trace", torch_trace),
                            ("harness.channel", channel), ("harness.compare", compare),
                            ("harness.guards", guards), ("harness.digest", digests),
-                           ("torch.autograd", torch.autograd), ("harness.backward", backward)):
+                           ("torch.autograd", torch.autograd), ("harness.backward", backward),
+                           # drawing a timed call's inputs seeds `random`; the re-check's keys come from os.urandom
+                           ("random", random), ("random.Random", random.Random), ("os", os)):
     GUARD.take(_label, _namespace)
 # the functions this module calls after candidate code has run, kept unswappable
-_send, _time_interleaved, _at_default_numerics = channel.send, clock.time_interleaved, guards.at_default_numerics
+_send, _start, _batch, _end = channel.send, party.start, party.batch, party.end
 _digest, _totals, _changed, _memory_use = digests.digest, digests.totals, digests.changed, memory_use
-_free_cache, _SameTensors, _park, _unpark = free_cache, SameTensors, Parking.park, Parking.unpark
+_free_cache, _SameTensors, _decoy, _spin_ms, _spin = free_cache, SameTensors, decoy, trial_spin_ms, clock.spin
+_shares_storage, _perf_counter = clock.shares_storage, time.perf_counter
 _trial, _timed_training, _output_metas = backward.trial, backward.timed, backward.output_metas
-_trace_calls, _late_streams = clock.trace_calls, torch_trace.late_streams
+_trace_calls, _outside_windows = clock.trace_calls, torch_trace.outside_windows
 # taken at import, before the candidate's code can replace them
-_monotonic, _process_time, _thread_time = time.monotonic, time.process_time, time.thread_time
 _set_memory_fraction, _memory_stats = torch.cuda.set_per_process_memory_fraction, torch.cuda.memory_stats
 _device_properties, _current_device = torch.cuda.get_device_properties, torch.cuda.current_device
 
 
 @dataclass
 class CandidateWorker:
-    """What the candidate's worker keeps between requests: both models at the current shape, the
-    runtime guards' watchers, the CUDA graph while it is checked, and the outputs it shares."""
+    """What the candidate's worker keeps between requests: its model at the current shape, the
+    runtime guards' watchers, the CUDA graph while it is checked, the outputs it shares, and a timing's
+    party between its batches."""
 
     conn: channel.Channel
     spec: CandidateSpec
@@ -74,32 +82,45 @@ class CandidateWorker:
     problem: ModuleType
     model_new: type
     watch: ThreadWatch
-    switches: BackendSwitches  # as the harness set them: the reference beside the candidate runs so
+    switches: BackendSwitches  # as the harness set them: what the candidate flipped is reported
     l2: L2Watch
+    dispatch: DispatchWatch
+    subreaper: SubreaperWatch
     shapes: Shapes
-    reference: Optional[torch.nn.Module] = None  # here only to be timed, where no state is restored
-    parking: Optional[Parking] = None
     candidate: Optional[torch.nn.Module] = None
     state: Optional[State] = None
     matched: Optional[list] = None
+    metas: Optional[list] = None  # --backward: the reference's outputs that get an upstream gradient
     graph: Optional["CapturedForward"] = None
     # outputs the reference process maps (CUDA IPC): alive until it has answered
     shared: list = field(default_factory=list)
+    # the last trial's outputs, kept through the next trial's call: a new output sharing their memory is one
+    # the candidate handed out before (an output that changes under a caller who kept it)
+    kept: list = field(default_factory=list)
+    timing: Optional[party.Kept] = None
+    host_ms: float = 0.0  # the host time of the last trial's call: the next probed trial's spin (stream_order)
 
     def build(self) -> list[str]:
-        """Both models built afresh at the current shape (build_pair); the warnings of copying the parameters."""
-        self.reference, self.parking, self.candidate, warnings, self.matched = build_pair(
-            self.problem, self.model_new, self.spec, self.device)
+        """ModelNew built afresh at the current shape (build_pair); the warnings of copying the parameters."""
+        self.candidate, warnings, self.matched, self.metas = build_pair(self.problem, self.model_new, self.spec,
+                                                                        self.device)
         self.state = State(self.candidate)
         return warnings
 
     def guards(self) -> dict[str, list[str]]:
-        return findings(GUARD, self.watch, self.l2)
+        return findings(GUARD, self.watch, self.l2, self.dispatch, self.subreaper)
 
-    def entries(self, observed: Optional[TimedOutputs], mirrored: Optional[TimedOutputs],
-                default_numerics: bool) -> dict[str, clock.Entry]:
-        return _entries(self.problem, self.device, self.reference, self.candidate, self.matched, observed, mirrored,
-                        default_numerics, self.spec.backward)
+    def entries(self, observed: Optional[TimedOutputs]) -> dict[str, clock.Entry]:
+        """What this worker times: the candidate (under --backward, forward and backward as one call, and
+        its forward alone beside it, shown only)."""
+        problem, device, candidate = self.problem, self.device, self.candidate
+        if not self.spec.backward:
+            return {"candidate": clock.Entry(_SameTensors(problem, device), candidate, party.observer(observed),
+                                             warmups=clock.RAN_HERE)}
+        training = _timed_training(_SameTensors(problem, device), candidate, self.matched, self.metas, device,
+                                   party.observer(observed))
+        return {"candidate": replace(training, warmups=clock.RAN_HERE),
+                "candidate_forward": clock.Entry(_SameTensors(problem, device), candidate, warmups=clock.RAN_HERE)}
 
 
 def candidate_role(conn, header: dict) -> None:
@@ -115,7 +136,8 @@ def candidate_role(conn, header: dict) -> None:
         if isinstance(cls, type) and issubclass(cls, torch.nn.Module) and cls is not torch.nn.Module:
             GUARD.take(f"torch.nn.{cls.__name__}", cls)
     watch = ThreadWatch()  # before the import: a thread started there may finish work later too
-    switches, l2 = BackendSwitches(), L2Watch(device, clock.l2_persistence)
+    switches, l2, dispatch = BackendSwitches(), L2Watch(device, clock.l2_persistence), DispatchWatch()
+    subreaper = SubreaperWatch()  # launch.confine made this process the subreaper of what it starts
     try:
         module = import_candidate(spec)
     except BaseException as exc:  # noqa: BLE001
@@ -126,7 +148,9 @@ def candidate_role(conn, header: dict) -> None:
         channel.send(conn, to_dict(Reply(error="import_error",
                                          message="the file defines no ModelNew subclass of torch.nn.Module")))
         return
-    worker = CandidateWorker(conn, spec, device, problem, model_new, watch, switches, l2, Shapes(problem))
+    dispatch.full()  # what its extension registered as it was loaded
+    worker = CandidateWorker(conn, spec, device, problem, model_new, watch, switches, l2, dispatch, subreaper,
+                             Shapes(problem))
     try:
         warnings = _build_within(worker, spec.beside_cap)
         at_turn = warnings is None
@@ -243,9 +267,14 @@ def replay_graph(worker: CandidateWorker, request: Request) -> bool:
 
 def run_trial(worker: CandidateWorker, request: Request) -> bool:
     """ModelNew on the inputs of the trial's seed (forward and backward under --backward); its outputs
-    shared with the reference process, and whether it changed its inputs."""
+    shared with the reference process, whether it changed its inputs, and on a GPU where the request
+    asks, PyTorch's stream order probed (integrity/stream_order.py): the inputs made on the caller's
+    stream behind a spin, and the outputs read on it as the call returns, before the device is
+    synchronized. Whether its outputs share memory with the last trial's, which this process still
+    holds, is said too."""
     device, spec = worker.device, worker.spec
     phase = "drawing the trial's inputs"
+    previous, worker.kept = worker.kept, []
     try:  # inside the try: running out of memory here is still this candidate's run
         worker.state.restore()
         inputs = inputs_from_seed(worker.problem, device, request.seed)
@@ -254,19 +283,30 @@ def run_trial(worker: CandidateWorker, request: Request) -> bool:
         digest = _totals(before)
         phase = "running ModelNew" + (" forward and backward" if spec.backward else "")
         lifted: list[int] = []
+        probe = request.probe and device.type == "cuda" and not spec.backward
         if spec.backward:
             outputs, lifted = _trial(backward.Training(worker.candidate, worker.matched), inputs, request.seed,
                                      device, _digest, _changed)
         else:
+            if probe:
+                _decoy(inputs)
+                sync(device)  # flipped, everywhere, before the spin
+                _spin(_spin_ms(worker.host_ms))
+                _decoy(inputs)  # restored on the caller's stream once the spin is over
+            started = _perf_counter()
             with torch.no_grad():
                 outputs = worker.candidate(*inputs)
+            worker.host_ms = (_perf_counter() - started) * 1e3
+        tensors: list = []
+        tree = channel.flatten(outputs, tensors)
+        at_return = _digest(tensors) if probe else None  # queued on the caller's stream as it returned
         sync(device)
         changed = _changed(before, _digest(inputs))
         del inputs, before
-        tensors: list = []
-        tree = channel.flatten(outputs, tensors)
-        sync(device)
         read = _totals(_digest(tensors))  # what the reference process must read of them
+        not_ready = at_return is not None and _totals(at_return) != read
+        reused = _shares_storage(tensors, previous)
+        del previous
     except BaseException as exc:  # noqa: BLE001
         channel.send(worker.conn, error_message("runtime_error", exc, phase=phase))
         return bool(worker.shapes.main)  # at another shape: that shape's failure, the process goes on
@@ -275,65 +315,57 @@ def run_trial(worker: CandidateWorker, request: Request) -> bool:
     # part (unless both run each trial at once: Request.keep_cache); the outputs stay, shared, until the next request
     if not request.keep_cache:
         _free_cache(device)
+    worker.kept = list(tensors)
     worker.shared = _send(
         worker.conn, to_dict(TrialOutputs(outputs=tree, inputs_changed=changed, checksum=digest, read_sums=read,
-                                          upstream_changed=lifted, memory=memory, guards=worker.guards())),
+                                          upstream_changed=lifted, memory=memory, guards=worker.guards(),
+                                          not_ready=not_ready, reused=reused, probed=probe)),
         tensors, share_gpu=not request.by_host)
     return True
 
 
-def time_both(worker: CandidateWorker, request: Request) -> bool:
-    """Candidate and reference timed interleaved, every timed output sampled for the re-check."""
-    device = worker.device
-    observed = TimedOutputs(device)
-    # the reference's outputs are sampled the same way and dropped: the sampling's host and
-    # device work then follows every timed call alike, not the candidate's alone
-    mirrored = TimedOutputs(device)
+def start_timing(worker: CandidateWorker, request: Request) -> bool:
+    """The candidate's entries made and warmed up for a timing beside the reference process's."""
+    observed = TimedOutputs(worker.device)
     try:
-        rule = request.rule
-        _unpark(worker.parking)
-        entries = worker.entries(observed, mirrored, request.default_numerics)
-        for name, entry in entries.items():
-            if name.startswith("reference"):
-                entry.around = worker.switches.as_taken
-        beside = _cpu_beside() if device.type == "cpu" else None
-        results = _time_interleaved(entries, device, rule)
-        background = beside() if beside else None
-        _park(worker.parking)
+        entries = worker.entries(observed)
+        worker.timing = _start(entries, worker.device, request.rule, observed)
     except BaseException as exc:  # noqa: BLE001
         channel.send(worker.conn, error_message("runtime_error", exc, phase="timing"))
         return False
-    samples, tensors = observed.message()  # on the host
-    memory = _memory_use(device)
-    # the entries hold both models: at a new shape the old ones must be free to go
-    del observed, mirrored, entries
-    _free_cache(device)  # before the reply: the reference re-checks the samples next, on inputs of its own
-    _send(worker.conn, to_dict(Timed(timings=results, timed=samples, memory=memory,
-                                     switches=worker.switches.described(), guards=worker.guards(),
-                                     background_cpu_share=background)), tensors)
+    _send(worker.conn, to_dict(PartyReady(entries=list(entries), guards=worker.guards())))
     return True
 
 
-def _cpu_beside() -> Callable[[], float]:
-    """Counts the CPU this worker's process tree spends beyond this thread from now (threads or
-    processes the candidate left running beside the timed calls); the function returned gives it as
-    a share of the wall time since."""
-    pid = os.getpid()
-    wall, process, thread, tree = _monotonic(), _process_time(), _thread_time(), tree_cpu_seconds(pid)
+def time_batch(worker: CandidateWorker, request: Request) -> bool:
+    """One batch of the timing's calls, as the harness drew them: what each call measured."""
+    try:
+        sampled = _batch(worker.timing, request)
+    except BaseException as exc:  # noqa: BLE001
+        channel.send(worker.conn, error_message("runtime_error", exc, phase="timing"))
+        return False
+    sampled.guards = worker.guards()
+    _send(worker.conn, to_dict(sampled))
+    return True
 
-    def share() -> float:
-        spent = (_process_time() - process) - (_thread_time() - thread) + tree_cpu_seconds(pid) - tree
-        elapsed = _monotonic() - wall
-        return max(spent, 0.0) / elapsed if elapsed > 0 else 0.0
-    return share
+
+def end_timing(worker: CandidateWorker, request: Request) -> bool:
+    """The timing over: every timed output's samples, for the reference process to re-check."""
+    samples, tensors = _end(worker.timing)  # on the host
+    worker.timing = None
+    memory = _memory_use(worker.device)
+    _free_cache(worker.device)  # before the reply: the reference re-checks the samples next, on inputs of its own
+    _send(worker.conn, to_dict(Timed(timed=samples, memory=memory, switches=worker.switches.described(),
+                                     guards=worker.guards())), tensors)
+    return True
 
 
 def trace_streams(worker: CandidateWorker, request: Request) -> bool:
     """A few candidate calls under the profiler: which streams finished work after the caller's."""
     try:
-        timed = worker.entries(None, None, False)["candidate"]
-        late, calls = _late_streams(_trace_calls(timed))
-        reply = StreamsTraced(late_ms=late, calls=calls)
+        timed = worker.entries(None)["candidate"]
+        outside, calls = _outside_windows(_trace_calls(timed))
+        reply = StreamsTraced(outside_ms=outside, calls=calls)
     except Exception as exc:  # noqa: BLE001 - no profiler here (CUPTI taken): the trace's note
         reply = StreamsTraced(note=f"the profiler failed: {type(exc).__name__}: {str(exc)[:200]}")
     reply.guards = worker.guards()
@@ -344,7 +376,8 @@ def trace_streams(worker: CandidateWorker, request: Request) -> bool:
 Handler = Callable[[CandidateWorker, Request], bool]
 HANDLERS: dict[Command, Handler] = {
     Command.RELEASE: release, Command.SHAPE: set_shape, Command.GRAPH: replay_graph, Command.TRIAL: run_trial,
-    Command.TIME: time_both, Command.STREAMS: trace_streams}
+    Command.TIME_START: start_timing, Command.TIME_BATCH: time_batch, Command.TIME_END: end_timing,
+    Command.STREAMS: trace_streams}
 
 
 def _serve(worker: CandidateWorker) -> None:
@@ -353,6 +386,8 @@ def _serve(worker: CandidateWorker) -> None:
         request = from_dict(Request, channel.recv(worker.conn).header)
         take_own_cores()  # a staged worker's, at its first request (CandidateSpec.staged); then nothing to take
         worker.shared.clear()
+        if request.cmd is not Command.TRIAL:
+            worker.kept = []  # the last trial's outputs: kept only through the next trial
         if request.cmd is not Command.GRAPH and worker.graph is not None:
             worker.graph = None  # its static inputs and outputs are a copy of each: gone once the checks move on
             _free_cache(worker.device)
@@ -361,107 +396,17 @@ def _serve(worker: CandidateWorker) -> None:
             return
 
 
-def _entries(problem, device: torch.device, reference, candidate, matched, observed: Optional[TimedOutputs],
-             mirrored: Optional[TimedOutputs], default_numerics: bool, training: bool) -> dict[str, clock.Entry]:
-    if training:
-        return _training_entries(problem, device, reference, candidate, matched, observed, mirrored, default_numerics)
-    return _forward_entries(problem, device, reference, candidate, observed, mirrored, default_numerics)
-
-
-def _forward_entries(problem, device: torch.device, reference, candidate, observed: TimedOutputs,
-                     mirrored: TimedOutputs, default_numerics: bool) -> dict[str, clock.Entry]:
-    # Both models read the same tensors (kept call after call where small; each call's inputs
-    # written into them first): inputs at addresses of each model's own would be one more
-    # placement the twins do not vary.
-    inputs = _SameTensors(problem, device)
-    entries = {"candidate": clock.Entry(inputs, candidate, _observer(observed), warmups=clock.RAN_HERE),
-               "reference": clock.Entry(inputs, reference, _observer(mirrored))}
-    if default_numerics:  # eager as users run it, beside the candidate too
-        entries["reference_defaults"] = clock.Entry(inputs, _at_default_numerics(reference), _observer(mirrored))
-    return entries
-
-
-def _training_entries(problem, device: torch.device, reference, candidate, matched, observed: TimedOutputs,
-                      mirrored: TimedOutputs, default_numerics: bool) -> dict[str, clock.Entry]:
-    """--backward: forward and backward as one timed call under the usual keys, and each forward
-    alone beside them (unchecked, shown only)."""
-    found = _output_metas(reference, inputs_from_seed(problem, device, new_seed()))
-    own = backward.own_parameters(reference)
-    entries = {"candidate": replace(_timed_training(_SameTensors(problem, device), candidate, matched, found, device,
-                                                    _observer(observed)), warmups=clock.RAN_HERE),
-               "reference": _timed_training(_SameTensors(problem, device), reference, own, found, device,
-                                            _observer(mirrored))}
-    if default_numerics:
-        entries["reference_defaults"] = _timed_training(_SameTensors(problem, device), reference, own, found, device,
-                                                        _observer(mirrored), _at_default_numerics)
-    entries["candidate_forward"] = clock.Entry(_SameTensors(problem, device), candidate, warmups=clock.RAN_HERE)
-    entries["reference_forward"] = clock.Entry(_SameTensors(problem, device), reference)
-    return entries
-
-
-def _observer(outputs: Optional[TimedOutputs]):
-    return outputs.observe if outputs is not None else None
-
-
 def build_pair(problem, model_new, spec: CandidateSpec, device: torch.device):
-    """The reference (parked: see Parking) and ModelNew, built afresh from get_init_inputs(), with the
-    same parameters; the warnings of copying them; and per reference parameter with a gradient,
-    ModelNew's matched to it and the reference's shape (backward.Training's `params`)."""
+    """ModelNew built afresh from get_init_inputs() with the reference's parameters (the reference is
+    built from the same seeds, for them alone, and let go); the warnings of copying them; per reference
+    parameter with a gradient, ModelNew's matched to it and the reference's shape (backward.Training's
+    `params`); and under --backward which of the reference's outputs get an upstream gradient."""
     init_args = list(problem.get_init_inputs())
     reference = in_mode(reference_from(problem, init_args, spec, device).to(device), spec.model_mode)
+    metas = _output_metas(reference, inputs_from_seed(problem, device, new_seed())) if spec.backward else None
     parking = Parking(reference, device)
     parking.park()  # before ModelNew is built: the two models' weights never sit here beside the reference process's
     candidate = build_model(model_new, init_args, spec.init_seed, device)
     warnings, matched = copy_parameters(reference, candidate)
     trained = [(mine, p.shape) for mine, p in zip(matched, reference.parameters()) if p.requires_grad]
-    return reference, parking, in_mode(candidate.to(device), spec.model_mode), warnings, trained
-
-
-class NotCapturable(Exception):
-    """The candidate's forward could not be captured in a CUDA graph; the message says why."""
-
-
-def _release_generator() -> None:
-    """A capture that fails leaves the CUDA generator counting itself mid-capture (PyTorch ends the
-    count only when a capture completes), and every later random draw on the device then raises
-    "Offset increment outside graph capture": a fresh state at the same seed and offset ends it."""
-    generator = torch.cuda.default_generators[torch.cuda.current_device()]
-    generator.graphsafe_set_state(generator.clone_state())
-
-
-class CapturedForward:
-    """The candidate's forward captured once in a CUDA graph on static inputs; each replay
-    copies new inputs into them first, as a serving stack does."""
-
-    def __init__(self, model: torch.nn.Module, inputs: list):
-        self.static = inputs  # drawn for this capture alone, so no copy
-        try:
-            # warm-up on a side stream, as torch.cuda.graphs asks: lazy inits stay out of the capture
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side), torch.no_grad():
-                model(*self.static)
-            torch.cuda.current_stream().wait_stream(side)
-            torch.cuda.synchronize()
-            _free_cache(torch.device("cuda"))  # the warm-up's outputs: the graph's own pool cannot reuse them
-            self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph), torch.no_grad():
-                self.outputs = model(*self.static)
-            torch.cuda.synchronize()
-        except Exception as exc:  # noqa: BLE001 - any failure to capture is the note's reason
-            _release_generator()
-            raise NotCapturable(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]) from None
-
-    def drop_inputs(self) -> None:
-        """Lets the captured inputs go; the graph reads them, so it is not replayed again."""
-        self.static = None
-
-    def replay(self, inputs: list):
-        if self.static is None:
-            raise RuntimeError("the CUDA graph's captured inputs are gone; it is not replayed again")
-        for static, new in zip(self.static, inputs):
-            if isinstance(static, torch.Tensor):
-                static.copy_(new)
-        self.graph.replay()
-        torch.cuda.synchronize()
-        return self.outputs
+    return in_mode(candidate.to(device), spec.model_mode), warnings, trained, metas

@@ -2,7 +2,11 @@
 `python -m harness.engine.workers.forks FD`. It imports torch and every role once, touches no device,
 and on each request on FD (a role, an environment and a cwd, with the worker's channel and log as
 file descriptors) forks a worker, answers with its pid, and reports every worker's exit status as
-it reaps it."""
+it reaps it.
+
+It is the subreaper of what its workers start: a process a worker's candidate detached (a double fork,
+a new session) and left behind when the worker ended comes here, and is ended at once. Such a process
+carries the server's environment, not its worker's mark, so nothing else would find it."""
 from __future__ import annotations
 
 import gc
@@ -15,6 +19,8 @@ import sys
 from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+ORPHAN_CHECK_S = 1.0  # how often the server looks for orphans that came without a worker's exit
 
 
 def _send(sock: socket.socket, message: dict) -> None:
@@ -67,23 +73,43 @@ def _worker(sock: socket.socket, wake: tuple[int, int], request: dict, fds: list
         os._exit(1)
 
 
-def _reap(sock: socket.socket) -> None:
+def _reap(sock: socket.socket, workers: set[int]) -> None:
+    """Every child that ended reaped, a worker's exit reported; every other child (a worker's orphan) killed."""
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            break
         if not pid:
-            return
-        _send(sock, {"exit": pid, "status": os.waitstatus_to_exitcode(status)})
+            break
+        if pid in workers:
+            workers.discard(pid)
+            _send(sock, {"exit": pid, "status": os.waitstatus_to_exitcode(status)})
+    me = str(os.getpid())
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) not in workers:
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parent = f.read().rsplit(")", 1)[1].split()[1]
+            except (OSError, IndexError):
+                continue
+            if parent == me:
+                try:
+                    os.kill(int(entry), signal.SIGKILL)
+                except OSError:
+                    pass
 
 
 def serve(fd: int) -> None:
     import ctypes
 
     ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # dies with the harness
+    ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # a worker's orphans come here, to be ended
     sock = socket.socket(fileno=fd)
+    from ...integrity.guards import dispatch_tables
     from . import roles  # noqa: F401  torch and every role, imported once here
+
+    dispatch_tables()  # taken once here, for every worker forked: before any candidate's code
 
     # what was imported is never collected: a worker's collections then pass it by, and its pages
     # stay shared with this process, not copied on first touch (gc.freeze's use, as Python's docs give it)
@@ -98,8 +124,9 @@ def serve(fd: int) -> None:
     signal.set_wakeup_fd(wake[1])
     signal.signal(signal.SIGCHLD, lambda *_: None)
     _send(sock, {"ready": True})
+    workers: set[int] = set()
     while True:
-        readable = select.select([sock, wake[0]], [], [])[0]
+        readable = select.select([sock, wake[0]], [], [], ORPHAN_CHECK_S)[0]
         if wake[0] in readable:
             os.read(wake[0], 4096)
         if sock in readable:
@@ -111,8 +138,9 @@ def serve(fd: int) -> None:
                 _worker(sock, wake, json.loads(data), fds)
             for each in fds:
                 os.close(each)
+            workers.add(pid)
             _send(sock, {"pid": pid})
-        _reap(sock)
+        _reap(sock, workers)
 
 
 if __name__ == "__main__":

@@ -52,6 +52,7 @@ def main(argv: list[str]) -> None:
     role = argv[1]
     faulthandler.enable()  # a segfault leaves a Python stack in the log
     confine(role)
+    from ...integrity.guards import dispatch_tables
     from .roles import ROLES, profile_role  # torch: imported here, after begin()
     from .warm import warm_spare
 
@@ -61,6 +62,8 @@ def main(argv: list[str]) -> None:
         sys.stdout.flush()
         os._exit(0)
     fd = int(argv[2])
+    if role == "candidate":
+        dispatch_tables()  # before any candidate code, and a spare's before its candidate comes (guards.DispatchWatch)
     warm_spare(fd, role)  # a spare on a GPU: its device made ready while it waits for work on fd
     conn = channel.Channel.from_fd(fd)
     spec = channel.recv(conn).header

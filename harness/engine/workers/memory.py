@@ -7,7 +7,6 @@ from pathlib import Path
 
 import torch
 
-from ..processes.protocol import PARK_BYTES
 
 
 def memory_use(device: torch.device) -> dict[str, int]:
@@ -72,11 +71,15 @@ def held_bytes(model: torch.nn.Module) -> int:
     return tensor_bytes(held_tensors(model))
 
 
+# A model whose parameters and buffers take at least this much waits on the host while its process does
+# not run it (Parking): the candidate's worker parks the reference it builds for its parameters' values.
+PARK_BYTES = 256 << 20
+
+
 class Parking:
     """A big model's parameters and buffers (PARK_BYTES or more) on the host while its process does
-    not run it, back on their device before it does: the reference process holds no weights while
-    the candidate's process times both models, which holds the reference's only then, so the device
-    never holds more copies of them than an in-process evaluation. Each tensor stays the same object
+    not run it, back on their device before it does: the candidate's worker parks the reference it
+    builds only to copy its parameters' values, before ModelNew is built beside it. Each tensor stays the same object
     (only its data moves), so State and the model's own references to its tensors stay valid. The
     host copies are page-locked, once: a 4 GB model then moves in a fraction of a second each way,
     several times faster than through pageable memory."""

@@ -1,0 +1,14 @@
+# Lower precision without a flag (GPU): the GEMM through a float16 addmm, its mean in float32.
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__()
+        self.proj = nn.Linear(in_features, out_features, bias=False)
+
+    def forward(self, x):
+        zero = torch.zeros(self.proj.weight.shape[0], device=x.device, dtype=torch.float16)
+        y = torch.addmm(zero, x.half(), self.proj.weight.t().half())
+        return y.float().mean(dim=-1)
