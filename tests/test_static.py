@@ -65,6 +65,22 @@ EXPECTED = {
     "stack_detects_timing": {"harness_access"},
     "torch_function_mode": {"monkeypatch"},
     "try_except_fallback": {"fallback", "reference_op"},
+    # the judge's invariants catch these at run time; the source shows what it can
+    "bf16_gemm_mean": {"lower_precision"},
+    "detached_hog": {"background_work", "process_exit"},
+    "escapes_subreaper": {"background_work", "process_exit"},
+    "global_pre_hook": {"reference_op"},
+    "half_addmm_mean": {"lower_precision"},
+    "hides_tail": {"side_stream"},
+    "misaligned_input": {"reference_op"},
+    "replaces_random_seed": {"monkeypatch"},
+    "replaces_urandom": {"monkeypatch"},
+    "reuses_output": {"state_across_calls"},
+    "side_stream_in_spin": {"side_stream"},
+    "side_stream_unwaited": {"side_stream"},
+    "swaps_input_class": {"tensor_subclass"},
+    "triton_tf32_dot": set(),  # a real Triton kernel: only its numbers tell
+    "wrong_every_20th": {"reference_op"},
 }
 
 

@@ -76,14 +76,16 @@ def as_double(values: list) -> list:
 
 
 def needs_bytes(parameter_bytes: int, input_bytes: int, output_bytes: int) -> int:
-    """What the float64 copy and one float64 forward hold at the most: twice each, in float64."""
+    """What the float64 copies (the model's, one trial's inputs and outputs) take: twice each float32's."""
     return 2 * (parameter_bytes + input_bytes + output_bytes)
 
 
-def measure(model: torch.nn.Module, inputs: list, eager: list) -> Exact:
-    """The float64 reference on `inputs` (the trial's float32 inputs), and eager's error on each output."""
+def measure(model: torch.nn.Module, doubled: list, eager: list) -> Exact:
+    """The float64 reference on `doubled` (the trial's inputs in float64: as_double), and eager's error on
+    each output. The list is emptied: its tensors go as soon as the forward is done with them."""
     with torch.no_grad():
-        outputs = as_list(model(*as_double(inputs)))
+        outputs = as_list(model(*doubled))
+    doubled.clear()
     errors = [relative_rms(e, x) if isinstance(e, torch.Tensor) and isinstance(x, torch.Tensor) else None
               for e, x in zip(as_list(eager), outputs)]
     return Exact(outputs, errors)

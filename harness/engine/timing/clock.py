@@ -369,6 +369,8 @@ class LocalParty:
         if name in self.previous and shares_storage(output, self.previous[name]):
             batch.reused[name] = batch.reused.get(name, 0) + 1
         self.previous[name] = output
+        if self.device.type == "cpu":
+            _trim()
 
     def batch(self, stage: str, calls: list[Call], flush: bool = True) -> Batch:
         """Without `flush`: calls made as queued ones, checked and not timed (no cache flush before them)."""
@@ -398,6 +400,26 @@ class LocalParty:
 
     def close(self) -> None:
         self.previous.clear()
+
+
+def _trim() -> None:
+    """Free heap memory back to the OS (glibc's malloc_trim, microseconds): each call's output samples, kept,
+    sit among the blocks a call's inputs and outputs freed, and without it the heap grows by megabytes a
+    call (120 MB over 30 calls of a 256 MB ReLU, for ever); trimmed after each call it stays put."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _libc():
+    import ctypes
+
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+
+
+_LIBC = _libc()
 
 
 def _urandom_seed() -> int:

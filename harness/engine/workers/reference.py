@@ -94,10 +94,11 @@ def make_trial(ref: ReferenceProcess, message: channel.Message) -> bool:
         ref.outputs = ref.outputs_of(inputs, seed)
         if message.header.get("lint"):  # the harness asks only before the lint and not under --backward
             _lint_draw(ref, digested)
-        if message.header.get("exact"):
-            _exact(ref, inputs)
+        doubled = _doubled(ref, inputs) if message.header.get("exact") else None
         sync(device)
-        del inputs
+        del inputs  # before the float64 forward: its inputs in float64 are the copy it needs
+        if doubled is not None:
+            _exact(ref, doubled)
         if not message.header.get("keep_cache"):
             free_cache(device)  # the worker draws the same inputs next: one copy on the device, not two
         ref.output_bytes = tensor_bytes(as_list(ref.outputs))
@@ -106,24 +107,24 @@ def make_trial(ref: ReferenceProcess, message: channel.Message) -> bool:
     return ref.send(TrialMade(seed=seed, checksum=digested, memory=memory_use(device)))
 
 
-def _exact(ref: ReferenceProcess, inputs: list) -> None:
-    """The reference in float64 on the trial's inputs, and eager's error against it, where it can be: not
-    under --backward, not for a reference that draws random numbers, and where the float64 copy fits."""
-    if ref.spec.backward or ref.random_draws:
-        return
-    if ref.exact_model is None:
-        need = precision.needs_bytes(held_bytes(ref.model), tensor_bytes(inputs), tensor_bytes(as_list(ref.outputs)))
-        if need > memory_available(ref.device) // 2:
-            return
-        try:
-            ref.exact_model = precision.exact_model(ref.model)
-        except Exception:  # noqa: BLE001 - a module deepcopy cannot copy goes unmeasured
-            ref.exact_model = False
-    if ref.exact_model is False:
-        return
+def _doubled(ref: ReferenceProcess, inputs: list) -> Optional[list]:
+    """The trial's inputs in float64, for the numerics check, where it can be made: not under --backward, not
+    for a reference that draws random numbers, and where the float64 copies (the model's, the inputs', the
+    outputs') fit in half of what is free."""
+    if ref.spec.backward or ref.random_draws or ref.exact_model is False:
+        return None
+    need = precision.needs_bytes(held_bytes(ref.model) if ref.exact_model is None else 0, tensor_bytes(inputs),
+                                 tensor_bytes(as_list(ref.outputs)))
+    return precision.as_double(inputs) if need <= memory_available(ref.device) // 2 else None
+
+
+def _exact(ref: ReferenceProcess, doubled: list) -> None:
+    """The reference in float64 on the trial's inputs (`doubled`), and eager's error against it."""
     try:
-        ref.exact = precision.measure(ref.exact_model, inputs, ref.outputs)
-    except Exception:  # noqa: BLE001 - an op without a float64 kernel: this reference goes unmeasured
+        if ref.exact_model is None:
+            ref.exact_model = precision.exact_model(ref.model)
+        ref.exact = precision.measure(ref.exact_model, doubled, ref.outputs)
+    except Exception:  # noqa: BLE001 - a module deepcopy cannot copy, an op without a float64 kernel: unmeasured
         ref.exact_model, ref.exact = False, None
         free_cache(ref.device)
 
