@@ -88,7 +88,7 @@ def test_every_adversarial_file_has_expectations():
     assert sorted(p.stem for p in ADVERSARIAL.glob("*.py")) == sorted(EXPECTED)
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("name", sorted(name for name, codes in EXPECTED.items() if codes))
 def test_adversarial_source_is_flagged_and_strict_rejects_it(name):
     report = report_on(ADVERSARIAL / f"{name}.py")
     assert EXPECTED[name] <= report.codes(), [f.message for f in report.findings]
