@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
 import time
 from contextlib import ExitStack, contextmanager
 from typing import Iterator, Optional
@@ -22,6 +21,7 @@ from .phases import Notify, quiet
 from .processes.child import Child, ChildBrokeProtocol, ChildDied, ChildTimeout, endings_done, prune_logs
 from .processes.cores import START_NICE_ENV, WARM_DEVICE_ENV, WARM_LOCK_ENV, split_cores
 from .processes.device_lock import DeviceLock, device_key
+from .processes.gates import gate, list_staged, staged_on, unstage
 from .processes.environment import collect_environment
 from .processes.footprint import DoesNotFit, fit_refusal
 from .processes.protocol import (CandidateReady, CandidateSpec, Command, Linted, ReferenceHolding, ReferenceReady,
@@ -88,7 +88,7 @@ class Children:
             self._spare.kill()
             self._spare = None
         if self._staged:
-            _unstage(self.device_key, self._staged[1])
+            unstage(self.device_key, self._staged[1])
             self._staged[1].kill()
             self._staged = None
         if self._blank_reference:
@@ -268,13 +268,13 @@ class Children:
                 worker.kill()
                 return
             self._staged = (built, worker, beside_cap)
-            _list_staged(self.device_key, worker)
+            list_staged(self.device_key, worker)
 
     def worker_for(self, built: Built) -> Child:
         """The worker importing `built`: the staged one where it was staged, else a fresh one."""
         staged, self._staged = self._staged, None
         if staged:
-            _unstage(self.device_key, staged[1])
+            unstage(self.device_key, staged[1])
         if staged and staged[0] is built:
             worker = staged[1]
             if staged[2]:
@@ -399,7 +399,7 @@ class Children:
     def untimed(self) -> Iterator[None]:
         """No timing of this process on this evaluation's device meanwhile (device_lock waits): a sweep
         starts the next problem's checks beside a problem's other shapes, but not its timing."""
-        with _gate(self.device_key):
+        with gate(self.device_key):
             yield
 
     @contextmanager
@@ -411,7 +411,7 @@ class Children:
         timing needs (and would slow the reference beside the candidate but not alone, which reads
         as the candidate's doing)."""
         with self.device_lock(notify) as lock:
-            held = _staged_on(self.device_key)
+            held = staged_on(self.device_key)
             if self._spare and not MANY_CORES:
                 held.append(self._spare)
             if lock.waited_for:
@@ -426,35 +426,6 @@ class Children:
     def run_deadline(self) -> Deadline:
         """A step of a few calls (trials, a shape's rebuild, the re-check): the run timeout bounds it."""
         return after(self.options.run_timeout, "the run timeout")
-
-
-# one per device, for this process's work on it (Children.untimed): re-entrant, as a timing may hold it
-_GATES: dict[str, threading.RLock] = {}
-_GATES_LOCK = threading.Lock()
-
-
-def _gate(key: str) -> threading.RLock:
-    with _GATES_LOCK:
-        return _GATES.setdefault(key, threading.RLock())
-
-
-# this process's staged workers per device (Children.stage), whichever problem's: a timing there pauses them all
-_STAGED: dict[str, set[Child]] = {}
-
-
-def _list_staged(key: str, worker: Child) -> None:
-    with _GATES_LOCK:
-        _STAGED.setdefault(key, set()).add(worker)
-
-
-def _unstage(key: str, worker: Child) -> None:
-    with _GATES_LOCK:
-        _STAGED.get(key, set()).discard(worker)
-
-
-def _staged_on(key: str) -> list[Child]:
-    with _GATES_LOCK:
-        return list(_STAGED.get(key, ()))
 
 
 def step_name(doing: str) -> str:
