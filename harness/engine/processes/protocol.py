@@ -43,6 +43,14 @@ class Command(str, enum.Enum):
     EXIT = "exit"
 
 
+# On a CPU the reference is timed in the candidate's process too, in the same rounds as the candidate, under
+# this name: the verdict divides by the faster of it and the reference in its own process (timing/measure.py).
+# A process's own heap and caches move a 0.1 ms call's time by up to a quarter between two processes, which no
+# interval of one process's samples holds; the faster of the two never flatters, and what the candidate does
+# to the one in its process can only make it slower, which the other then stands for.
+CANDIDATE_PROCESS_REFERENCE = "reference_here"
+
+
 # --- specs: the first message a worker gets ------------------------------------
 
 @dataclass

@@ -197,10 +197,14 @@ def basis_text(result: EvalResult) -> str:
         return ""
     head = result.baselines[0]
     clock = Clock(result.clock) if result.clock else (Clock.GPU if cand.on_gpu else Clock.HOST)
-    placement = (f" and ±{result.placement_spread:.2%} for where the parameters sit (the reference's twins)"
-                 if result.placement_spread else "")
+    what = ("where the parameters sit and in which process (the reference's twins, and the reference timed in both "
+            "processes)" if result.details.get("process_spread") is not None
+            else "where the parameters sit (the reference's twins)")
+    placement = f" and ±{result.placement_spread:.2%} for {what}" if result.placement_spread else ""
     chosen = faster_of(result.baselines, head)
-    return (f"{clock.text}; over {head.label}{f' ({chosen})' if chosen else ''}, interleaved; median of {cand.n} "
+    where = ("timed alone in its own process (it ran slower beside the candidate)"
+             if head.key in (result.details.get("rests_on_alone") or ()) else "in its own process, interleaved")
+    return (f"{clock.text}; over {head.label}{f' ({chosen})' if chosen else ''} {where}; median of {cand.n} "
             f"samples{stop_text(result, cand)}, 95% bootstrap interval, widened ±{RESOLUTION:.1%}{placement}")
 
 

@@ -30,8 +30,8 @@ from ...results import from_dict, to_dict
 from ..checking import compare
 from ..processes import channel
 from ..processes.cores import take_own_cores
-from ..processes.protocol import (CandidateReady, CandidateSpec, Command, PartyReady, Reply, Request, ShapeSet,
-                                  StreamsTraced, Timed, TrialOutputs)
+from ..processes.protocol import (CANDIDATE_PROCESS_REFERENCE, CandidateReady, CandidateSpec, Command, PartyReady,
+                                  Reply, Request, ShapeSet, StreamsTraced, Timed, TrialOutputs)
 from ..profiling import torch_trace
 from ..timing import clock, stages
 from . import backward, party
@@ -91,6 +91,7 @@ class CandidateWorker:
     state: Optional[State] = None
     matched: Optional[list] = None
     metas: Optional[list] = None  # --backward: the reference's outputs that get an upstream gradient
+    reference: Optional[torch.nn.Module] = None  # on a CPU, timed here too (CANDIDATE_PROCESS_REFERENCE)
     graph: Optional["CapturedForward"] = None
     # outputs the reference process maps (CUDA IPC): alive until it has answered
     shared: list = field(default_factory=list)
@@ -102,8 +103,8 @@ class CandidateWorker:
 
     def build(self) -> list[str]:
         """ModelNew built afresh at the current shape (build_pair); the warnings of copying the parameters."""
-        self.candidate, warnings, self.matched, self.metas = build_pair(self.problem, self.model_new, self.spec,
-                                                                        self.device)
+        self.candidate, warnings, self.matched, self.metas, self.reference = build_pair(
+            self.problem, self.model_new, self.spec, self.device)
         self.state = State(self.candidate)
         return warnings
 
@@ -112,15 +113,25 @@ class CandidateWorker:
 
     def entries(self, observed: Optional[TimedOutputs]) -> dict[str, clock.Entry]:
         """What this worker times: the candidate (under --backward, forward and backward as one call, and
-        its forward alone beside it, shown only)."""
-        problem, device, candidate = self.problem, self.device, self.candidate
+        its forward alone beside it, shown only); on a CPU the reference too, its outputs sampled alike and
+        dropped (CANDIDATE_PROCESS_REFERENCE)."""
+        problem, device, candidate, reference = self.problem, self.device, self.candidate, self.reference
         if not self.spec.backward:
-            return {"candidate": clock.Entry(_SameTensors(problem, device), candidate, party.observer(observed),
-                                             warmups=clock.RAN_HERE)}
+            found = {"candidate": clock.Entry(_SameTensors(problem, device), candidate, party.observer(observed),
+                                              warmups=clock.RAN_HERE)}
+            if reference is not None:
+                found[CANDIDATE_PROCESS_REFERENCE] = clock.Entry(_SameTensors(problem, device), reference,
+                                                                 party.observer(TimedOutputs(device)))
+            return found
         training = _timed_training(_SameTensors(problem, device), candidate, self.matched, self.metas, device,
                                    party.observer(observed))
-        return {"candidate": replace(training, warmups=clock.RAN_HERE),
-                "candidate_forward": clock.Entry(_SameTensors(problem, device), candidate, warmups=clock.RAN_HERE)}
+        found = {"candidate": replace(training, warmups=clock.RAN_HERE),
+                 "candidate_forward": clock.Entry(_SameTensors(problem, device), candidate, warmups=clock.RAN_HERE)}
+        if reference is not None:
+            found[CANDIDATE_PROCESS_REFERENCE] = _timed_training(
+                _SameTensors(problem, device), reference, backward.own_parameters(reference), self.metas, device,
+                party.observer(TimedOutputs(device)))
+        return found
 
 
 def candidate_role(conn, header: dict) -> None:
@@ -199,7 +210,7 @@ def _build_within(worker: CandidateWorker, cap: int) -> Optional[list[str]]:
         _set_memory_fraction(1.0, index)
     if ooms() == before:
         return warnings
-    worker.reference = worker.parking = worker.candidate = worker.state = worker.matched = None
+    worker.reference = worker.candidate = worker.state = worker.matched = worker.metas = None
     gc.collect()  # what a failed build left in its traceback's frames
     _free_cache(device)
     return None
@@ -221,9 +232,9 @@ def release(worker: CandidateWorker, request: Request) -> bool:
 
 
 def set_shape(worker: CandidateWorker, request: Request) -> bool:
-    """Both models rebuilt at another shape ({} the main one)."""
+    """ModelNew (and on a CPU the reference) rebuilt at another shape ({} the main one)."""
     # the old shape's models go first: the device never holds them beside the new ones
-    worker.reference = worker.parking = worker.candidate = worker.state = worker.matched = None
+    worker.reference = worker.candidate = worker.state = worker.matched = worker.metas = None
     _free_cache(worker.device)
     try:
         worker.shapes.set(request.shape or {})
@@ -398,9 +409,10 @@ def _serve(worker: CandidateWorker) -> None:
 
 def build_pair(problem, model_new, spec: CandidateSpec, device: torch.device):
     """ModelNew built afresh from get_init_inputs() with the reference's parameters (the reference is
-    built from the same seeds, for them alone, and let go); the warnings of copying them; per reference
-    parameter with a gradient, ModelNew's matched to it and the reference's shape (backward.Training's
-    `params`); and under --backward which of the reference's outputs get an upstream gradient."""
+    built from the same seeds for them, and kept on a CPU only: CANDIDATE_PROCESS_REFERENCE); the warnings of
+    copying them; per reference parameter with a gradient, ModelNew's matched to it and the reference's shape
+    (backward.Training's `params`); under --backward which of the reference's outputs get an upstream
+    gradient; and the reference, or None."""
     init_args = list(problem.get_init_inputs())
     reference = in_mode(reference_from(problem, init_args, spec, device).to(device), spec.model_mode)
     metas = _output_metas(reference, inputs_from_seed(problem, device, new_seed())) if spec.backward else None
@@ -409,4 +421,5 @@ def build_pair(problem, model_new, spec: CandidateSpec, device: torch.device):
     candidate = build_model(model_new, init_args, spec.init_seed, device)
     warnings, matched = copy_parameters(reference, candidate)
     trained = [(mine, p.shape) for mine, p in zip(matched, reference.parameters()) if p.requires_grad]
-    return in_mode(candidate.to(device), spec.model_mode), warnings, trained, metas
+    kept = reference if device.type == "cpu" else None
+    return in_mode(candidate.to(device), spec.model_mode), warnings, trained, metas, kept
