@@ -41,8 +41,9 @@ class TimedOutputs:
     def __init__(self, device: torch.device):
         self.device = device
         self.samples: list[dict] = []
-        # per output position: its blocks (ROWS x width, float64) and the rows filled; None once a call's width
-        # differs (ragged: such outputs fail the re-check by their shape anyway, and are kept call by call)
+        # per output position: its blocks (ROWS x width, float64) and the rows filled; once a call's outputs differ
+        # in number or width from the first's (they fail the re-check by their shape anyway), every call's
+        # samples are kept call by call instead (ragged)
         self.blocks: dict[int, list[torch.Tensor]] = {}
         self.filled: dict[int, int] = {}
         self.ragged: list[list[torch.Tensor]] = []
@@ -62,8 +63,11 @@ class TimedOutputs:
 
     def _keep(self, values: list[torch.Tensor]) -> None:
         widths = [v.numel() for v in values]
-        if self.ragged or (self.blocks and (len(widths) != len(self.blocks) or any(
-                self.blocks[i][0].shape[1] != w for i, w in enumerate(widths)))):
+        if self.blocks and (len(widths) != len(self.blocks) or any(
+                self.blocks[i][0].shape[1] != w for i, w in enumerate(widths))):
+            self.ragged = self._calls()  # from here on, call by call
+            self.blocks, self.filled = {}, {}
+        if self.ragged:
             self.ragged.append([v.to(torch.float64) for v in values])
             return
         for i, value in enumerate(values):
@@ -73,14 +77,22 @@ class TimedOutputs:
             blocks[row // self.ROWS][row % self.ROWS].copy_(value)
             self.filled[i] = row + 1
 
+    def _calls(self) -> list[list[torch.Tensor]]:
+        """What the blocks hold, call by call."""
+        rows = {i: torch.cat(blocks)[:self.filled[i]] for i, blocks in self.blocks.items()}
+        calls = max(self.filled.values(), default=0)
+        return [[rows[i][call] for i in sorted(rows)] for call in range(calls)]
+
     def message(self) -> tuple[list[dict], list]:
         """The samples' descriptions, and one tensor per output position: its samples stacked, as few descriptors
-        as possible (none where the calls' outputs differ in number or size)."""
-        if self.ragged:
+        as possible (none where the calls' outputs differ in number)."""
+        if not self.ragged:
+            return self.samples, [torch.cat(blocks)[:self.filled[i]].reshape(-1).cpu()
+                                  for i, blocks in sorted(self.blocks.items())]
+        if any(len(call) != len(self.ragged[0]) for call in self.ragged):
             return self.samples, []
-        tensors = [torch.cat(blocks).reshape(-1, blocks[0].shape[1])[:self.filled[i]].reshape(-1).cpu()
-                   for i, blocks in sorted(self.blocks.items())]
-        return self.samples, tensors
+        return self.samples, [torch.cat([call[i].reshape(-1).cpu() for call in self.ragged])
+                              for i in range(len(self.ragged[0]))]
 
 
 def verify_timed(samples: list[dict], tensors: list[torch.Tensor],
