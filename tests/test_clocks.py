@@ -418,26 +418,24 @@ def test_a_reference_somewhat_slower_beside_the_candidate_gives_the_verdict_its_
     assert result.retimed_for_slowdown is None and len(children.sent) == 1
 
 
-def test_on_a_cpu_a_reference_twice_as_slow_beside_is_refused_whatever_its_time(monkeypatch):
-    """No absolute floor: a 0.1 ms reference made 2.1x slower beside the candidate is refused, and 1.5x
-    gives the verdict the reference's time alone."""
-    host = Clock.HOST.value
-
+def test_on_a_cpu_a_reference_twice_as_slow_beside_gains_nothing_whatever_its_time(monkeypatch):
+    """No floor in milliseconds: a 0.1 ms reference 2.1x slower beside the candidate than alone gives the
+    verdict its time alone (the candidate's processes were stopped while it ran: on a CPU that is load from
+    elsewhere, so nothing is refused, and nothing is gained either); 1.5x is within a CPU's wander."""
     def timed(candidate: float, reference: float) -> dict:
-        found = {host: {"candidate": timing_of(candidate, clock=host, seed=0),
-                        "reference": timing_of(reference, clock=host, seed=1)}}
-        for each in found[host].values():
+        found = {HOST: {"candidate": timing_of(candidate, clock=HOST, seed=0),
+                        "reference": timing_of(reference, clock=HOST, seed=1)}}
+        for each in found[HOST].values():
             each.method = "perf_counter"
         return found
 
     alone = timed(0.05, 0.1)
-    refusing = FakeChildren([timed(0.05, 0.21)] * 3, alone, device="cpu")
-    refused = measured(refusing, monkeypatch)
-    assert refused.verdict is Verdict.REJECTED and "2.1x slower beside the candidate" in refused.explanation
-    # the reference alone first, then before and after each of two timings again: a refusal needs all three
-    assert refused.retimed_for_slowdown is not None and len(refusing.sent) == 5
-    rested = measured(FakeChildren(timed(0.05, 0.15), alone, device="cpu"), monkeypatch)
-    assert rested.verdict is Verdict.CORRECT and rested.speedup == pytest.approx(2.0, rel=0.02)
+    slowed = measured(FakeChildren(timed(0.05, 0.21), alone, device="cpu"), monkeypatch)
+    assert slowed.verdict is Verdict.CORRECT and slowed.speedup == pytest.approx(2.0, rel=0.02), slowed.explanation
+    assert slowed.details["rests_on_alone"] == ["reference"] and slowed.retimed_for_slowdown is None
+    assert any("2.10x slower beside the candidate" in w for w in slowed.warnings), slowed.warnings
+    wander = measured(FakeChildren(timed(0.05, 0.15), alone, device="cpu"), monkeypatch)
+    assert wander.verdict is Verdict.CORRECT and wander.speedup == pytest.approx(3.0, rel=0.02)
 
 
 def test_legacy_flags_read_cleanly_and_switches_are_reported_not_held_against_it(cpu_options):

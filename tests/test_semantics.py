@@ -76,9 +76,10 @@ REFERENCE_MARGIN = 600 * MB
 
 
 def test_the_engine_keeps_no_copy_it_does_not_need(cpu_options, tmp_path):
-    """Peak resident memory per process: the candidate worker holds one input draw and two calls' outputs
-    (while timing, each call's output stays alive until the next returns: an output handed out twice is
-    seen), the reference process one draw, its outputs and the candidate's (or, timing, two of its own);
+    """Peak resident memory per process: the candidate worker holds one input draw and, timing, each entry's
+    last output beside a call's (an output handed out twice is seen: the candidate's and, on a CPU, the
+    reference's timed there too), the reference process one draw, its outputs and the candidate's (or, timing,
+    two of its own);
     on the numerics check's trial, its outputs beside the draw and the outputs in float64 (twice as big
     each), the float32 draw gone first."""
     candidate = tmp_path / "relu.py"
@@ -89,5 +90,5 @@ def test_the_engine_keeps_no_copy_it_does_not_need(cpu_options, tmp_path):
     assert result.verdict is Verdict.CORRECT, result.explanation
     size = (1 << 26) * 4  # the input, and the output likewise
     peaks = result.details["peak_memory"]
-    assert peaks["candidate_worker"]["host"] <= 3 * size + MARGIN, peaks
+    assert peaks["candidate_worker"]["host"] <= 4 * size + MARGIN, peaks
     assert peaks["reference"]["host"] <= 5 * size + REFERENCE_MARGIN, peaks

@@ -33,15 +33,16 @@ from . import beside, speedups, stages
 
 # references timed both beside the candidate and alone, each compared with itself
 BESIDE_AND_ALONE = ("reference", "reference_defaults")
-# The reference beside the candidate against the reference alone, both in the reference process: on a GPU,
-# past REST_ON_ALONE the verdict rests on the reference alone, the faster, so a slowdown gains the candidate
-# nothing; past the device's REJECT in SLOWDOWN_RETIMES more timings too, it is refused. Neither excuses
-# load from other processes: the reference's calls run with the candidate's processes stopped, and a
-# slowdown only they meet is the candidate's doing. A CPU's timings of the same call wander far more
-# from one second to the next (a 0.1 ms LayerNorm's medians 0.085-0.21 ms, minutes apart on a 2-core
-# machine), so there only a refusal reads the two, from 2x.
-REST_ON_ALONE = {"cuda": 1.10}
-REFERENCE_SLOWDOWN_REJECT = {"cpu": 2.0, "cuda": 1.5}
+# The reference beside the candidate against the reference alone, both in the reference process: past the
+# device's REST_ON_ALONE the verdict rests on the reference alone, the faster, so a slowdown gains the
+# candidate nothing; on a GPU, past REJECT in SLOWDOWN_RETIMES more timings too, it is refused. No load from
+# other processes excuses it there: the reference's calls run with the candidate's processes stopped, and a
+# slowdown only they meet is the candidate's doing. A CPU's timings of the same call wander far more from
+# one second to the next (a 0.1 ms LayerNorm's medians 0.085-0.21 ms, minutes apart on a 2-core machine,
+# and twice as slow beside as alone in a busy suite, with the candidate stopped): there the verdict rests
+# on the reference alone from 2x, and nothing is refused for it.
+REST_ON_ALONE = {"cuda": 1.10, "cpu": 2.0}
+REFERENCE_SLOWDOWN_REJECT = {"cuda": 1.5}
 SLOWDOWN_RETIMES = 2
 # The reference alone samples at most this long: it is the same program every time, so a longer
 # cap (given for the candidate) would add seconds, not certainty.
@@ -64,6 +65,9 @@ class Measured:
     clocked: Clocked
     spreads: dict[str, Optional[float]]
     apart: set[str] = field(default_factory=set)
+    # by clock, a CPU's: |log| of the reference's time in the candidate's process over its own (CANDIDATE_PROCESS_
+    # REFERENCE), which widens the interval beside the twins' spread
+    process: dict[str, float] = field(default_factory=dict)
 
 
 class Measure:
@@ -123,7 +127,8 @@ class Measure:
 
         def on(clock: str) -> ClockFigures:
             shapes = [ShapeTiming(m.values, m.clocked[clock]["candidate"].median, m.clocked[clock]["candidate"].n,
-                                  speedups.baselines(m.clocked[clock], m.spreads.get(clock) or 0.0,
+                                  speedups.baselines(m.clocked[clock],
+                                                     (m.spreads.get(clock) or 0.0) + m.process.get(clock, 0.0),
                                                      m.apart if clock == result.clock else set()))
                       for m in measured] if shaped else []
             spreads = [m.spreads[clock] for m in measured if m.spreads.get(clock) is not None]
@@ -134,6 +139,8 @@ class Measure:
         result.timings, result.benchmark_shapes = verdict.timings, verdict.benchmark_shapes
         result.placement_spread = verdict.placement_spread
         result.details["rests_on_alone"] = sorted(main.apart) or None
+        if result.clock in main.process:
+            result.details["process_spread"] = round(main.process[result.clock], 4)
         other = {Clock.GPU.value: Clock.LATENCY.value, Clock.LATENCY.value: Clock.GPU.value}.get(result.clock)
         if other and other in main.clocked:
             result.second = on(other)
@@ -183,13 +190,14 @@ class Measure:
 
     def _time(self, worker: Child, result: EvalResult, shares: int = 1, shape: str = "") -> Measured:
         """The candidate and the reference timed in turns, then the reference alone, each with `shares`'
-        part of the time cap. A reference past the device's REJECT slower beside the candidate than alone
-        (on the verdict's clock) is timed again, both ways, SLOWDOWN_RETIMES times while it stays so, and
-        then refused; on a GPU one past REST_ON_ALONE gives the verdict the reference's time alone.
+        part of the time cap. On a GPU, a reference past REJECT slower beside the candidate than alone (on the
+        verdict's clock) is timed again, both ways, SLOWDOWN_RETIMES times while it stays so, and then refused;
+        one past the device's REST_ON_ALONE gives the verdict the reference's time alone.
         The first time at a `shape`, the reference's twins are timed alone beside it too (placement_spread)."""
         timings, alone = self._time_once(worker, result, shares, shape)
         clock = result.clock
-        reject = REFERENCE_SLOWDOWN_REJECT["cpu" if self.children.options.device == "cpu" else "cuda"]
+        device = "cpu" if self.children.options.device == "cpu" else "cuda"
+        reject = REFERENCE_SLOWDOWN_REJECT.get(device, float("inf"))
         for _ in range(SLOWDOWN_RETIMES):
             if not any(_ratio(timings[clock][key], alone[clock][key]) > reject
                        for key in BESIDE_AND_ALONE if key in alone[clock]):
@@ -207,7 +215,7 @@ class Measure:
             alone[clock].update({key: max(earlier[key], alone[clock][key], key=lambda t: t.median)
                                  for key in BESIDE_AND_ALONE if key in earlier and key in alone[clock]})
         apart = set()
-        rest = REST_ON_ALONE.get("cpu" if self.children.options.device == "cpu" else "cuda")
+        rest = REST_ON_ALONE[device]
         for key in BESIDE_AND_ALONE:
             if key not in alone[clock]:
                 continue
@@ -217,27 +225,25 @@ class Measure:
             ratio = _ratio(near, far)
             if ratio > reject:
                 raise SlowedReference(ratio, near.median, far.median)
-            if rest and ratio > rest:
+            if ratio > rest:
                 apart.add(key)
                 timings[clock][key] = far
                 note = (f"the reference ran {ratio:.2f}x slower beside the candidate than alone ({near.median:.4g} "
                         f"ms vs {far.median:.4g} ms): the speedup rests on the reference alone")
                 if note not in result.warnings:
                     result.warnings.append(note)
-        spreads = dict(self.placement[shape])
+        process = {}
         for each, found in timings.items():  # a CPU's: the faster reference stands, the two's gap widens the interval
             here = found.pop(CANDIDATE_PROCESS_REFERENCE, None)
             if here is None or "reference" in apart:
                 continue
-            gap = abs(math.log(here.median / found["reference"].median))
-            spreads[each] = (spreads.get(each) or 0.0) + gap
-            result.details["process_spread"] = round(gap, 4)
+            process[each] = abs(math.log(here.median / found["reference"].median))
             if here.median < found["reference"].median:
                 found["reference"] = here
                 result.details["reference_timed_in"] = "the candidate's process"
         merged = {each: {**timings[each], **{k: t for k, t in alone.get(each, {}).items() if k not in timings[each]}}
                   for each in timings}
-        return Measured({}, merged, spreads, apart)
+        return Measured({}, merged, self.placement[shape], apart, process)
 
     def _time_once(self, worker: Child, result: EvalResult, shares: int, shape: str,
                    fresh: bool = False) -> tuple[Clocked, Clocked]:
@@ -258,8 +264,9 @@ class Measure:
         _add(split, "beside", started)
         timings = sampled.clocked
         seeds = sampled.seeds.get("candidate", [])
-        if [sample.get("seed") for sample in reply.timed] != seeds or any(
-                t.median <= 0 for each in timings.values() for t in each.values() if t.clock != Clock.ALL_STREAMS.value):
+        empty = any(t.median <= 0 for each in timings.values() for t in each.values()
+                    if t.clock != Clock.ALL_STREAMS.value)
+        if empty or [sample.get("seed") for sample in reply.timed] != seeds:
             raise TimingsForged()
         if reply.switches:
             note = (f"it flipped process-wide switches in its own process ({'; '.join(reply.switches)}); the "

@@ -197,10 +197,11 @@ def basis_text(result: EvalResult) -> str:
         return ""
     head = result.baselines[0]
     clock = Clock(result.clock) if result.clock else (Clock.GPU if cand.on_gpu else Clock.HOST)
-    what = ("where the parameters sit and in which process (the reference's twins, and the reference timed in both "
-            "processes)" if result.details.get("process_spread") is not None
-            else "where the parameters sit (the reference's twins)")
-    placement = f" and ±{result.placement_spread:.2%} for {what}" if result.placement_spread else ""
+    placement = (f" and ±{result.placement_spread:.2%} for where the parameters sit (the reference's twins)"
+                 if result.placement_spread else "")
+    process = result.details.get("process_spread")
+    if process:
+        placement += f" and ±{process:.2%} for which process it ran in (the reference timed in both)"
     chosen = faster_of(result.baselines, head)
     where = ("timed alone in its own process (it ran slower beside the candidate)"
              if head.key in (result.details.get("rests_on_alone") or ()) else "in its own process, interleaved")
