@@ -90,8 +90,12 @@ def eval_panel(result: EvalResult) -> Panel:
     if result.check:
         c = result.check
         tolerance = tolerance_text(result)
+        worst = max(c.precision, key=lambda f: f.get("ratio", 0.0), default=None)
+        numerics = (f"; against float64 {worst['ratio']:.2g}x eager float32's error (at most {worst['limit']:g}x)"
+                    if worst else "")
         summary.add_row("check", f"{c.trials} trial(s), max abs err {c.max_abs_error:.3g}, "
-                                 f"max rel err {c.max_rel_error:.3g}" + (f"; allclose at {tolerance}" if tolerance else ""))
+                                 f"max rel err {c.max_rel_error:.3g}" + (f"; allclose at {tolerance}" if tolerance else "")
+                                 + numerics)
     if result.shapes:
         failed = len(result.failed_shapes)
         unchecked = sum(s.passed is None for s in result.shapes)

@@ -203,8 +203,12 @@ def basis_text(result: EvalResult) -> str:
     if process:
         placement += f" and ±{process:.2%} for which process it ran in (the reference timed in both)"
     chosen = faster_of(result.baselines, head)
-    where = ("timed alone in its own process (it ran slower beside the candidate)"
-             if head.key in (result.details.get("rests_on_alone") or ()) else "in its own process, interleaved")
+    if head.key in (result.details.get("rests_on_alone") or ()):
+        where = "timed alone in its own process (it ran slower beside the candidate)"
+    elif result.details.get("reference_timed_in"):
+        where = "interleaved, as timed in the candidate's process (faster there than in its own)"
+    else:
+        where = "in its own process, interleaved"
     return (f"{clock.text}; over {head.label}{f' ({chosen})' if chosen else ''} {where}; median of {cand.n} "
             f"samples{stop_text(result, cand)}, 95% bootstrap interval, widened ±{RESOLUTION:.1%}{placement}")
 
