@@ -88,7 +88,10 @@ def test_both_baselines_are_timed_and_shown_where_the_defaults_change_the_refere
     console = Console(record=True, width=160)
     console.print(eval_panel(result))
     text = console.export_text()
-    assert "eager (PyTorch defaults)" in text and "eager (IEEE float32)" in text and "95%" in text
+    # the slower setting is shown where its interval stands apart (a busy machine widens both)
+    shown = [b.label for b in speedups.shown(result.baselines)]
+    assert "eager (PyTorch defaults)" in text and "95%" in text and shown[0] == "eager (PyTorch defaults)"
+    assert ("eager (IEEE float32)" in text) == ("eager (IEEE float32)" in shown), (shown, text)
     again = from_json(EvalResult, to_json(result))
     assert again.baselines == result.baselines and again.speedup_interval == result.speedup_interval
 

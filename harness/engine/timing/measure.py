@@ -10,7 +10,6 @@ reported apart (EvalResult.second). Work a candidate hides from the clock makes 
 never another clock's."""
 from __future__ import annotations
 
-import math
 import random
 import time
 from dataclasses import dataclass, field, replace
@@ -237,7 +236,7 @@ class Measure:
             here = found.pop(CANDIDATE_PROCESS_REFERENCE, None)
             if here is None or "reference" in apart:
                 continue
-            process[each] = abs(math.log(here.median / found["reference"].median))
+            process[each] = speedups.placement_spread(found["reference"], [here])  # past the noise alone
             if here.median < found["reference"].median:
                 found["reference"] = here
                 result.details["reference_timed_in"] = "the candidate's process"
