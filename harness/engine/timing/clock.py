@@ -348,7 +348,7 @@ class LocalParty:
         self.previous: dict[str, Any] = {}
 
     def _warm_up(self) -> None:
-        rng = random.Random(_urandom_seed())
+        rng = random.Random(urandom_seed())
         for timed in self.timed.values():
             warm = Entry(timed.make_args, timed.fn, around=timed.around)  # warm-ups are neither timed nor observed
             for _ in range(self.rule.warmup_calls if timed.warmups is None else timed.warmups):
@@ -415,7 +415,7 @@ def _affinity() -> Optional[set[int]]:
         return None
 
 
-def _urandom_seed() -> int:
+def urandom_seed() -> int:
     return int.from_bytes(_urandom(8), "little")
 
 
@@ -432,32 +432,3 @@ def time_interleaved(entries: dict[str, Entry], device: torch.device, rule: Stop
         return stages.run([party], rule, isinstance(party.sampler, CudaSampler)).clocked
     finally:
         party.close()
-
-
-# The spin before each traced call: longer than a call's host path, so that work a call does not order
-# after the caller's stream starts while it spins (torch_trace.outside_windows).
-TRACE_SPIN_MS = 2.0
-
-
-def trace_calls(timed: Entry, calls: int = 3) -> list[dict]:
-    """A few calls under the torch profiler, each between two marker kernels on the caller's stream, a
-    long spin before and a short one after (torch_trace.outside_windows reads which streams ran work
-    outside that window): the Kineto trace's events."""
-    import json
-    import tempfile
-
-    from torch.profiler import ProfilerActivity, profile
-
-    args = [timed.make_args(_urandom_seed()) for _ in range(calls)]
-    _rate()  # measured before the trace: its kernels would read as markers
-    _synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for each in args:
-            spin(TRACE_SPIN_MS)
-            with torch.no_grad():
-                timed.fn(*each)
-            _sleep(1000)
-            _synchronize()
-    with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        prof.export_chrome_trace(f.name)
-        return json.load(open(f.name)).get("traceEvents", [])

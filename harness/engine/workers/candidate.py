@@ -33,7 +33,7 @@ from ..processes.cores import take_own_cores
 from ..processes.protocol import (CANDIDATE_PROCESS_REFERENCE, CandidateReady, CandidateSpec, Command, PartyReady,
                                   Reply, Request, ShapeSet, StreamsTraced, Timed, TrialOutputs)
 from ..profiling import torch_trace
-from ..timing import clock, stages
+from ..timing import clock, stages, trace
 from . import backward, party
 from .graph import CapturedForward, NotCapturable
 from .common import (SameTensors, State, build_model, classify_import_error, copy_parameters, error_message,
@@ -50,6 +50,7 @@ for _label, _namespace in (("torch", torch), ("torch.nn.functional", torch.nn.fu
                            ("torch.profiler", torch.profiler), ("harness.timing", clock),
                            ("harness.timing.Sampler", clock.Sampler), ("harness.timing.CudaSampler", clock.CudaSampler),
                            ("harness.timing.LocalParty", clock.LocalParty), ("harness.stages", stages),
+                           ("harness.trace", trace),
                            ("harness.party", party),
                            ("harness.torch_trace", torch_trace),
                            ("harness.channel", channel), ("harness.compare", compare),
@@ -64,7 +65,7 @@ _digest, _totals, _changed, _memory_use = digests.digest, digests.totals, digest
 _free_cache, _SameTensors, _decoy, _spin_ms, _spin = free_cache, SameTensors, decoy, trial_spin_ms, clock.spin
 _shares_storage, _perf_counter = clock.shares_storage, time.perf_counter
 _trial, _timed_training, _output_metas = backward.trial, backward.timed, backward.output_metas
-_trace_calls, _outside_windows = clock.trace_calls, torch_trace.outside_windows
+_trace_calls, _outside_windows = trace.trace_calls, torch_trace.outside_windows
 # taken at import, before the candidate's code can replace them
 _set_memory_fraction, _memory_stats = torch.cuda.set_per_process_memory_fraction, torch.cuda.memory_stats
 _device_properties, _current_device = torch.cuda.get_device_properties, torch.cuda.current_device
