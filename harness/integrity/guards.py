@@ -211,8 +211,8 @@ def _setter(owner: object, name: str) -> Callable[[object], None]:
     return lambda value: setattr(owner, name, value)
 
 
-# Process-wide switches a candidate may flip that change how torch runs the reference too; not
-# numerics (those are refused): algorithm choice, determinism, threads.
+# Process-wide switches a candidate may flip that change how torch runs in its process; not numerics
+# (those are refused): algorithm choice, determinism, threads.
 _SWITCHES: dict[str, tuple[Callable[[], object], Callable[[object], None]]] = {
     "torch.backends.cudnn.benchmark": (lambda: torch.backends.cudnn.benchmark,
                                        _setter(torch.backends.cudnn, "benchmark")),
@@ -229,9 +229,8 @@ _SWITCHES: dict[str, tuple[Callable[[], object], Callable[[object], None]]] = {
 
 
 class BackendSwitches:
-    """The process-wide switches as they were before candidate code ran. The reference timed beside
-    the candidate runs under these (`as_taken`), so a switch the candidate flipped is reported, not
-    blamed on the reference or credited to the candidate."""
+    """The process-wide switches as they were before candidate code ran: one the candidate flipped in its
+    own process is reported (the reference, in a process of its own, runs under the harness's)."""
 
     def __init__(self):
         self.taken = {name: get() for name, (get, _) in _SWITCHES.items()}
@@ -241,18 +240,6 @@ class BackendSwitches:
 
     def described(self) -> list[str]:
         return [f"{name} = {value!r} (was {self.taken[name]!r})" for name, value in self.flipped().items()]
-
-    @contextlib.contextmanager
-    def as_taken(self) -> Iterator[None]:
-        """The switches as taken for the duration, as the candidate left them after."""
-        now = self.flipped()
-        for name in now:
-            _SWITCHES[name][1](self.taken[name])
-        try:
-            yield
-        finally:
-            for name, value in now.items():
-                _SWITCHES[name][1](value)
 
 
 class L2Watch:

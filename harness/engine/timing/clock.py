@@ -103,7 +103,7 @@ class Entry:
     make_args: Callable[[int], list]  # fresh inputs for one call, from a seed
     fn: Callable
     observe: Optional[Callable[[int, Any], None]] = None  # sees (seed, output) of each timed call
-    # entered around each call, outside its window on the clock (guards.BackendSwitches.as_taken)
+    # entered around each call, outside its window on the clock
     around: Callable[[], ContextManager] = contextlib.nullcontext
     warmups: Optional[int] = None  # calls before sampling; None: the rule's warmup_calls (RAN_HERE: it ran here)
 
