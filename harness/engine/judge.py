@@ -20,9 +20,9 @@ def judge(result: EvalResult, info: ReferenceReady, backward: bool) -> None:
     for each in figures:
         shapes = each.benchmark_shapes
         mine = each is result
-        spread = (each.placement_spread or 0.0) + (process if mine else 0.0)
         each.baselines = (speedups.over_shapes(shapes) if shapes
-                          else speedups.baselines(each.timings, spread, apart if mine else frozenset()))
+                          else speedups.baselines(each.timings, each.placement_spread or 0.0,
+                                                  apart if mine else frozenset(), process if mine else 0.0))
     headline = result.baselines[0]
     result.speedup, result.speedup_interval = headline.speedup, headline.interval
     _place_on_roofline(result, info)

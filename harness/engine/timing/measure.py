@@ -10,6 +10,7 @@ reported apart (EvalResult.second). Work a candidate hides from the clock makes 
 never another clock's."""
 from __future__ import annotations
 
+import math
 import random
 import time
 from dataclasses import dataclass, field, replace
@@ -64,8 +65,8 @@ class Measured:
     clocked: Clocked
     spreads: dict[str, Optional[float]]
     apart: set[str] = field(default_factory=set)
-    # by clock, a CPU's: |log| of the reference's time in the candidate's process over its own (CANDIDATE_PROCESS_
-    # REFERENCE), which widens the interval beside the twins' spread
+    # by clock, a CPU's: where the reference ran slower in the candidate's process than in its own
+    # (CANDIDATE_PROCESS_REFERENCE), the log of the gap: it widens the interval's upper end
     process: dict[str, float] = field(default_factory=dict)
 
 
@@ -126,9 +127,9 @@ class Measure:
 
         def on(clock: str) -> ClockFigures:
             shapes = [ShapeTiming(m.values, m.clocked[clock]["candidate"].median, m.clocked[clock]["candidate"].n,
-                                  speedups.baselines(m.clocked[clock],
-                                                     (m.spreads.get(clock) or 0.0) + m.process.get(clock, 0.0),
-                                                     m.apart if clock == result.clock else set()))
+                                  speedups.baselines(m.clocked[clock], m.spreads.get(clock) or 0.0,
+                                                     m.apart if clock == result.clock else set(),
+                                                     m.process.get(clock, 0.0)))
                       for m in measured] if shaped else []
             spreads = [m.spreads[clock] for m in measured if m.spreads.get(clock) is not None]
             return ClockFigures(clock, main.clocked[clock], benchmark_shapes=shapes,
@@ -232,14 +233,15 @@ class Measure:
                 if note not in result.warnings:
                     result.warnings.append(note)
         process = {}
-        for each, found in timings.items():  # a CPU's: the faster reference stands, the two's gap widens the interval
+        for each, found in timings.items():  # a CPU's (protocol.CANDIDATE_PROCESS_REFERENCE): the faster stands
             here = found.pop(CANDIDATE_PROCESS_REFERENCE, None)
             if here is None or "reference" in apart:
                 continue
-            process[each] = speedups.placement_spread(found["reference"], [here])  # past the noise alone
-            if here.median < found["reference"].median:
+            if here.median < found["reference"].median:  # the candidate's own process: like for like
                 found["reference"] = here
                 result.details["reference_timed_in"] = "the candidate's process"
+            else:  # its process ran the reference slower: what that may have cost the candidate widens the top
+                process[each] = math.log(here.median / found["reference"].median)
         merged = {each: {**timings[each], **{k: t for k, t in alone.get(each, {}).items() if k not in timings[each]}}
                   for each in timings}
         return Measured({}, merged, self.placement[shape], apart, process)

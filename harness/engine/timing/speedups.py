@@ -115,10 +115,12 @@ def placement_spread(reference: Timing, twins: list[Timing]) -> float:
     return 0.0 if low <= 1.0 <= high else math.log(slowest.median / fastest.median)
 
 
-def baselines(timings: dict[str, Timing], spread: float = 0.0, apart: frozenset = frozenset()) -> list[Baseline]:
+def baselines(timings: dict[str, Timing], spread: float = 0.0, apart: frozenset = frozenset(),
+              upward: float = 0.0) -> list[Baseline]:
     """Every baseline timed, in `ranked` order (the headline first); each interval widened on
-    both sides by `spread` (placement_spread) and RESOLUTION; those in `apart` (the reference alone,
-    where the verdict rests on it) not paired with the candidate's samples."""
+    both sides by `spread` (placement_spread) and RESOLUTION, and its upper end by `upward` too (a CPU's
+    process spread: Measure._time); those in `apart` (the reference alone, where the verdict rests on
+    it) not paired with the candidate's samples."""
     clock_of(timings)  # one clock, or no division
     widen = math.exp(spread + RESOLUTION)
     cand = timings["candidate"]
@@ -135,7 +137,7 @@ def baselines(timings: dict[str, Timing], spread: float = 0.0, apart: frozenset 
             else (base.median / cand.median,) * 2
         found.append(Baseline(name=name, numerics=numerics, key=key, median_ms=base.median,
                               speedup=base.median / cand.median,
-                              interval=[low / widen, high * widen], paired=paired))
+                              interval=[low / widen, high * widen * math.exp(upward)], paired=paired))
     return ranked(found)
 
 
@@ -201,7 +203,8 @@ def basis_text(result: EvalResult) -> str:
                  if result.placement_spread else "")
     process = result.details.get("process_spread")
     if process:
-        placement += f" and ±{process:.2%} for which process it ran in (the reference timed in both)"
+        placement += (f", and its upper end +{process:.2%} for the candidate's process (the reference ran faster in "
+                      "its own)")
     chosen = faster_of(result.baselines, head)
     if head.key in (result.details.get("rests_on_alone") or ()):
         where = "timed alone in its own process (it ran slower beside the candidate)"
