@@ -104,22 +104,11 @@ def marked(prefix: str) -> set[int]:
     return found
 
 
-def signal_tree(root: int, signum: int) -> set[int]:
-    """`signum` to `root` and every descendant; the pids signalled."""
-    tree = descendants(root) | {root}
-    for pid in tree:
-        try:
-            os.kill(pid, signum)
-        except (ProcessLookupError, PermissionError):
-            pass
-    return tree
-
-
 def stop_tree(root: int, mark: Optional[str] = None) -> set[int]:
     """`root`, every descendant and every process carrying `mark` (ended with NUL: exactly) stopped (SIGSTOP)
     before this returns: none runs another instruction until continued, whatever it was doing (one in
     uninterruptible sleep stops once it wakes: STOP_WAIT_S). The pids stopped, for `continue_all`."""
-    tree = signal_tree(root, signal.SIGSTOP) | (marked(mark) - {os.getpid()} if mark else set())
+    tree = descendants(root) | {root} | (marked(mark) - {os.getpid()} if mark else set())
     for pid in tree:
         try:
             os.kill(pid, signal.SIGSTOP)

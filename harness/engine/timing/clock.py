@@ -213,10 +213,11 @@ def _cycles_per_ms() -> float:
     return found
 
 
-_RATE: list[float] = []  # the spin kernel's cycles per ms on this process's device, measured once (spin)
+_RATE: list[float] = []  # spin_rate, once measured
 
 
-def _rate() -> float:
+def spin_rate() -> float:
+    """The spin kernel's cycles per ms on this process's device, measured on first use (spin)."""
     if not _RATE:
         _RATE.append(_cycles_per_ms())
     return _RATE[0]
@@ -225,7 +226,7 @@ def _rate() -> float:
 def spin(ms: float) -> None:
     """The device spins for `ms` on the current stream (a trial's stream-order probe, a traced call)."""
     if _sleep is not None:
-        _sleep(int(ms * _rate()))
+        _sleep(int(ms * spin_rate()))
 
 
 class CudaSampler(Sampler):

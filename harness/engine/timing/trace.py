@@ -26,7 +26,7 @@ def trace_calls(timed: Entry, calls: int = 3) -> list[dict]:
     from torch.profiler import ProfilerActivity, profile
 
     args = [timed.make_args(_urandom_seed()) for _ in range(calls)]
-    clock.spin(0)  # the spin's rate measured before the trace: its kernels would read as markers
+    clock.spin_rate()  # measured before the trace: its kernels would read as markers
     _synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for each in args:
