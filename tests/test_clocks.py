@@ -2,6 +2,7 @@
 hidden work confirmed by a per-stream trace, and the judge refusing to divide across clocks."""
 import contextlib
 import dataclasses
+import math
 import random
 import statistics
 from types import SimpleNamespace
@@ -12,6 +13,7 @@ import torch
 
 from conftest import CANDIDATES, PROBLEMS
 from harness import EvalResult, Timing, Verdict, evaluate, from_dict, from_json, to_json
+from harness.loop.feedback import warning_lines
 from harness.engine.timing import clock as timing
 from harness.engine.timing import beside, speedups, stages
 from harness.engine.profiling import torch_trace
@@ -166,7 +168,7 @@ def test_a_simulated_timeline_flags_an_unjoined_stream_and_not_a_busy_host(monke
 
 
 def test_the_reference_alone_takes_the_verdicts_stage_only(monkeypatch):
-    """A rule without the second clock (the reference alone, measure._alone_rule) samples the headline's
+    """A rule without the second clock (the reference alone, alone.Alone.rule) samples the headline's
     stage and no other: GPU time alone, or the latency stage with the every-stream clock it reads."""
     with simulated(monkeypatch) as (line, sampler):
         entries = {"reference": timing.Entry(lambda seed: [], lambda: line.launch("caller", 0.5))}
@@ -406,8 +408,8 @@ def test_wrong_timed_outputs_are_the_verdict_before_a_slowed_reference(monkeypat
 
 def test_a_reference_somewhat_slower_beside_the_candidate_gives_the_verdict_its_time_alone(monkeypatch):
     """1.3x slower beside than alone: under the refusal, but past the noise. No load from other processes
-    excuses it (the candidate's processes are stopped while the reference runs): the speedup rests on the
-    reference alone, unpaired, and says so, with no timing again (only a refusal needs one)."""
+    excuses it (the candidate's processes are stopped while the reference runs): timed again once (load
+    comes and goes), and still so, the speedup rests on the reference alone, unpaired, and says so."""
     beside_ = {GPU: (3.0, 0.2), LATENCY: (2.608, 0.3, 0.012), ALL: (2.62, 0.3)}
     children = FakeChildren(clocked(HOST_BOUND, beside_), clocked(HOST_BOUND, EAGER))
     result = measured(children, monkeypatch)
@@ -415,7 +417,28 @@ def test_a_reference_somewhat_slower_beside_the_candidate_gives_the_verdict_its_
     assert result.speedup == pytest.approx(2.320 / 0.370, rel=0.02)  # alone's 2.32 ms, not beside's 3.0
     assert result.baselines[0].paired is False and result.details["rests_on_alone"] == ["reference"]
     assert any("rests on the reference alone" in w for w in result.warnings)
-    assert result.retimed_for_slowdown is None and len(children.sent) == 1
+    assert result.retimed_for_slowdown is None and len(children.sent) == 2
+    assert result.details["retimed_for_gap"] == pytest.approx(math.log(3.0 / 2.32), abs=0.01)
+    assert "reference_gap" not in result.details  # the reference alone is the figure: no gap to cover
+
+
+@pytest.mark.parametrize("moved", [1.06, 0.94])
+def test_a_gap_between_the_reference_beside_and_alone_is_timed_again_then_covered_and_said(monkeypatch, moved):
+    """6% slower (or faster) beside the candidate than alone, beyond the noise and past RETIME_GAP but not
+    REST_ON_ALONE: timed again once; still so, the interval reaches the speedup over the reference alone,
+    and a sentence the model reads says so. A gap the second timing does not see is forgotten."""
+    beside_ = dict(EAGER, **{GPU: (2.320 * moved, 0.2)})
+    children = FakeChildren(clocked(HOST_BOUND, beside_), clocked(HOST_BOUND, EAGER))
+    result = measured(children, monkeypatch)
+    assert result.verdict is Verdict.CORRECT and len(children.sent) == 2, result.explanation
+    over_alone = 2.320 / 0.370
+    assert result.speedup_interval[0] < over_alone < result.speedup_interval[1]
+    assert result.details["reference_gap"] == pytest.approx(math.log(moved), abs=0.005)
+    (said,) = [w for w in warning_lines(result, frozenset()) if "less certain" in w]
+    assert f"{'slower' if moved > 1 else 'faster'} beside the candidate than alone" in said
+    gone = FakeChildren([clocked(HOST_BOUND, beside_), clocked(HOST_BOUND, EAGER)], clocked(HOST_BOUND, EAGER))
+    result = measured(gone, monkeypatch)
+    assert "reference_gap" not in result.details and not any("less certain" in w for w in result.warnings)
 
 
 def test_on_a_cpu_a_reference_twice_as_slow_beside_gains_nothing_whatever_its_time(monkeypatch):

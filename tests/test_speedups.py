@@ -1,4 +1,5 @@
 """Speedups with their intervals, and the baselines they are taken against."""
+import math
 import random
 import statistics
 
@@ -154,6 +155,25 @@ def test_a_twin_shifted_beyond_its_noise_widens_every_interval_by_its_shift():
                                            rel=1e-6)
     shown = EvalResult(Verdict.CORRECT, "", timings=timings, baselines=[widened], placement_spread=spread)
     assert "widened ±0.1% and ±1.00% for where the parameters sit" in speedups.basis_text(shown)
+
+
+def test_a_gap_between_the_reference_beside_and_alone_stretches_the_interval_over_both_figures():
+    """The reference 20% slower beside the candidate than alone, beyond the noise: the interval reaches down to
+    the speedup over the reference alone, and the basis says why; faster beside, it reaches up to it."""
+    rng = random.Random(5)
+    candidate = timing([rng.gauss(1.0, 0.002) for _ in range(200)])
+    beside = timing([rng.gauss(2.4, 0.004) for _ in range(200)])
+    alone = timing([rng.gauss(2.0, 0.004) for _ in range(50)])
+    timings = {"candidate": candidate, "reference": beside}
+    gap = math.log(beside.median / alone.median)
+    plain = speedups.baselines(timings)[0]
+    slower = speedups.baselines(timings, widen=speedups.widening(gap=gap))[0]
+    assert plain.interval[0] > alone.median / candidate.median
+    assert slower.interval[0] < alone.median / candidate.median < slower.interval[1] == plain.interval[1]
+    faster = speedups.baselines({"candidate": candidate, "reference": alone}, widen=speedups.widening(gap=-gap))[0]
+    assert faster.interval[0] < beside.median / candidate.median < faster.interval[1]
+    shown = EvalResult(Verdict.CORRECT, "", timings=timings, baselines=[slower], details={"reference_gap": gap})
+    assert "lower end -18.23% to cover the reference alone (it ran slower beside" in speedups.basis_text(shown)
 
 
 def test_the_reference_twins_are_timed_once_per_problem_and_their_spread_recorded(cpu_options):

@@ -14,15 +14,15 @@ def judge(result: EvalResult, info: ReferenceReady, backward: bool) -> None:
     """Speedups and verdict for a checked, timed candidate: on the verdict's clock, and on the second
     clock apart (each divides its own timings only: speedups.baselines refuses a mix)."""
     figures = [result] + ([result.second] if result.second else [])
-    # the verdict's clock's (Measure._time): baselines resting on the reference alone, a CPU's process spread
+    # the verdict's clock's (Measure._time): baselines resting on the reference alone, the gaps that widen it
     apart = frozenset(result.details.get("rests_on_alone") or ())
-    process = result.details.get("process_spread") or 0.0
+    widen = speedups.widening(result.details.get("process_spread") or 0.0, result.details.get("reference_gap") or 0.0)
     for each in figures:
         shapes = each.benchmark_shapes
         mine = each is result
         each.baselines = (speedups.over_shapes(shapes) if shapes
                           else speedups.baselines(each.timings, each.placement_spread or 0.0,
-                                                  apart if mine else frozenset(), process if mine else 0.0))
+                                                  apart if mine else frozenset(), widen if mine else (0.0, 0.0)))
     headline = result.baselines[0]
     result.speedup, result.speedup_interval = headline.speedup, headline.interval
     _place_on_roofline(result, info)

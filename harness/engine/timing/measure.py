@@ -18,21 +18,21 @@ from typing import Optional
 
 from ...problem import ProblemError
 from ...results import Clock, ClockFigures, EvalResult, Retimed, ShapeTiming, Timing, shape_label, to_dict
-from ..building.builder import builds_paused, paused
+from ..building.builder import builds_paused
 from ..checking.trials import check
-from ..children import REFERENCE_START_S, Children
+from ..children import Children
 from ..findings import (AtBenchmarkShape, Finding, HiddenWork, ReusedOutputs, SlowedReference, TimedOutputsDiffer,
                         TimingsForged)
 from ..phases import Notify, Phase
 from ..processes.child import Child
-from ..processes.footprint import gb, placement_budget
-from ..processes.protocol import (CANDIDATE_PROCESS_REFERENCE, Checked, Command, ReferenceTimed, Request, StopRule,
+from ..processes.footprint import gb
+from ..processes.protocol import (CANDIDATE_PROCESS_REFERENCE, Checked, Command, Request, StopRule,
                                   StreamsTraced)
-from ..verdicts import Deadline, after, refuse_on_guards
+from ..verdicts import refuse_on_guards
+from ...stats import ratio_interval
 from . import beside, speedups, stages
+from .alone import BESIDE_AND_ALONE, Alone, Clocked
 
-# references timed both beside the candidate and alone, each compared with itself
-BESIDE_AND_ALONE = ("reference", "reference_defaults")
 # The reference beside the candidate against the reference alone, both in the reference process: past the
 # device's REST_ON_ALONE the verdict rests on the reference alone, the faster, so a slowdown gains the
 # candidate nothing; on a GPU, past REJECT in SLOWDOWN_RETIMES more timings too, it is refused. No load from
@@ -44,16 +44,11 @@ BESIDE_AND_ALONE = ("reference", "reference_defaults")
 REST_ON_ALONE = {"cuda": 1.10, "cpu": 2.0}
 REFERENCE_SLOWDOWN_REJECT = {"cuda": 1.5}
 SLOWDOWN_RETIMES = 2
-# The reference alone samples at most this long: it is the same program every time, so a longer
-# cap (given for the candidate) would add seconds, not certainty.
-REFERENCE_ALONE_CAP_S = 3.0
-# ...and is timed once per shape, its figures shared by the problem's next candidates for this
-# long (the device's clocks and temperature drift over minutes, not seconds). A slowdown is
-# always judged again on fresh figures before it refuses (Measure._time).
-REFERENCE_ALONE_REUSE_S = 300.0
-
-# {clock: {what was timed: Timing}}: one timing step's figures on every clock the device has
-Clocked = dict[str, dict[str, Timing]]
+# Short of that, a reference whose time beside the candidate and alone differ beyond the noise (their
+# interval leaves out 1) and by more than RETIME_GAP is timed again, both ways, once: other processes' load
+# comes and goes. A gap that stays widens the verdict's interval to cover the speedup over the reference
+# alone as well (speedups.widening), and the text says so in a sentence; below RETIME_GAP it only widens.
+RETIME_GAP = {"cuda": 1.03, "cpu": 1.10}
 
 
 @dataclass
@@ -68,6 +63,10 @@ class Measured:
     # by clock, a CPU's: where the reference ran slower in the candidate's process than in its own
     # (CANDIDATE_PROCESS_REFERENCE), the log of the gap: it widens the interval's upper end
     process: dict[str, float] = field(default_factory=dict)
+    gap: float = 0.0  # on the verdict's clock: log(beside / alone) beyond the noise, after a retime (RETIME_GAP)
+
+    def widen(self, clock: str) -> tuple[float, float]:
+        return speedups.widening(self.process.get(clock, 0.0), self.gap)
 
 
 class Measure:
@@ -75,11 +74,11 @@ class Measure:
 
     def __init__(self, children: Children):
         self.children = children
-        # by shape label ("" the main shape), then clock: placement_spread, measured once per problem and
-        # shape; None: the model is too big to copy twice
-        self.placement: dict[str, dict[str, Optional[float]]] = {}
-        # by shape label: when the reference was last timed alone there, and what it found (shared)
-        self._alone: dict[str, tuple[float, Clocked]] = {}
+        self.alone = Alone(children)
+
+    @property
+    def placement(self) -> dict[str, dict[str, Optional[float]]]:
+        return self.alone.placement
 
     def headline(self) -> str:
         """The clock a verdict is read on unless hidden work forces every stream to count."""
@@ -106,18 +105,9 @@ class Measure:
         return self.reference_clocks()[self.headline()]
 
     def reference_clocks(self) -> dict[str, Timing]:
-        """The reference alone, as reference() times it, on every clock the device has, by clock."""
-        children = self.children
-        children.start_reference()
-        numerics = children.reference_info.numerics_differ
-        with children.device_lock():
-            rule = self._alone_rule()
-            children.reference.send(to_dict(Request(Command.TIME_REFERENCE, rule=rule, default_numerics=numerics)))
-            timings = children.reference_says(self._timing_deadline(rule), ReferenceTimed,
-                                              "timing the reference before the first candidate").timings
-        # each clock's baseline: the faster numerics setting (speedups.ranked)
-        return {clock: min((by_key[key] for key in BESIDE_AND_ALONE if key in by_key), key=lambda t: t.median)
-                for clock, by_key in timings.items() if any(key in by_key for key in BESIDE_AND_ALONE)}
+        """The reference alone, as reference() times it, on every clock the device has, by clock: the figures
+        the problem's candidates share while recent (alone.Alone.before_candidates)."""
+        return self.alone.before_candidates()
 
     def _figures(self, result: EvalResult, measured: list[Measured]) -> None:
         """The verdict's clock into the result's own fields, the other clock beside them; the
@@ -129,7 +119,7 @@ class Measure:
             shapes = [ShapeTiming(m.values, m.clocked[clock]["candidate"].median, m.clocked[clock]["candidate"].n,
                                   speedups.baselines(m.clocked[clock], m.spreads.get(clock) or 0.0,
                                                      m.apart if clock == result.clock else set(),
-                                                     m.process.get(clock, 0.0)))
+                                                     m.widen(clock) if clock == result.clock else (0.0, 0.0)))
                       for m in measured] if shaped else []
             spreads = [m.spreads[clock] for m in measured if m.spreads.get(clock) is not None]
             return ClockFigures(clock, main.clocked[clock], benchmark_shapes=shapes,
@@ -141,6 +131,8 @@ class Measure:
         result.details["rests_on_alone"] = sorted(main.apart) or None
         if result.clock in main.process:
             result.details["process_spread"] = round(main.process[result.clock], 4)
+        if main.gap:
+            result.details["reference_gap"] = round(main.gap, 4)
         other = {Clock.GPU.value: Clock.LATENCY.value, Clock.LATENCY.value: Clock.GPU.value}.get(result.clock)
         if other and other in main.clocked:
             result.second = on(other)
@@ -180,7 +172,7 @@ class Measure:
                         self._figures(result, measured)
                     raise AtBenchmarkShape(label, found) from None
                 result.warnings[said:] = [f"at benchmark shape {label}: {w}" for w in result.warnings[said:]]
-                measured.append(Measured(values, found.clocked, found.spreads))
+                measured.append(replace(found, values=values))
         finally:
             if current:
                 children.reference_back(deadline)
@@ -192,7 +184,8 @@ class Measure:
         """The candidate and the reference timed in turns, then the reference alone, each with `shares`'
         part of the time cap. On a GPU, a reference past REJECT slower beside the candidate than alone (on the
         verdict's clock) is timed again, both ways, SLOWDOWN_RETIMES times while it stays so, and then refused;
-        one past the device's REST_ON_ALONE gives the verdict the reference's time alone.
+        one past the device's REST_ON_ALONE gives the verdict the reference's time alone; a gap past RETIME_GAP
+        is timed again once, and what stays of it widens the interval.
         The first time at a `shape`, the reference's twins are timed alone beside it too (placement_spread)."""
         timings, alone = self._time_once(worker, result, shares, shape)
         clock = result.clock
@@ -209,11 +202,18 @@ class Measure:
             # just before the candidate's timing as well as just after, the slower of the two counting,
             # so drift that comes and goes cannot fall on the candidate's side alone.
             with builds_paused():
-                before = self._reference_alone(shares, clock=clock, pause=[worker])
+                before = self.alone.time_reference(self.alone.rule(shares, clock), pause=[worker])
                 timings, alone = self._time_once(worker, result, shares, shape, fresh=True)
             earlier = before[clock]
             alone[clock].update({key: max(earlier[key], alone[clock][key], key=lambda t: t.median)
                                  for key in BESIDE_AND_ALONE if key in earlier and key in alone[clock]})
+        gap = _gap(timings[clock], alone[clock])
+        if abs(gap) > math.log(RETIME_GAP[device]) and result.retimed_for_slowdown is None:
+            result.details["retimed_for_gap"] = round(gap, 4)
+            with builds_paused():
+                timings, alone = self._time_once(worker, result, shares, shape, fresh=True)
+            self.alone.keep(shape, alone)  # the newest figure alone, the candidate stopped: the problem's now
+            gap = _gap(timings[clock], alone[clock])
         apart = set()
         rest = REST_ON_ALONE[device]
         for key in BESIDE_AND_ALONE:
@@ -232,6 +232,15 @@ class Measure:
                         f"ms vs {far.median:.4g} ms): the speedup rests on the reference alone")
                 if note not in result.warnings:
                     result.warnings.append(note)
+        gap = 0.0 if apart else gap
+        if abs(gap) > math.log(RETIME_GAP[device]):
+            near, far = timings[clock]["reference"], alone[clock]["reference"]
+            note = (f"this speedup is less certain than its samples alone say: the reference ran {_times(gap)} "
+                    f"beside the candidate than alone ({near.median:.4g} ms vs {far.median:.4g} ms), also when "
+                    "timed again, as load from other processes makes it; the interval covers the speedup over "
+                    "either figure")
+            if note not in result.warnings:
+                result.warnings.append(note)
         process = {}
         for each, found in timings.items():  # a CPU's (protocol.CANDIDATE_PROCESS_REFERENCE): the faster stands
             here = found.pop(CANDIDATE_PROCESS_REFERENCE, None)
@@ -244,7 +253,7 @@ class Measure:
                 process[each] = math.log(here.median / found["reference"].median)
         merged = {each: {**timings[each], **{k: t for k, t in alone.get(each, {}).items() if k not in timings[each]}}
                   for each in timings}
-        return Measured({}, merged, self.placement[shape], apart, process)
+        return Measured({}, merged, self.placement[shape], apart, process, gap)
 
     def _time_once(self, worker: Child, result: EvalResult, shares: int, shape: str,
                    fresh: bool = False) -> tuple[Clocked, Clocked]:
@@ -290,16 +299,16 @@ class Measure:
             raise TimedOutputsDiffer(checked.check, seen, stream_order=bool(failed) and all(probed[i] for i in failed))
         if seen:
             raise HiddenWork(seen)
-        kept = self._alone.get(shape)
-        if kept and not fresh and result.clock in kept[1] and time.monotonic() - kept[0] < REFERENCE_ALONE_REUSE_S:
-            result.details["reference_alone_age_s"] = round(time.monotonic() - kept[0], 1)
-            alone = {clock: dict(each) for clock, each in kept[1].items()}
+        shared = None if fresh else self.alone.shared(shape, result.clock)
+        if shared is not None:
+            result.details["reference_alone_age_s"] = self.alone.age(shape)
+            alone = shared
         else:
             started = time.monotonic()
-            alone = self._time_alone(shares, shape, result.clock, list(timings), worker)
+            alone = self.alone.timed(shares, shape, result.clock, list(timings), [worker])
             _add(split, "alone", started)
             if not fresh:
-                self._alone[shape] = (time.monotonic(), {clock: dict(each) for clock, each in alone.items()})
+                self.alone.keep(shape, alone)
         if info.parameter_bytes and None in self.placement[shape].values():
             note = (f"the reference's parameters ({gb(info.parameter_bytes)}) are too big to copy twice beside it, "
                     "so what their placement alone does to its time was not measured; the interval does not span it")
@@ -328,25 +337,6 @@ class Measure:
         for name, count in got.reused.items():
             sampled.reused[name] = sampled.reused.get(name, 0) + count
 
-    def _time_alone(self, shares: int, shape: str, clock: str, clocks: list[str], worker: Child) -> Clocked:
-        """The reference alone in its own process on the verdict's `clock` (every clock where a compiled
-        reference is asked), the candidate's worker stopped, and the first time at a shape its twins
-        (placement_spread), whose spread every clock of `clocks` takes where it was not timed alone:
-        placement moves the device's work, which each clock times."""
-        info = self.children.reference_info
-        measure = shape not in self.placement
-        alone = self._reference_alone(shares, self.children.options.compile_baseline,
-                                      placement_budget(info) if measure else 0, clock, pause=[worker])
-        twins = {each: [timed.pop(key) for key in [key for key in timed if key.startswith("placement_")]]
-                 for each, timed in alone.items()}
-        if measure:
-            # no twins of a model that holds tensors: too big to copy twice, the spread is not known
-            unmeasured = not any(twins.values()) and info.parameter_bytes
-            spreads = {each: None if unmeasured else speedups.placement_spread(alone[each]["reference"], twins[each])
-                       for each in alone}
-            self.placement[shape] = {each: spreads.get(each, spreads[clock]) for each in {*clocks, *spreads}}
-        return alone
-
     def _hidden_work(self, worker: Child, timings: Clocked, result: EvalResult) -> str:
         """The clocks suspect work the caller's stream did not wait for: a trace of a few calls says on
         which streams. Confirmed, it is what the verdict names (HiddenWork, after the re-check, whose
@@ -369,47 +359,26 @@ class Measure:
                 f"before the caller's stream reached the call or after it was done (a per-stream trace of "
                 f"{traced.calls} calls: up to {result.hidden_work_ms:.3g} ms outside)")
 
-    def _reference_alone(self, shares: int, compile_baseline: bool = False, twin_budget: int = 0,
-                         clock: Optional[str] = None, pause: tuple = ()) -> Clocked:
-        """The reference alone, at each numerics setting the candidate's timing has, the processes in
-        `pause` stopped meanwhile; the compiled reference and the twins only where asked; on `clock` only
-        where given (_alone_rule)."""
-        children = self.children
-        rule = self._alone_rule(shares, clock)
-        with paused(list(pause)):
-            children.reference.send(to_dict(Request(Command.TIME_REFERENCE, rule=rule,
-                                                    compile_baseline=compile_baseline,
-                                                    default_numerics=children.reference_info.numerics_differ,
-                                                    placement_budget=twin_budget)))
-            alone = children.reference_says(self._timing_deadline(rule), ReferenceTimed, "timing the reference alone")
-        return alone.timings
-
-    def _alone_rule(self, shares: int = 1, clock: Optional[str] = None) -> StopRule:
-        """Sampling the reference alone: every clock the device has, or where a verdict's `clock` is
-        given, that clock's stage only after fewer samples (StopRule.fewer_samples), unless a compiled
-        reference is timed (its baselines are reported on both clocks, with intervals of their own).
-        The slowdown is judged on the verdict's clock, and the other clock's figures take nothing from
-        the reference alone but the compiled reference's. Fewer samples suffice: the slowdown is read
-        against thresholds far above the noise, the twins' spread counts only where it stands out of
-        theirs (speedups.placement_spread), and the candidate's own interval is the beside stage's."""
-        o = self.children.options
-        rule = o.stop_rule(min(o.time_cap, REFERENCE_ALONE_CAP_S) / shares)
-        if clock is None or o.compile_baseline:
-            return rule
-        return replace(rule, clock=clock, second_clock=False, min_samples=rule.fewer_samples())
-
-    def _timing_deadline(self, rule: StopRule) -> Deadline:
-        """A timing step: the sampling its time cap allows, then a run timeout, which bounds a call
-        (the cap is looked at between batches of calls), and torch.compile's compile where asked."""
-        o = self.children.options
-        extra = REFERENCE_START_S if o.compile_baseline else 0.0
-        return after(rule.time_cap + o.run_timeout + extra,
-                     f"its time cap's {rule.time_cap:.3g} s of sampling, then the run timeout of {o.run_timeout:.0f} s"
-                     + (" and the reference's start limit for torch.compile" if extra else ""))
-
-
 def _add(split: dict[str, float], step: str, started: float) -> None:
     split[step] = round(split.get(step, 0.0) + time.monotonic() - started, 3)
+
+
+def _gap(beside_: dict[str, Timing], alone: dict[str, Timing]) -> float:
+    """The widest log(beside / alone) of the references timed both ways whose unpaired interval leaves out 1:
+    a gap beyond the noise; 0 where none is."""
+    gaps = [0.0]
+    for key in BESIDE_AND_ALONE:
+        near, far = beside_.get(key), alone.get(key)
+        if near is None or far is None or not near.samples or not far.samples or far.median <= 0:
+            continue
+        low, high = ratio_interval(near.samples, far.samples, paired=False)
+        if not low <= 1.0 <= high:
+            gaps.append(math.log(near.median / far.median))
+    return max(gaps, key=abs)
+
+
+def _times(gap: float) -> str:
+    return f"{math.exp(gap):.2f}x slower" if gap > 0 else f"{math.exp(-gap):.2f}x faster"
 
 
 def _ratio(beside_: Timing, alone: Timing) -> float:

@@ -116,13 +116,14 @@ def placement_spread(reference: Timing, twins: list[Timing]) -> float:
 
 
 def baselines(timings: dict[str, Timing], spread: float = 0.0, apart: frozenset = frozenset(),
-              upward: float = 0.0) -> list[Baseline]:
+              widen: tuple[float, float] = (0.0, 0.0)) -> list[Baseline]:
     """Every baseline timed, in `ranked` order (the headline first); each interval widened on
-    both sides by `spread` (placement_spread) and RESOLUTION, and its upper end by `upward` too (a CPU's
-    process spread: Measure._time); those in `apart` (the reference alone, where the verdict rests on
-    it) not paired with the candidate's samples."""
+    both sides by `spread` (placement_spread) and RESOLUTION, and its lower and upper ends by `widen`'s
+    logs too (the reference's gaps that Measure._time could not time away: widening()); those in `apart`
+    (the reference alone, where the verdict rests on it) not paired with the candidate's samples."""
     clock_of(timings)  # one clock, or no division
-    widen = math.exp(spread + RESOLUTION)
+    both = math.exp(spread + RESOLUTION)
+    down, up = math.exp(widen[0]), math.exp(widen[1])
     cand = timings["candidate"]
     found = []
     keys = {key for _, _, key in _BASELINES if key in timings}
@@ -137,8 +138,17 @@ def baselines(timings: dict[str, Timing], spread: float = 0.0, apart: frozenset 
             else (base.median / cand.median,) * 2
         found.append(Baseline(name=name, numerics=numerics, key=key, median_ms=base.median,
                               speedup=base.median / cand.median,
-                              interval=[low / widen, high * widen * math.exp(upward)], paired=paired))
+                              interval=[low / both / down, high * both * up], paired=paired))
     return ranked(found)
+
+
+def widening(process: float = 0.0, gap: float = 0.0) -> tuple[float, float]:
+    """The logs by which a verdict's interval widens below and above, beyond the noise and placement:
+    a CPU's `process` spread (the reference ran slower in the candidate's process than in its own: what
+    that may have cost the candidate) raises the top; a `gap` between the reference beside the candidate
+    and alone (the log of beside over alone) stretches the interval to the speedup over the reference
+    alone, below where the reference ran slower beside, above where it ran faster."""
+    return max(0.0, gap), process + max(0.0, -gap)
 
 
 def ranked(found: list[Baseline]) -> list[Baseline]:
@@ -205,6 +215,11 @@ def basis_text(result: EvalResult) -> str:
     if process:
         placement += (f", and its upper end +{process:.2%} for the candidate's process (the reference ran faster in "
                       "its own)")
+    gap = result.details.get("reference_gap")
+    if gap:
+        placement += (f", and its {'lower' if gap > 0 else 'upper'} end {'-' if gap > 0 else '+'}{abs(gap):.2%} "
+                      f"to cover the reference alone (it ran {'slower' if gap > 0 else 'faster'} beside the "
+                      "candidate, beyond the noise)")
     chosen = faster_of(result.baselines, head)
     if head.key in (result.details.get("rests_on_alone") or ()):
         where = "timed alone in its own process (it ran slower beside the candidate)"
