@@ -66,6 +66,7 @@ def test_show_rounds_and_files(runs):
     rc, out = cli("show", str(fast), "--runs-dir", str(runs_dir))
     assert rc == 0 and "correct" in out and "2 *" in out and "best: round 2" in out
     assert "--resume" not in out  # finished: nothing to carry on
+    assert "tokens" not in out  # files, not a model: no tokens were counted, so no column says 0
     rc, out = cli("show", fast.name[:-2], "--round", "2", "--source", "--runs-dir", str(runs_dir))
     assert rc == 0 and "torch.tanh(x) * self.scale + 1.0" in out
     rc, out = cli("show", str(fast), "--round", "1", "--prompt", "--runs-dir", str(runs_dir))

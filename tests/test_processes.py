@@ -15,6 +15,8 @@ from conftest import CANDIDATES, PROBLEMS, REPO
 from harness.engine.evaluate import Evaluator
 from harness.engine.processes.child import endings_done
 from harness.engine.processes.ownership import _stat, marked, running
+from harness.loop.feedback import Thresholds, feedback_text
+from harness.loop.prompts import Prompts
 from harness.results import Verdict
 
 SMALL = PROBLEMS / "small_layernorm.py"
@@ -137,6 +139,10 @@ def test_a_log_flood_is_stopped_and_named(cpu_options):
     assert result.verdict is Verdict.RUNTIME_ERROR, result.explanation
     assert "log flood" in result.explanation
     assert Path(result.worker_log).stat().st_size < 64 << 20
+    # named as a flood where a model reads it, with advice about its output, not about shapes and bounds
+    text = feedback_text(Prompts(), 1, result, Thresholds(), [], cpu=True)
+    assert "The candidate flooded its log and was stopped." in text and "Remove the prints" in text
+    assert "raised an error" not in text and "loop bounds" not in text
 
 
 def test_too_many_processes_is_a_verdict_that_names_it(cpu_options, tmp_path, monkeypatch):

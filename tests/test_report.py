@@ -90,6 +90,8 @@ def test_run_report_holds_every_round_and_escapes_the_candidates(report_run, tmp
     assert "<script" not in text.lower() and "<img" not in text.lower()
     assert text.count(PAYLOAD.replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")) >= 2
     assert "Diff against its parent, round 3" in text
+    # a CPU run of files: no GPU clock, no tokens nobody counted, no one round's sample count for all
+    assert "clock gpu" not in text and "tokens" not in text and "the median of each round" in text
     # nothing loads from anywhere: no scripts, links or sources, and a policy that forbids them
     assert not re.search(r"<(link|iframe|object)\b|<[a-z][^<>]*\s(src|href)=\"?[a-z]+:", text, re.I)
     assert "Content-Security-Policy" in text

@@ -2,6 +2,7 @@
 import math
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from harness.engine.building.cache import first_errors
@@ -23,6 +24,16 @@ def test_compare_accepts_close_values():
     ref = torch.randn(4, 5)
     result = compare(ref, ref + 1e-6, ["cpu"], TOL)
     assert result.passed and result.max_abs_error < 2e-6
+
+
+def test_the_relative_error_is_read_only_where_the_reference_is_above_atol():
+    """A reference element of 1e-9 beside an error of 1e-7: inside atol, so passing, and not the 100x relative
+    error a ratio over it would report; with nothing above atol, no relative error at all."""
+    ref = torch.tensor([1.0, 2.0, 1e-9])
+    result = compare(ref, ref + torch.tensor([1e-6, 0.0, 1e-7]), ["cpu"], TOL)
+    assert result.passed and result.max_rel_error == pytest.approx(1e-6, rel=0.1)  # float32 rounding
+    tiny = torch.full((4,), 1e-9)
+    assert compare(tiny, tiny + 1e-7, ["cpu"], TOL).max_rel_error == 0.0
 
 
 def test_compare_reports_first_bad_index_and_share():

@@ -353,7 +353,11 @@ def eval_options(args: argparse.Namespace, evaluation: Optional[Evaluation] = No
 def take_free_gpu(options: EvalOptions, gpus: Optional[list[int]], say: Callable[[str], None]) -> EvalOptions:
     """`options` on a GPU no other harness process is timing on, where none is pinned (by `gpus`,
     --device cuda:N, or CUDA_VISIBLE_DEVICES leaving one), with `say` told when it is not simply the
-    first. Chosen once, at the start, so the reference process and every worker share it."""
+    first. Chosen once, at the start, so the reference process and every worker share it. A clock other
+    than the default, given for a CPU, is said to change nothing there."""
+    if options.device == "cpu" and options.clock != EvalOptions.clock:
+        say(f"--clock {options.clock} has no effect on a CPU: a CPU has one clock, the host's time per call, "
+            "and every speedup there is read on it.")
     visible = visible_gpus() if not gpus and options.device == "cuda" else []
     if len(visible) < 2:
         return options

@@ -94,7 +94,8 @@ def eval_panel(result: EvalResult) -> Panel:
         numerics = (f"; against float64 {worst['ratio']:.2g}x eager float32's error (at most {worst['limit']:g}x)"
                     if worst else "")
         summary.add_row("check", f"{c.trials} trial(s), max abs err {c.max_abs_error:.3g}, "
-                                 f"max rel err {c.max_rel_error:.3g}" + (f"; allclose at {tolerance}" if tolerance else "")
+                                 f"max rel err {c.max_rel_error:.3g} (|ref| > atol)"
+                                 + (f"; allclose at {tolerance}" if tolerance else "")
                                  + numerics)
     if result.shapes:
         failed = len(result.failed_shapes)

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from ..runs.history import (ROUND_FILES, HistoryError, Replay, RunEntry, list_runs, load, load_rounds, load_suite,
                              resolve, summarize)
+from ..loop.proposers import kinds
 from ..results import speedup_text
 from ..runs.settings import Settings
 from ..runs.records import Status
@@ -156,16 +157,21 @@ def print_show(console: Console, run: str, runs_dir: Path, round_n: Optional[int
     if not rounds:
         console.print("No round was evaluated" + (f": {damage}" if damage else "."), highlight=False)
         return 0
+    asked = kinds.get(record.settings.proposer).asks_model  # tokens only where a model was asked
+    noted = any(rnd.sample.approach for rnd in rounds)
     table = Table()
-    for column in ("round", "verdict", "candidate ms", "reference ms", "speedup", "tokens", "seconds"):
-        table.add_column(column, justify="left" if column == "verdict" else "right")
+    columns = ["round", "verdict", "candidate ms", "reference ms", "speedup"] + ["tokens"] * asked + ["seconds"]
+    for column in columns + ["note"] * noted:
+        table.add_column(column, justify="left" if column in ("verdict", "note") else "right",
+                         overflow="fold" if column == "note" else "ellipsis")
     for rnd in rounds:
         timings = rnd.eval.timings
         cells = [f"{timings[k].median:.3f}" if k in timings else "-" for k in ("candidate", "reference")]
         is_best = record.best is not None and record.best.round == rnd.n
+        tokens = [str(rnd.tokens.total) + dollars(rnd.tokens, record.settings.prices)] * asked
         table.add_row(str(rnd.n) + (" *" if is_best else ""), rnd.eval.verdict.value, *cells,
-                      speedup_text(rnd.eval.speedup), str(rnd.tokens.total) + dollars(rnd.tokens, record.settings.prices),
-                      f"{rnd.seconds:.1f}")
+                      speedup_text(rnd.eval.speedup), *tokens, f"{rnd.seconds:.1f}",
+                      *[escape(rnd.sample.approach)] * noted)
     console.print(table)
     if record.best:
         best = record.best

@@ -97,7 +97,7 @@ def died(doing: str, status: str, child: Child) -> Stop:
     log = child.log_path
     if child.breach:
         return Stop(Verdict.RUNTIME_ERROR, f"The candidate went over a limit while {doing}: {child.breach}, "
-                    f"and its processes were stopped; see {log}.", limit=child.breach, log=str(log),
+                    f"and its processes were stopped; see {log}.", limit=child.breach, over=child.over, log=str(log),
                     peak_host_memory=child.peak_memory)
     return Stop(Verdict.CRASHED, f"The worker {status} while {doing}; see {log}.", exit=status, log=str(log))
 

@@ -55,12 +55,13 @@ def correctness_lines(check: Optional[CheckResult], tolerance: str = "") -> list
     at = f" at {tolerance}" if tolerance else ""
     if check.passed:
         return [f"matched the reference on {check.trials} trial(s){at}; max abs error "
-                f"{check.max_abs_error:.3g}, max rel error {check.max_rel_error:.3g}"]
+                f"{check.max_abs_error:.3g}, max rel error {check.max_rel_error:.3g} (where |reference| > atol)"]
     lines = list(check.reasons) + ([f"checked{at}"] if at else [])
     if check.failed_trial is not None:
         lines.append(f"failed on trial {check.failed_trial}")
     if check.max_abs_error or check.max_rel_error:
-        lines.append(f"max abs error {check.max_abs_error:.3g}, max rel error {check.max_rel_error:.3g}")
+        lines.append(f"max abs error {check.max_abs_error:.3g}, max rel error {check.max_rel_error:.3g} "
+                     "(where |reference| > atol)")
     if not check.reasons:  # the reasons already say where and how much
         if check.mismatch_share:
             lines.append(f"{check.mismatch_share:.2%} of elements outside tolerance")
@@ -158,6 +159,22 @@ _CPU_WORDS = {"costs": "memory traffic, per-call overhead, inner loops that do n
               "bounds": "loop bounds", "busy": "a loop", "died": "a read or write out of bounds", "where": ""}
 
 
+# A runtime error that is a limit the harness stopped the candidate at (Child.over): what went over, and what to do.
+_OVER = {"log": ("The candidate flooded its log and was stopped.",
+                 "Remove the prints and logging from forward and the kernels, or write far less: its output went over "
+                 "the log's limit."),
+         "host_memory": ("The candidate went over the host memory limit and was stopped.",
+                         "Hold less host memory: free what each call allocates, and keep no growing cache."),
+         "processes": ("The candidate started more processes than allowed and was stopped.",
+                       "Start no processes, or far fewer: the work belongs in the kernels of this process.")}
+
+
+def sentence(result: EvalResult) -> str:
+    """The verdict's sentence, or what the limit it went over says instead (a log flood is not an error raised)."""
+    over = _OVER.get(result.details.get("over", "")) if result.verdict is Verdict.RUNTIME_ERROR else None
+    return over[0] if over else result.verdict.sentence
+
+
 def advice(result: EvalResult, thresholds: Thresholds, best: Optional[tuple[int, float]], cpu: bool = False) -> str:
     """What to do next, in a CPU's terms with `cpu`; `best` is (round, speedup) of the best correct
     round before this one."""
@@ -178,6 +195,8 @@ def advice(result: EvalResult, thresholds: Thresholds, best: Optional[tuple[int,
             text = (f"{s:.2f}x is below the acceptable {thresholds.accept}x.{slower} Tuning this "
                     f"design will not be enough: think of a different strategy ({words['split']}) "
                     "and write it.")
+    elif v is Verdict.RUNTIME_ERROR and result.details.get("over") in _OVER:
+        text = _OVER[result.details["over"]][1]
     else:
         text = {
             Verdict.INCORRECT: "Fix correctness first; a fast wrong answer scores nothing.",
@@ -303,7 +322,7 @@ def feedback_context(n: int, result: EvalResult, thresholds: Thresholds, history
     return {
         "n": n,
         "verdict": result.verdict.value,
-        "sentence": result.verdict.sentence,
+        "sentence": sentence(result),
         "explanation": explanation_text(result, bool(errors)),
         "compiler_errors": errors,
         "correctness": correctness_lines(result.check, tolerance_text(result)),

@@ -168,6 +168,7 @@ def run_page(run: Run, rounds: list[Round], damage: Optional[str] = None) -> str
     if best and best.round <= len(rounds) and best.sample < len(rounds[best.round - 1].samples):
         best_interval = rounds[best.round - 1].samples[best.sample].eval.speedup_interval
     cost = cost_usd(run.tokens, s.prices)
+    asked = bool(run.tokens.total)  # a model was asked: its tokens, and what they cost
     proposer = s.proposer + (f" ({s.model})" if s.model else "") + (f" at {s.base_url}" if s.base_url else "")
     device = " · ".join(x for x in (env.device_name or env.device, env.arch, f"torch {env.torch}") if x) if env \
         else s.device
@@ -186,31 +187,35 @@ def run_page(run: Run, rounds: list[Round], damage: Optional[str] = None) -> str
                        + (f", {s.samples} sample(s) each" if s.samples > 1 else "")
                        + (f", beam {s.beam}" if s.beam else ""))),
         ("time", esc(f"{run.seconds:.1f} s")),
-        ("tokens", esc(f"{run.tokens.total} (prompt {run.tokens.prompt}, completion {run.tokens.completion})")),
+        ("tokens", esc(f"{run.tokens.total} (prompt {run.tokens.prompt}, completion {run.tokens.completion})")
+         if asked else ""),
         ("cost", esc(_usd(cost)) if cost is not None else ""),
-        ("evaluation", esc(", ".join(f"{k} {v}" for k, v in vars(run.evaluation).items() if v not in (None, False)))
+        ("evaluation", esc(", ".join(f"{k} {v}" for k, v in vars(run.evaluation).items()
+                                     if v not in (None, False) and not (k == "clock" and s.device == "cpu")))
          if run.evaluation else ""),
         ("started", esc(run.created)),
     ])
     notes = "".join(f'<p class="note">note: {esc(n)}</p>' for n in run.notes)
     if damage:
         notes += f'<p class="note">The run directory is damaged: {esc(damage)}</p>'
+    noted = any(rnd.sample.approach for rnd in rounds)
+    columns = (["round", "verdict", "speedup [95%]", "candidate ms", "reference ms", "build"]
+               + ["tokens", "cost"] * asked + ["seconds"] + ["note"] * noted)
     rows = []
     for rnd in rounds:
         r = rnd.eval
         star = " ★" if best is not None and best.round == rnd.n else ""
         rows.append([f'<a href="#round-{rnd.n}">{rnd.n}</a>{star}', badge(r.verdict.value),
                      esc(speedup_text(r.speedup, r.speedup_interval)), _ms(r, "candidate"), _ms(r, "reference"),
-                     esc(_build(r)), str(rnd.tokens.total), esc(_usd(cost_usd(rnd.tokens, s.prices))),
-                     f"{rnd.seconds:.1f}"])
+                     esc(_build(r))] + [str(rnd.tokens.total), esc(_usd(cost_usd(rnd.tokens, s.prices)))] * asked
+                    + [f"{rnd.seconds:.1f}"] + [esc(rnd.sample.approach)] * noted)
     chart = svg_chart(run_chart(run, rounds)) if rounds else '<p class="note">No round finished.</p>'
-    basis = next((basis_text(r.eval) for r in rounds if r.eval.speedup is not None), "")
+    basis = next((basis_text(r.eval, each_round=True) for r in rounds if r.eval.speedup is not None), "")
     body = (f"<h1>{esc(run.problem.name)}</h1><p class=\"sub\">run {esc(run.id)}</p>"
             f'<section class="card">{summary}{notes}</section>'
             f'<h2>Speedup per round</h2><section class="card">{chart}'
             + (f'<p class="note">Speedup over the reference: {esc(basis)}.</p>' if basis else "") + "</section>"
             f'<h2>Rounds</h2><section class="card">'
-            + table(["round", "verdict", "speedup [95%]", "candidate ms", "reference ms", "build", "tokens", "cost",
-                     "seconds"], rows, (2, 3, 4, 5, 6, 7, 8)) + "</section>"
+            + table(columns, rows, tuple(range(2, len(columns) - noted))) + "</section>"
             + "".join(_round_html(run, rounds, rnd) for rnd in rounds))
     return page(f"{run.problem.name}: run {run.id}", body)

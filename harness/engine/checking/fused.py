@@ -44,7 +44,9 @@ def _kernel():
         nonfinite = tl.sum((inside & ~(diff < float("inf"))).to(tl.int32), axis=0)
         bad = tl.sum((inside & (diff > magnitude * rtol + atol)).to(tl.int32), axis=0)
         largest = tl.max(tl.where(inside, diff, 0.0), axis=0)
-        relative = tl.max(tl.where(inside, tl.div_rn(diff, tl.maximum(magnitude, 1e-12)), 0.0), axis=0)
+        # over elements above atol only, as compare._relative
+        relative = tl.max(tl.where(inside & (magnitude > atol), tl.div_rn(diff, tl.maximum(magnitude, 1e-12)), 0.0),
+                          axis=0)
         tl.store(parts + pid, nonfinite.to(tl.float64))
         tl.store(parts + row + pid, bad.to(tl.float64))
         tl.store(parts + 2 * row + pid, largest.to(tl.float64))

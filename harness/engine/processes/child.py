@@ -124,7 +124,8 @@ class Child:
         self.log_path = Path(log_path)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.limits = limits
-        self.breach = ""  # the limit the watchdog stopped it for
+        self.breach = ""  # the limit the watchdog stopped it for, in a sentence
+        self.over = ""  # ...and by name: "host_memory", "processes" or "log" (the feedback's advice)
         self._paused: set[int] = set()  # what pause stopped, for resume
         self.peak_memory = 0
         # before the child is listed live: end_all() may kill it from another thread at once
@@ -163,12 +164,14 @@ class Child:
             except OSError:
                 logged = 0
             if memory > limits.host_memory:
+                self.over = "host_memory"
                 self.breach = (f"its processes held {gib(memory)} of host memory, over the limit of "
                                f"{gib(limits.host_memory)} (--max-host-memory)")
             elif len(tree) > limits.processes:
-                self.breach = (f"it ran {len(tree)} processes, over the limit of {limits.processes} "
-                               "(--max-processes)")
+                self.over = "processes"
+                self.breach = f"it ran {len(tree)} processes, over the limit of {limits.processes} (--max-processes)"
             elif logged > limits.log_bytes:
+                self.over = "log"
                 self.breach = (f"it wrote {gib(logged)} to its log, over the limit of {gib(limits.log_bytes)} "
                                "(a log flood)")
             if self.breach:

@@ -299,7 +299,8 @@ class Measure:
             raise TimedOutputsDiffer(checked.check, seen, stream_order=bool(failed) and all(probed[i] for i in failed))
         if seen:
             raise HiddenWork(seen)
-        shared = None if fresh else self.alone.shared(shape, result.clock)
+        # shared once the twins were timed at this shape (the first prompt's figure times none)
+        shared = None if fresh or shape not in self.placement else self.alone.shared(shape, result.clock)
         if shared is not None:
             result.details["reference_alone_age_s"] = self.alone.age(shape)
             alone = shared

@@ -202,8 +202,9 @@ def shown(found: list[Baseline]) -> list[Baseline]:
     return kept
 
 
-def basis_text(result: EvalResult) -> str:
-    """How the headline was measured, in one line: clock, baseline, confidence."""
+def basis_text(result: EvalResult, each_round: bool = False) -> str:
+    """How the headline was measured, in one line: clock, baseline, confidence; `each_round`: said of a run's
+    every round (a chart's caption), so no one round's sample count."""
     cand = result.timings.get("candidate")
     if cand is None or not result.baselines:
         return ""
@@ -227,6 +228,9 @@ def basis_text(result: EvalResult) -> str:
         where = "interleaved, as timed in the candidate's process (faster there than in its own)"
     else:
         where = "in its own process, interleaved"
+    if each_round:
+        return (f"{clock.text}; over {head.label}{f' ({chosen})' if chosen else ''} {where}; the median of each "
+                f"round's samples, 95% bootstrap interval, widened ±{RESOLUTION:.1%}")
     return (f"{clock.text}; over {head.label}{f' ({chosen})' if chosen else ''} {where}; median of {cand.n} "
             f"samples{stop_text(result, cand)}, 95% bootstrap interval, widened ±{RESOLUTION:.1%}{placement}")
 
