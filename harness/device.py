@@ -83,11 +83,12 @@ def cuda_only(source: str) -> Optional[str]:
     return next((why for pattern, why in _CUDA_ONLY if pattern.search(source)), None)
 
 
-def refuse_cuda_only(candidate: str, source: str) -> None:
-    """NoGPUError for a CUDA-only candidate on a machine without a GPU: it could only fail to build."""
+def refuse_cuda_only(what: str, source: str) -> None:
+    """NoGPUError for a CUDA-only candidate on a machine without a GPU: it could only fail to build.
+    `what` names it as a sentence begins: "Candidate file x.py", "The candidate's source"."""
     why = cuda_only(source)
     if why and not cuda_present():
-        raise NoGPUError(f"Candidate {candidate} is CUDA ({why}) and needs a CUDA GPU, and this machine "
+        raise NoGPUError(f"{what} is CUDA ({why}) and needs a CUDA GPU, and this machine "
                          f"has none ({_no_gpu()}): it could only fail to build. Run it on a machine with an "
                          f"NVIDIA GPU; here, try a CPU candidate: `{CPU_EXAMPLE}`.")
 

@@ -208,7 +208,8 @@ def test_readme_first_command_without_a_gpu_says_at_once_what_to_run(cache_dir):
                              "kernels/layernorm_4d.py", "--cache-dir", str(cache_dir)],
                             capture_output=True, text=True, cwd=REPO, env={**os.environ, "COLUMNS": "300"})
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "is CUDA (it passes cuda_sources to load_inline) and needs a CUDA GPU" in result.stderr
+    assert "Candidate file kernels/layernorm_4d.py is CUDA (it passes cuda_sources to load_inline) and needs a CUDA GPU" \
+        in result.stderr
     assert harness_device.CPU_EXAMPLE in result.stderr
     assert not list(cache_dir.rglob("*layernorm_4d*"))  # nothing was built
 

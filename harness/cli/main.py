@@ -38,7 +38,7 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
         if not Path(candidate).is_file():
             raise HarnessError(f"Candidate file {candidate} does not exist or is not a file.")
         if args.device is None:  # the device defaulted to cpu: say so before a doomed CUDA build
-            refuse_cuda_only(candidate, Path(candidate).read_text(errors="replace"))
+            refuse_cuda_only(f"Candidate file {candidate}", Path(candidate).read_text(errors="replace"))
     gpus = parse_gpus(args.gpus)
     options = take_free_gpu(eval_options(args), gpus,
                             partial(console.print, markup=False, highlight=False, soft_wrap=True))
@@ -84,7 +84,7 @@ def cmd_profile(args: argparse.Namespace, console: Console) -> int:
         if path and not Path(path).is_file():
             raise HarnessError(f"{path} does not exist or is not a file.")
     if candidate and args.device is None:
-        refuse_cuda_only(candidate, Path(candidate).read_text(errors="replace"))
+        refuse_cuda_only(f"Candidate file {candidate}", Path(candidate).read_text(errors="replace"))
     device = args.device or default_device()
     result = profile(ProfileRequest(args.problem, candidate, device, args.kernel, time_limit_s=args.time_limit))
     print_profile(console, result, candidate or "the reference")

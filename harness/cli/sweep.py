@@ -215,7 +215,7 @@ def sweep_main(args: argparse.Namespace, console: Console) -> int:
         jobs = _jobs(args, scratch)
         if args.device is None:  # the device defaulted to cpu: say so before a doomed CUDA build
             for job in jobs:
-                refuse_cuda_only(str(job.candidate), job.candidate.read_text(errors="replace"))
+                refuse_cuda_only(f"Candidate file {job.candidate}", job.candidate.read_text(errors="replace"))
         out = _out(args)
         log = ResultLog(out, bool(args.resume))
         try:
