@@ -76,6 +76,11 @@ class SweepRecord:
     waits: dict[str, float] = field(default_factory=dict)
     # the check's trials run again, their outputs read other than the worker summed them (CheckResult.read_again)
     read_again: int = 0
+    # the reference's own doubts (Measure._time): why it was timed again ("gap", "slowdown" or ""), the log of
+    # beside over alone that stayed after it (the interval covers it), whether the verdict rests on it alone
+    retimed: str = ""
+    reference_gap: Optional[float] = None
+    rests_on_alone: bool = False
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -117,7 +122,10 @@ def record_of(job: Job, result: EvalResult, ready: Optional[ReferenceReady] = No
                        dict(result.details.get("time_split_s", {})),
                        dict(ready.load_seconds) if ready and ready.ready else {},
                        waits=dict(result.details.get("waits_s", {})),
-                       read_again=result.check.read_again if result.check else 0)
+                       read_again=result.check.read_again if result.check else 0,
+                       retimed="slowdown" if result.retimed_for_slowdown else "gap" * ("retimed_for_gap" in result.details),
+                       reference_gap=result.details.get("reference_gap"),
+                       rests_on_alone=bool(result.details.get("rests_on_alone")))
 
 
 def problem_failure(job: Job, explanation: str, seconds: float = 0.0, skipped: bool = False) -> SweepRecord:
