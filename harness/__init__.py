@@ -29,6 +29,7 @@ _API = {
     "plot": "harness.runs.plot", "run_page": "harness.runs.html", "sweep_page": "harness.sweep.html",
     "evaluate_many": "harness.sweep.batch", "Judge": "harness.sweep.batch", "Request": "harness.sweep.batch",
     "SweepRecord": "harness.sweep.records", "read_records": "harness.sweep.records",
+    "AuditRecord": "harness.sweep.audit", "audit": "harness.sweep.audit",
     "Loop": "harness.loop.loop", "Prompts": "harness.loop.prompts",
     "main": "harness.cli.main",
 }
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
     from .runs.records import Round, Run
     from .runs.settings import Settings
     from .runs.store import RunStore, StoreError
+    from .sweep.audit import AuditRecord, audit
     from .sweep.batch import Judge, Request, evaluate_many
     from .sweep.html import sweep_page
     from .sweep.records import SweepRecord, read_records

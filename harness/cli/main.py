@@ -5,8 +5,10 @@ import argparse
 import difflib
 import json
 import os
+import shutil
 import signal
 import sys
+import tempfile
 from functools import partial
 from pathlib import Path
 
@@ -132,6 +134,32 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     return print_replay(console, replay(args.run, args.runs_dir, eval_options(args), args.problem))
 
 
+def cmd_audit(args: argparse.Namespace, console: Console) -> int:
+    from ..sweep.audit import audit, items_of, write
+
+    scratch = Path(tempfile.mkdtemp(prefix="harness-audit-"))
+    try:
+        items, out = items_of(args.target, args.runs_dir, scratch, args.top)
+        if not items:
+            raise HarnessError(f"{args.target} holds no candidate to audit.")
+        options = take_free_gpu(eval_options(args), parse_gpus(args.gpus),
+                                partial(console.print, markup=False, highlight=False, soft_wrap=True))
+        console.print(f"Auditing {len(items)} verdict(s) of {args.target}, every invariant at its strictest, in "
+                      "processes of the audit's own.", markup=False, highlight=False, soft_wrap=True)
+        records = audit(items, options, lambda r: console.print(r.line, markup=False, highlight=False,
+                                                                 soft_wrap=True))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    write(records, args.output or out)
+    disagree = sum(not r.agree for r in records)
+    fast = [r.fast_seconds for r in records if r.fast_seconds]
+    cost = (f"; {sum(r.audit_seconds for r in records) / sum(fast):.1f}x the fast verdicts' time"
+            if len(fast) == len(records) and sum(fast) else "")
+    console.print(f"{len(records) - disagree} agree, {disagree} disagree{cost}; written to {args.output or out}.",
+                  markup=False, highlight=False, soft_wrap=True)
+    return 1 if disagree else 0
+
+
 def cmd_plot(args: argparse.Namespace, console: Console) -> int:
     from ..runs.plot import plot
 
@@ -234,6 +262,17 @@ def add_history_commands(commands) -> None:
                         "(default plot.png in the first run's directory, beside report.html)")
     runs_dir(p)
     p.set_defaults(handler=cmd_plot)
+    p = add_command(commands, "audit", help="judge verdicts again with every check at its strictest, in fresh "
+                    "processes: agree or disagree per record (exit 1 if any disagrees)")
+    p.add_argument("target", help="a result file (harness eval --json), a sweep's results folder, or a run "
+                                  "(" + run_help + ")")
+    p.add_argument("--top", type=COUNT, default=None, metavar="K",
+                   help="only the K highest speedups (correct verdicts first)")
+    p.add_argument("-o", "--output", type=Path, default=None, metavar="FILE",
+                   help="where the audit's JSON goes (default audit.json beside the target)")
+    add_eval_options(p)
+    runs_dir(p)
+    p.set_defaults(handler=cmd_audit)
     p = add_command(commands, "compare", help="two runs side by side: rounds to target, best speedup, tokens, time")
     p.add_argument("run_a", help=run_help)
     p.add_argument("run_b", help=run_help)
@@ -318,7 +357,7 @@ class _Signalled:
 
 
 # The commands that start processes of their own; the others (listings, show, promote, ...) end nothing.
-STARTS_PROCESSES = frozenset({"eval", "doctor", "profile", "run", "sweep", "replay", "mcp"})
+STARTS_PROCESSES = frozenset({"eval", "doctor", "profile", "run", "sweep", "replay", "mcp", "audit"})
 
 
 def _end_leftovers(args: argparse.Namespace, console: Console) -> None:

@@ -76,23 +76,10 @@ def add_sweep_arguments(p: argparse.ArgumentParser) -> None:
     add_eval_options(p)
 
 
-def _jobs(args: argparse.Namespace, scratch: Path):
-    from ..sweep.jobs import SuiteError, copy_jobs, find_jobs, problem_levels, run_jobs
+def _source(args: argparse.Namespace):
+    from ..sweep.jobs import SweepSource
 
-    if args.runs:
-        if args.problems or args.copies:
-            raise SuiteError("Give either --runs RUN ... or a problem directory, not both.")
-        return run_jobs(args.runs, args.runs_dir)
-    if args.problems is None:
-        raise SuiteError("Give a problem directory (with a candidate directory or --copies), or --runs RUN ....")
-    if args.copies:
-        if args.candidates:
-            raise SuiteError("Give either a candidate directory or --copies, not both.")
-        return copy_jobs(args.problems, scratch)
-    if args.candidates is None:
-        problem_levels(args.problems)  # a missing problem directory is said first
-        raise SuiteError(f"Give a candidate directory after {args.problems}, or --copies.")
-    return find_jobs(args.problems, args.candidates)
+    return SweepSource(args.problems, args.candidates, args.copies, args.runs, args.runs_dir)
 
 
 class _View:
@@ -212,12 +199,14 @@ def sweep_main(args: argparse.Namespace, console: Console) -> int:
     gpus = parse_gpus(args.gpus) or (visible_gpus() if options.device != "cpu" and not args.ray else None)
     scratch = Path(tempfile.mkdtemp(prefix="harness-sweep-"))
     try:
-        jobs = _jobs(args, scratch)
+        source = _source(args)
+        jobs = source.jobs(scratch)
         if args.device is None:  # the device defaulted to cpu: say so before a doomed CUDA build
             for job in jobs:
                 refuse_cuda_only(f"Candidate file {job.candidate}", job.candidate.read_text(errors="replace"))
         out = _out(args)
         log = ResultLog(out, bool(args.resume))
+        source.write(out)
         try:
             options = _backward_as_recorded(options, log.records)
             left = pending(jobs, log)

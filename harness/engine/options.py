@@ -12,6 +12,29 @@ from .processes.child import MAX_LOG_BYTES, MAX_PROCESSES, Limits, default_host_
 from .processes.ownership import REGISTRY
 from .processes.protocol import StopRule
 from .profiling.profile import TIME_LIMIT_S
+from .timing import stages
+
+
+@dataclass(frozen=True)
+class Scrutiny:
+    """How hard an evaluation looks: the fast verdict's sampling of the invariants, or an audit's, which
+    looks at every call a share of which the fast verdict samples (harness audit, docs/guards.md)."""
+
+    probe_share: float  # of the queued timed calls, those under the stream-order probe (a GPU's)
+    checked_calls: int  # the fewest of the candidate's calls whose outputs the re-check compares
+    every_trial_exact: bool  # every check trial against float64 too, not one drawn at random
+    trace_every: bool  # a per-stream trace of timed calls always, not only where the clocks disagree (a GPU's)
+    reference_in_candidate_process: bool  # a CPU's second timing of the reference (CANDIDATE_PROCESS_REFERENCE)
+
+
+FAST = Scrutiny(probe_share=stages.PROBE_SHARE, checked_calls=stages.CHECKED_CALLS, every_trial_exact=False,
+                trace_every=False, reference_in_candidate_process=True)
+AUDIT = Scrutiny(probe_share=1.0, checked_calls=10 * stages.CHECKED_CALLS, every_trial_exact=True, trace_every=True,
+                 reference_in_candidate_process=False)
+
+
+# Test-only: invariants the fast verdict skips (EvalOptions.weakened); the audit's tests weaken the judge with it.
+WEAKEN_VARIABLE = "HARNESS_TEST_WEAKEN"
 
 
 def default_cache_dir() -> Path:
@@ -60,6 +83,16 @@ class EvalOptions:
     # the headline clock on a GPU (results.Clock): "gpu", calls queued with the queue kept full, or "latency",
     # a synchronize after each call (KernelBench's); both are measured and reported either way
     clock: str = "gpu"
+    audit: bool = False  # every invariant at its strictest (AUDIT): harness audit's second opinion
+
+    @property
+    def scrutiny(self) -> Scrutiny:
+        return AUDIT if self.audit else FAST
+
+    def weakened(self, invariant: str) -> bool:
+        """Whether the tests switched `invariant` off for the fast verdict ($HARNESS_TEST_WEAKEN, a comma list:
+        "precision"), to show that an audit, which no switch weakens, still catches what it guards."""
+        return not self.audit and invariant in os.environ.get(WEAKEN_VARIABLE, "").split(",")
 
     def stop_threshold(self) -> float:
         """The stopping criterion's threshold: as given, else its default for the device (a CPU's

@@ -157,8 +157,13 @@ def _on_clock(clock: str) -> str:
 
 
 def judged(found: Finding) -> Stop:
-    """The verdict and its sentence for what a phase found."""
-    return found if isinstance(found, Stop) else _JUDGES[type(found)](found)
+    """The verdict and its sentence for what a phase found, the finding's name in its details (an audit
+    names the check that caught what the fast verdict missed by it)."""
+    if isinstance(found, Stop):
+        return found
+    stop = _JUDGES[type(found)](found)
+    stop.details.setdefault("finding", type(found).__name__)
+    return stop
 
 
 def shape_reason(found: Finding) -> str:

@@ -39,6 +39,7 @@ from ..engine.pool import Builds, Pool
 from ..errors import HarnessError
 from ..files import write_atomic
 from ..problem import Problem, ProblemError, load_problem
+from .audit import AuditItem, AuditRecord, audit
 from .jobs import Job
 from .records import ResultLog, SweepRecord
 from .sweep import by_problem, evaluate_problem, join, pending
@@ -46,6 +47,8 @@ from .sweep import by_problem, evaluate_problem, join, pending
 # Pools kept open between calls, least recently used closed first: each holds its reference
 # process (the problem's inputs on its device) and a spare worker.
 MAX_POOLS = 16
+# Requests remembered for Judge.audit (a text candidate's source among them), the oldest forgotten first
+MAX_KEPT_REQUESTS = 100_000
 _DONE = object()  # a slot's thread has ended
 
 
@@ -145,6 +148,8 @@ class Judge:
         self._lock = threading.Lock()
         self._calling = False
         self._scratch: Optional[Path] = None  # a folder per call: candidates given as text, a log if none given
+        # the requests of recent calls by record key, for audit(): a text's file goes with its call
+        self._asked: "OrderedDict[tuple, Request]" = OrderedDict()
 
     def __enter__(self) -> "Judge":
         return self
@@ -181,9 +186,37 @@ class Judge:
         options = options or self.options
         require_cuda(options.device)  # now, not after the builds were handed in
         asked = [as_request(item) for item in requests]
+        for request in asked:
+            self._asked[request.key] = request
+            self._asked.move_to_end(request.key)
+        while len(self._asked) > MAX_KEPT_REQUESTS:
+            self._asked.popitem(last=False)
         scratch = Path(tempfile.mkdtemp(prefix="call-", dir=self._scratch_dir()))
         jobs = [self._job(request, scratch) for request in asked]
         return self._stream(jobs, options, Path(log) if log else scratch, scratch)
+
+    def audit(self, records: Iterable[SweepRecord], options: Optional[EvalOptions] = None,
+              on_record: Optional[Callable[[AuditRecord], None]] = None) -> list[AuditRecord]:
+        """A second opinion on records this judge gave (sweep/audit.py): each candidate judged again in
+        processes of the audit's own, every invariant at its strictest; `agree` on each, or the check that
+        disagrees. A trainer audits the rewards it paid, the highest first (docs/batch.md)."""
+        if self.closed:
+            raise BatchError("This judge is closed: audit with the judge that gave the records.")
+        records = list(records)
+        unknown = [r for r in records if r.key not in self._asked]
+        if unknown:
+            raise BatchError(f"Record {'/'.join(unknown[0].key)} (and {len(unknown) - 1} more) was not judged by this "
+                             f"judge in its last {MAX_KEPT_REQUESTS} requests: audit records of the calls it made.")
+        scratch = Path(tempfile.mkdtemp(prefix="audit-", dir=self._scratch_dir()))
+        try:
+            items = []
+            for record in records:
+                job = self._job(self._asked[record.key], scratch)
+                items.append(AuditItem("/".join(record.key), job.problem, job.candidate, record.verdict,
+                                       record.speedup, record.interval, record.seconds))
+            return audit(items, options or self.options, on_record)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
     @staticmethod
     def _job(request: Request, scratch: Path) -> Job:

@@ -4,10 +4,13 @@ each problem's own Model."""
 from __future__ import annotations
 
 import re
+import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 from ..errors import HarnessError
+from ..files import write_atomic
 from ..runs.history import load
 
 COPY = "copy"  # the label of a job that is its problem's own Model as ModelNew (harness sweep --copies)
@@ -138,3 +141,55 @@ def run_jobs(runs: list[str], runs_dir: Path, level: str = "runs") -> list[Job]:
             raise SuiteError(f"Run {store.path} was of problem {problem}, which is no longer there.")
         jobs.append(Job(problem, level, candidate, store.id))
     return jobs
+
+
+SOURCE_FILE = "sweep.json"  # in a sweep's results folder: what it evaluated, for `harness audit` to find again
+
+
+@dataclass
+class SweepSource:
+    """Where a sweep's jobs come from: problems with candidates, problems as their own copies, or runs."""
+
+    problems: Optional[Path] = None
+    candidates: Optional[Path] = None
+    copies: bool = False
+    runs: Optional[list[str]] = None
+    runs_dir: Optional[Path] = None
+
+    def jobs(self, scratch: Path) -> list[Job]:
+        """The jobs, copies written under `scratch`; a source that names too little or too much is a SuiteError."""
+        if self.runs:
+            if self.problems or self.copies:
+                raise SuiteError("Give either --runs RUN ... or a problem directory, not both.")
+            return run_jobs(self.runs, self.runs_dir or Path("runs"))
+        if self.problems is None:
+            raise SuiteError("Give a problem directory (with a candidate directory or --copies), or --runs RUN ....")
+        if self.copies:
+            if self.candidates:
+                raise SuiteError("Give either a candidate directory or --copies, not both.")
+            return copy_jobs(self.problems, scratch)
+        if self.candidates is None:
+            problem_levels(self.problems)  # a missing problem directory is said first
+            raise SuiteError(f"Give a candidate directory after {self.problems}, or --copies.")
+        return find_jobs(self.problems, self.candidates)
+
+    def write(self, folder: Path) -> None:
+        """Kept beside the results, every path absolute, so the sweep can be found again from anywhere."""
+        def absolute(path: Optional[Path]) -> Optional[str]:
+            return str(Path(path).resolve()) if path else None
+
+        write_atomic(folder / SOURCE_FILE, json.dumps({
+            "problems": absolute(self.problems), "candidates": absolute(self.candidates), "copies": self.copies,
+            "runs": self.runs, "runs_dir": absolute(self.runs_dir)}, indent=2))
+
+    @classmethod
+    def read(cls, folder: Path) -> "SweepSource":
+        path = folder / SOURCE_FILE
+        try:
+            found = json.loads(path.read_text())
+            return cls(Path(found["problems"]) if found.get("problems") else None,
+                       Path(found["candidates"]) if found.get("candidates") else None, bool(found.get("copies")),
+                       found.get("runs"), Path(found["runs_dir"]) if found.get("runs_dir") else None)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise SuiteError(f"Sweep folder {folder} has no readable {SOURCE_FILE} ({exc}): it was written before "
+                             "sweeps kept one, or by hand. Sweep it again to audit it.") from None

@@ -93,10 +93,13 @@ def check(children: Children, worker: Child, trials: int, warnings: list[str], d
     deadline = deadline or children.run_deadline()
     total, trial = CheckResult(True), 0
     probe = children.options.device != "cpu"
+    exact = exact and not children.options.weakened("precision")
     numerics = random.SystemRandom().randrange(trials) if exact and trials else -1
+    every_exact = children.options.scrutiny.every_trial_exact  # an audit's: float64 on every trial
     while trial < trials:
         made, reply, outputs = _round_trip(children, worker, deadline, Command.TRIAL, f"drawing trial {trial + 1}",
-                                           f"running trial {trial + 1}", lint=lint, exact=trial == numerics,
+                                           f"running trial {trial + 1}", lint=lint,
+                                           exact=trial == numerics or (exact and every_exact),
                                            by_host=bool(total.read_again), probe=probe)
         if reply.checksum != made.checksum and children.reference_info.reproducible:
             raise InputsDiffer()

@@ -266,7 +266,7 @@ class Measure:
         started = time.monotonic()
         parties = beside.parties(children, worker, rule, info.numerics_differ)
         try:
-            sampled = stages.run(parties, rule, o.device != "cpu")
+            sampled = stages.run(parties, rule, o.device != "cpu", o.scrutiny.probe_share)
         except ValueError:  # a batch that came back with other calls than it was sent
             raise TimingsForged() from None
         self._check_more(parties[0], sampled, rule)
@@ -286,7 +286,7 @@ class Measure:
         if sampled.reused.get("candidate") and not sampled.reused.get("reference"):
             raise ReusedOutputs(sampled.reused["candidate"], len(seeds))
         seen = ""
-        if speedups.suspects_hidden_work(timings):
+        if speedups.suspects_hidden_work(timings) or (o.scrutiny.trace_every and o.device != "cpu"):
             seen = self._hidden_work(worker, timings, result)
         started = time.monotonic()
         children.reference.forward(message, cmd=Command.VERIFY_TIMED.value)
@@ -318,18 +318,19 @@ class Measure:
         return timings, alone
 
     def _check_more(self, worker: beside.Remote, sampled: stages.Sampling, rule: StopRule) -> None:
-        """Where the stages stopped before stages.CHECKED_CALLS of the candidate's calls, the rest as extra
+        """Where the stages stopped before the scrutiny's checked calls of the candidate's, the rest as extra
         calls on the headline's clock, their outputs re-checked with the timed ones and their times not used
         (so no cache flush before them)."""
+        scrutiny = self.children.options.scrutiny
         seeds, probed = sampled.seeds.setdefault("candidate", []), sampled.probed.setdefault("candidate", [])
-        short = stages.CHECKED_CALLS - len(seeds)
+        short = scrutiny.checked_calls - len(seeds)
         if short <= 0:
             return
         rng = random.SystemRandom()
         on_gpu = self.children.options.device != "cpu"
         stage = stages.stages_of(on_gpu, rule.clock)[0]
         calls = [stages.Call("candidate", rng.getrandbits(63), probe=on_gpu and stage == Clock.GPU.value
-                             and rng.random() < stages.PROBE_SHARE) for _ in range(short)]
+                             and rng.random() < scrutiny.probe_share) for _ in range(short)]
         got = worker.batch(stage, calls, flush=False)
         if len(got.rows.get("candidate", [])) != short:
             raise TimingsForged()

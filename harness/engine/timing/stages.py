@@ -38,14 +38,16 @@ HEADLINE_SHARE = 0.65
 SECOND_COARSER = 2.0
 # Of each entry's queued calls in a batch, this share (at least one) makes its inputs on the caller's
 # stream behind a device spin (the stream-order probe, clock.CudaSampler.queue): work that does not wait
-# for the caller's stream then reads other values, and the re-check of the timed outputs sees it.
+# for the caller's stream then reads other values, and the re-check of the timed outputs sees it. An
+# audit probes every call (options.AUDIT).
 PROBE_SHARE = 0.25
 # A batch is about this long, so the device runs long stretches without waiting on the host.
 BATCH_S = 0.2
 MAX_ROUNDS = 200
 # The fewest calls of the candidate whose outputs the re-check compares: a call that is wrong one time in
-# 20 passes all of them with probability 0.95**60 = 4.6%, one in 50 with 0.98**60 = 30%. Where the stages
-# stop sooner, the rest are extra calls, checked and not timed (Measure).
+# 20 passes all of them with probability 0.95**60 = 4.6%, one in 50 with 0.98**60 = 30%; an audit's ten
+# times as many (options.AUDIT), 4e-14 and 5e-6. Where the stages stop sooner, the rest are extra calls,
+# checked and not timed (Measure).
 CHECKED_CALLS = 60
 
 
@@ -139,9 +141,9 @@ def _ended(samples: dict[str, list[float]], rule: StopRule, started: float, cap:
     return None
 
 
-def _calls(party: Party, rounds: int, rng: random.Random, probing: bool) -> list[Call]:
-    """`rounds` rounds of the party's entries, each round in its own random order; where `probing`, a
-    PROBE_SHARE of each entry's calls (one at least) at random places carry the stream-order probe."""
+def _calls(party: Party, rounds: int, rng: random.Random, probing: float) -> list[Call]:
+    """`rounds` rounds of the party's entries, each round in its own random order; a `probing` share of
+    each entry's calls (one at least, none where 0) at random places carry the stream-order probe."""
     calls: list[Call] = []
     for _ in range(rounds):
         order = list(party.entries)
@@ -150,13 +152,13 @@ def _calls(party: Party, rounds: int, rng: random.Random, probing: bool) -> list
     if probing:
         for name in party.entries:
             mine = [call for call in calls if call.entry == name]
-            for call in rng.sample(mine, max(1, round(PROBE_SHARE * len(mine)))):
+            for call in rng.sample(mine, max(1, round(probing * len(mine)))):
                 call.probe = True
     return calls
 
 
 def _stage(parties: list[Party], stage: str, rule: StopRule, cap: float, rng: random.Random,
-           reused: dict[str, int]) -> tuple[dict[str, Timing], dict[str, Taken], Optional[dict[str, Timing]]]:
+           reused: dict[str, int], probe_share: float) -> tuple[dict[str, Timing], dict[str, Taken], Optional[dict[str, Timing]]]:
     """One stage, batches of every party alternating: {entry: Timing} on the stage's clock, what each
     entry took, and on the latency stage the every-stream clock's timings too."""
     taken: dict[str, Taken] = {name: Taken() for party in parties for name in party.entries}
@@ -170,7 +172,7 @@ def _stage(parties: list[Party], stage: str, rule: StopRule, cap: float, rng: ra
         order = list(parties)
         rng.shuffle(order)
         for party in order:
-            calls = _calls(party, rounds, rng, probing=stage == Clock.GPU.value)
+            calls = _calls(party, rounds, rng, probing=probe_share if stage == Clock.GPU.value else 0.0)
             got = party.batch(stage, calls)
             for name in party.entries:
                 if got.overhead is not None:
@@ -207,9 +209,11 @@ def _stage(parties: list[Party], stage: str, rule: StopRule, cap: float, rng: ra
     return found, taken, whole
 
 
-def run(parties: list[Party], rule: StopRule, on_gpu: bool, rng: Optional[random.Random] = None) -> Sampling:
+def run(parties: list[Party], rule: StopRule, on_gpu: bool, probe_share: float = PROBE_SHARE,
+        rng: Optional[random.Random] = None) -> Sampling:
     """Every entry of every party on every clock the device has (`rule.second_clock`). The headline
-    clock (`rule.clock`) samples first and gets the larger share of the cap."""
+    clock (`rule.clock`) samples first and gets the larger share of the cap; of the GPU-time stage's
+    calls, a `probe_share` carry the stream-order probe."""
     rng = rng or random.SystemRandom()
     stages = stages_of(on_gpu, rule.clock)
     shares = [1.0] if len(stages) == 1 else [HEADLINE_SHARE, 1 - HEADLINE_SHARE]
@@ -218,7 +222,7 @@ def run(parties: list[Party], rule: StopRule, on_gpu: bool, rng: Optional[random
         cap = rule.time_cap * shares[i]
         if i:  # reported beside the headline, never divided by it: a coarser interval does
             rule = dataclasses.replace(rule, target=rule.target * SECOND_COARSER, min_samples=rule.fewer_samples())
-        found, taken, whole = _stage(parties, stage, rule, cap, rng, timed.reused)
+        found, taken, whole = _stage(parties, stage, rule, cap, rng, timed.reused, probe_share)
         timed.clocked[stage] = found
         if whole is not None:
             timed.clocked[Clock.ALL_STREAMS.value] = whole
