@@ -58,6 +58,9 @@ class FakeOpenAI:
         self.lock = threading.Lock()
         self.script: deque[Reply] = deque()
         self.fallback: Optional[Reply] = None  # served when the script is empty
+        # Answered to every request, on every path (the model list too), before any check: a proxy's
+        # error page in front of a server that is down, or a base URL that is not the API's.
+        self.every: Optional[Reply] = None
         self.requests: list[dict] = []  # bodies of chat requests that passed auth and model checks
         self.attempts = 0  # every chat request, failed ones included
         self.stopping = threading.Event()  # releases hanging requests
@@ -125,8 +128,14 @@ class FakeOpenAI:
                 self._error(401, "Incorrect API key provided.", "invalid_api_key")
                 return False
 
+            def _every(self) -> bool:
+                if fake.every is None:
+                    return False
+                self._send_raw(fake.every.status, fake.every.raw or "", fake.every.content_type)
+                return True
+
             def do_GET(self):
-                if not self._authorised():
+                if self._every() or not self._authorised():
                     return
                 if self.path.rstrip("/") == "/v1/models":
                     self._send(200, {"object": "list", "data": [
@@ -141,7 +150,7 @@ class FakeOpenAI:
                 with fake.lock:
                     fake.attempts += 1
                     fake.arrivals.append(time.monotonic())
-                if not self._authorised():
+                if self._every() or not self._authorised():
                     return
                 if self.path.rstrip("/") != "/v1/chat/completions":
                     return self._error(404, f"Unknown path {self.path}", "not_found")

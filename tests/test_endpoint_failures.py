@@ -14,7 +14,7 @@ from harness.cli.main import main as harness
 from harness.cli.run_command import main
 
 from conftest import PROBLEMS
-from test_loop import FAST
+from test_loop import FAST, SLOW
 
 PROBLEM = PROBLEMS / "row_loop.py"
 PAGE = "<html>\n<head><title>502 Bad Gateway</title></head>\n<body><center>nginx</center></body>\n</html>\n"
@@ -48,11 +48,11 @@ def test_an_html_page_with_status_200_is_quoted_and_kept(tmp_path, cache_dir, ca
     rc, out, err, path = run(fake_openai, tmp_path, cache_dir, capsys)
     assert rc == 3, out + err
     one_paragraph(err)
-    assert "with a text/html body, not a chat completion" in err and '"502 Bad Gateway"' in err
+    assert "with an HTML page (HTTP 200), not the API's JSON" in err and '"502 Bad Gateway"' in err
     assert f"`harness run --resume {path}` carries it on" in err
     record = stored(path)
     assert (record["status"], record["stop_reason"], record["outcome"]) == ("failed", "proposer", "no_correct")
-    assert '"502 Bad Gateway"' in record["message"] and "text/html" in record["message"]
+    assert '"502 Bad Gateway"' in record["message"] and "HTML page" in record["message"]
     assert harness(["show", str(path)]) == 0
     assert '"502 Bad Gateway"' in capsys.readouterr().out
 
@@ -114,3 +114,73 @@ def test_a_connection_refused_at_the_start_makes_no_run(tmp_path, cache_dir, cap
     assert rc == 2 and path is None, out + err
     one_paragraph(err)
     assert "Cannot reach the endpoint" in err and "Connection refused" in err
+
+
+def said_of_the_endpoint(fake, err: str) -> None:
+    """The paragraph names the endpoint and the model, and says what to check."""
+    assert f"The endpoint {fake.url} " in err and f"model `{MODEL}`" in err
+    assert "is --base-url the API's (an OpenAI-compatible server's ends in /v1)?" in err
+
+
+@pytest.mark.parametrize("status", [200, 502])
+def test_an_html_page_on_every_path_is_refused_before_any_round(tmp_path, cache_dir, capsys, fake_openai, status):
+    fake_openai.every = Reply(raw=PAGE, status=status)  # the model list too: a proxy's page for whatever is asked
+    rc, out, err, path = run(fake_openai, tmp_path, cache_dir, capsys, "--max-retries", "0")
+    assert rc == 2 and path is None, out + err  # an endpoint that cannot serve the run at its start
+    one_paragraph(err)
+    said_of_the_endpoint(fake_openai, err)
+    assert f"with an HTML page (HTTP {status}), not the API's JSON. Its body begins: \"502 Bad Gateway\"." in err
+    assert fake_openai.attempts == 1 and not fake_openai.requests  # the model list, then one completion asked
+    assert harness(["show", "latest", "--runs-dir", str(tmp_path / "runs")]) == 2
+    assert "No run under" in capsys.readouterr().err
+
+
+def test_a_model_list_the_client_cannot_read_leaves_the_completion_to_decide(tmp_path, cache_dir, capsys,
+                                                                             fake_openai):
+    # JSON of another shape: the client's parsing raises TypeError, not an OpenAIError, on the model list
+    fake_openai.every = Reply(raw='{"data": 5}', content_type="application/json")
+    rc, out, err, path = run(fake_openai, tmp_path, cache_dir, capsys)
+    assert rc == 2 and path is None, out + err
+    one_paragraph(err)
+    said_of_the_endpoint(fake_openai, err)
+    assert "with JSON without `choices`, not a chat completion. Its body begins: \"{\"data\": 5}\"." in err
+
+
+@pytest.mark.parametrize("status", [200, 502])
+def test_an_html_page_later_in_a_run_keeps_what_was_recorded(tmp_path, cache_dir, capsys, fake_openai, status):
+    fake_openai.answer(f"```python\n{SLOW}```")  # round 1: correct, below the bar
+    fake_openai.fallback = Reply(raw=PAGE, status=status)
+    rc, out, err, path = run(fake_openai, tmp_path, cache_dir, capsys, "--max-retries", "0", "--retry-for", "0")
+    assert rc == 3, out + err  # failed mid-run with no acceptable candidate: --resume carries it on
+    one_paragraph(err)
+    said_of_the_endpoint(fake_openai, err)
+    assert '"502 Bad Gateway"' in err and "HTML page" in err and "not the API's JSON" in err
+    assert f"`harness run --resume {path}` carries it on" in err
+    record = stored(path)
+    assert (record["status"], record["stop_reason"], record["outcome"]) == ("failed", "proposer", "below_accept")
+    assert record["best"]["round"] == 1 and record["message"] in err
+    assert (path / "rounds" / "001" / "candidate.py").is_file()
+    assert harness(["show", "latest", "--runs-dir", str(tmp_path / "runs")]) == 0
+    shown = capsys.readouterr().out
+    assert "status failed" in shown and '"502 Bad Gateway"' in shown
+
+
+@pytest.mark.parametrize("reply, flags, raised", [
+    # the client hands back `choices` as it came, and reading a choice raises AttributeError
+    (Reply(raw='{"id": "x", "choices": "abc"}', content_type="application/json"), (), "AttributeError"),
+    # an event that is not JSON: the client's stream decoder raises JSONDecodeError, a ValueError
+    (Reply(raw="data: <html>\n\n", content_type="text/event-stream"), ("--stream",), "JSONDecodeError"),
+], ids=["attribute-error", "json-decode-error"])
+def test_an_exception_of_the_client_that_is_no_openai_error_ends_the_run_in_a_paragraph(
+        tmp_path, cache_dir, capsys, fake_openai, reply, flags, raised):
+    fake_openai.answer(f"```python\n{SLOW}```", reply)
+    rc, out, err, path = run(fake_openai, tmp_path, cache_dir, capsys, *flags)
+    assert rc == 3, out + err
+    one_paragraph(err)
+    said_of_the_endpoint(fake_openai, err)
+    assert f"the client cannot read ({raised}: " in err
+    record = stored(path)
+    assert (record["status"], record["stop_reason"], record["best"]["round"]) == ("failed", "proposer", 1)
+    assert raised in record["message"]
+    events = [json.loads(line) for line in (path / "events.jsonl").read_text().splitlines()]
+    assert any(e.get("event") == "proposer_error" and e.get("round") == 2 for e in events), events

@@ -9,7 +9,9 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable
 
 import anyio
 import pytest
@@ -200,9 +202,10 @@ def test_a_cancelled_evaluation_ends_its_candidate_and_frees_the_device(cache_di
     assert seconds < 120
 
 
-def test_over_http_a_request_without_the_token_is_refused(cache_dir, tmp_path):
+@contextmanager
+def http_server(cache_dir: Path, tmp_path: Path):
+    """`harness mcp --http` with token `sesame`, once it answers: its URL, then its stderr in `said`."""
     import httpx2
-    from mcp.client.streamable_http import streamable_http_client
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -212,32 +215,63 @@ def test_over_http_a_request_without_the_token_is_refused(cache_dir, tmp_path):
                                *flags(cache_dir, tmp_path / "runs")], cwd=REPO, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}/mcp"
+    said: list[str] = []
     try:
         deadline = time.monotonic() + 60
         while True:
             try:
-                refused = httpx2.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+                httpx2.get(url)
                 break
             except httpx2.ConnectError:
                 assert server.poll() is None and time.monotonic() < deadline, server.communicate()[1]
                 time.sleep(0.2)
-        wrong = httpx2.post(url, json={}, headers={"Authorization": "Bearer open"})
-
-        async def session():
-            headers = {"Authorization": "Bearer sesame"}
-            # the SDK's own client reads a streamed answer for up to 5 minutes, as here
-            async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http, \
-                    Client(streamable_http_client(url, http_client=http)) as client:
-                return await client.call_tool("evaluate", {"problem": SMALL, "path": CPP})
-
-        result = anyio.run(session)
+        yield url, said
     finally:
         server.terminate()
-        _, errors = server.communicate(timeout=60)
+        said.append(server.communicate(timeout=60)[1])
+
+
+def over_http(url: str, authorization: str, call: Callable):
+    """call(client) in an MCP session over HTTP, every request carrying `authorization`."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def session():
+        # the SDK's own client reads a streamed answer for up to 5 minutes, as here
+        async with httpx2.AsyncClient(headers={"Authorization": authorization},
+                                      timeout=httpx2.Timeout(30, read=300)) as http, \
+                Client(streamable_http_client(url, http_client=http)) as client:
+            return await call(client)
+
+    return anyio.run(session)
+
+
+def test_over_http_a_request_without_the_token_is_refused(cache_dir, tmp_path):
+    import httpx2
+
+    with http_server(cache_dir, tmp_path) as (url, said):
+        refused = httpx2.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        wrong = httpx2.post(url, json={}, headers={"Authorization": "Bearer open"})
+        result = over_http(url, "Bearer sesame",
+                           lambda client: client.call_tool("evaluate", {"problem": SMALL, "path": CPP}))
     assert refused.status_code == 401 and wrong.status_code == 401
     assert not result.is_error and result.structured_content["result"]["verdict"] == "correct", text(result)
-    assert f"http://127.0.0.1:{port}/mcp" in errors and "the token from $HARNESS_MCP_TOKEN" in errors
-    assert "sesame" not in errors
+    assert url in said[0] and "the token from $HARNESS_MCP_TOKEN" in said[0]
+    assert "sesame" not in said[0]
+
+
+def test_over_http_the_bearer_scheme_matches_in_any_case_and_the_token_only_exactly(cache_dir, tmp_path):
+    import httpx2
+
+    async def tools(client) -> set[str]:
+        return {tool.name for tool in (await client.list_tools()).tools}
+
+    with http_server(cache_dir, tmp_path) as (url, _):
+        for scheme in ("bearer", "BEARER", "bEaReR"):
+            assert over_http(url, f"{scheme} sesame", tools) == TOOLS, scheme
+        refused = {given: httpx2.post(url, json={}, headers={"Authorization": given}).status_code
+                   for given in ("bearer open", "bearer Sesame", "bearer sesame2", "Basic sesame", "bearersesame")}
+    assert refused == dict.fromkeys(refused, 401)
 
 
 def test_the_option_schema_names_what_the_judge_takes():

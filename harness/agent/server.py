@@ -176,20 +176,24 @@ def build_server(judge: Judge) -> MCPServer:
 
 
 class BearerGuard:
-    """ASGI: every HTTP request must carry `Authorization: Bearer TOKEN`; any other gets 401 and nothing else."""
+    """ASGI: every HTTP request must carry `Authorization: Bearer TOKEN`; any other gets 401 and nothing else.
+    The scheme matches in any case (RFC 7235: `bearer`, `BEARER`), the token only exactly."""
 
     def __init__(self, app: Any, token: str):
-        self.app, self.expected = app, f"Bearer {token}".encode()
+        self.app, self.expected = app, token.encode()
+
+    def _authorised(self, given: bytes) -> bool:
+        scheme, _, token = given.partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(token.lstrip(b" "), self.expected)
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
-                await send({"type": "http.response.start", "status": 401,
-                            "headers": [(b"content-type", b"text/plain"), (b"www-authenticate", b"Bearer")]})
-                await send({"type": "http.response.body",
-                            "body": b"This harness mcp server needs `Authorization: Bearer TOKEN`.\n"})
-                return
+        given = dict(scope.get("headers") or []).get(b"authorization", b"")
+        if scope["type"] == "http" and not self._authorised(given):
+            await send({"type": "http.response.start", "status": 401,
+                        "headers": [(b"content-type", b"text/plain"), (b"www-authenticate", b"Bearer")]})
+            await send({"type": "http.response.body",
+                        "body": b"This harness mcp server needs `Authorization: Bearer TOKEN`.\n"})
+            return
         await self.app(scope, receive, send)
 
 

@@ -4,8 +4,9 @@ The client retries rate limits (honouring Retry-After), timeouts, connection
 errors and 5xx with exponential backoff. A 429 or 5xx left after those retries
 is waited out (doubling waits, up to `patience` seconds in all: --retry-for)
 rather than ending the run; other failures become a ProposerError that says what
-to do. An answer that is not a chat completion (a proxy's HTML error page with
-status 200, JSON without `choices`) is a ProposerError quoting the body's first
+to do. An answer that is not the API's (a proxy's HTML error page, whatever its
+status; JSON without `choices`; a body or event the client cannot read, where it
+raises no OpenAIError of its own) is a ProposerError quoting the body's first
 line, never a traceback.
 Endpoints differ, and each difference is met where it shows: `max_tokens`
 refused (reasoning models want `max_completion_tokens`) is asked again with the
@@ -17,6 +18,7 @@ usage the last event carries.
 """
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -30,6 +32,12 @@ from .base import Conversation, OutOfTime, Proposal, ProposerError, Tokens
 DEFAULT_URL = "https://api.openai.com/v1"
 PROBE_TIMEOUT = 30.0  # seconds for the model list asked before a run: a server that is up answers it at once
 SAID_CHARS = 300  # of a server's own words quoted in a message: its first line, cut here
+# What the client's response parsing raises, instead of an OpenAIError, on a body it did not expect: an
+# HTML page as the model list, JSON of another shape, a stream event that is not JSON.
+UNREADABLE = (AttributeError, TypeError, ValueError, LookupError)
+ADVICE = ("A proxy's or gateway's error page (the server behind it down), or a server that speaks another API, "
+          "answers like this: is --base-url the API's (an OpenAI-compatible server's ends in /v1)? Check it and "
+          "the server's log.")
 
 
 class OpenAIProposer:
@@ -81,7 +89,7 @@ class OpenAIProposer:
             if self.max_tokens is not None:
                 options[self.token_param] = self.max_tokens
             try:
-                return self._create(conversation, options, deadline)
+                return self._create(conversation.messages(self.window), options, deadline)
             except openai.BadRequestError as exc:
                 message = _message(exc)
                 if self.token_param == "max_tokens" and "max_tokens" in options and \
@@ -101,10 +109,11 @@ class OpenAIProposer:
             except (openai.RateLimitError, openai.InternalServerError) as exc:
                 wait = min(wait, self.patience - waited)  # the last wait ends at --retry-for
                 if wait <= 0:
+                    page = f" It is an HTML page, not the API's JSON. {ADVICE}" if _page(exc) else ""
                     raise ProposerError(
                         f"The endpoint {self.base_url} answered HTTP {exc.status_code} for model "
                         f"`{self.model}` after retries and {waited:.0f} s of waiting (--retry-for "
-                        f"{self.patience:g} s): \"{_said(exc)}\".") from None
+                        f"{self.patience:g} s): \"{_said(exc)}\".{page}") from None
                 if deadline is not None and time.monotonic() + wait >= deadline:
                     raise OutOfTime("the endpoint was still refusing when the wall time ran out") from None
                 say(f"The endpoint answered HTTP {exc.status_code} after retries: \"{_said(exc)}\". Waiting "
@@ -113,7 +122,7 @@ class OpenAIProposer:
                 time.sleep(wait)
                 waited, wait = waited + wait, 2 * wait
 
-    def _create(self, conversation: Conversation, options: dict[str, Any], deadline: Optional[float]
+    def _create(self, messages: list[dict[str, str]], options: dict[str, Any], deadline: Optional[float]
                 ) -> Optional["Answer"]:
         time_left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
         # Each attempt is cut at the time left too, so an abandoned request ends by itself soon after.
@@ -122,43 +131,64 @@ class OpenAIProposer:
             options = {**options, "stream": True, "stream_options": {"include_usage": True}}
 
         def create() -> Optional[Answer]:
-            ask = dict(model=self.model, messages=conversation.messages(self.window), timeout=timeout,
-                       extra_body=self.extra_body, **options)
+            ask = dict(model=self.model, messages=messages, timeout=timeout, extra_body=self.extra_body, **options)
             if self.stream:
-                return _assembled(self.client.chat.completions.create(**ask))
+                return self._streamed(self.client.chat.completions.create(**ask))
             # raw, so that a body that is not a chat completion can be quoted
             raw = self.client.chat.completions.with_raw_response.create(**ask)
+            body = raw.http_response.text
             try:
                 response = raw.parse()
-            except ValueError:  # JSON by its content type that does not parse
-                raise self._malformed(raw.http_response.text, "JSON that does not parse") from None
-            if isinstance(response, str):  # the client hands back a body that is not JSON as text
-                kind = raw.http_response.headers.get("content-type", "").split(";")[0] or "untyped"
-                raise self._malformed(response, f"a {kind} body")
-            if not response.choices:
-                raise self._malformed(raw.http_response.text, "JSON without `choices`")
-            return _answer(response)
+                if isinstance(response, str):  # the client hands back a body that is not JSON as text
+                    raise self._malformed(body, f"{_kind(raw.http_response)}, not the API's JSON")
+                if response.choices:
+                    return _answer(response)
+            except json.JSONDecodeError:  # JSON by its content type that does not parse
+                raise self._malformed(body, "JSON that does not parse, not a chat completion") from None
+            except UNREADABLE as exc:
+                raise self._malformed(body, f"JSON the client cannot read ({_named(exc)}), "
+                                            "not a chat completion") from None
+            raise self._malformed(body, "JSON without `choices`, not a chat completion")
 
         try:
             # a stream is read in the same thread, so the wall time cuts it too
             return _within(time_left, create)
-        except (openai.BadRequestError, openai.RateLimitError, openai.InternalServerError):
-            raise  # handled by the caller, which knows what to change
+        except (openai.RateLimitError, openai.InternalServerError):
+            raise  # waited out by the caller: behind a proxy's error page too, the server may be restarting
+        except openai.BadRequestError as exc:
+            if not _page(exc):
+                raise  # handled by the caller, which knows what to change
+            raise self._explained(exc) from None
         except (openai.APIStatusError, openai.APIConnectionError) as exc:
             raise self._explained(exc) from None
 
+    def _streamed(self, stream: Any) -> Optional["Answer"]:
+        """A streamed answer assembled; a body that is not server-sent events, or an event the
+        client cannot read, is a ProposerError quoting what came."""
+        response = stream.response
+        # an untyped body is left to the decoder: only a type that says otherwise is refused unread
+        if response.headers.get("content-type", "").split(";")[0].strip() not in ("", "text/event-stream"):
+            response.read()
+            stream.close()
+            raise self._malformed(response.text, f"{_kind(response)}, not the API's server-sent events")
+        try:
+            return _assembled(stream)
+        except UNREADABLE as exc:
+            raise self._malformed("", f"an event the client cannot read ({_named(exc)}), "
+                                      "not a chat completion chunk") from None
+
     def _malformed(self, body: str, reason: str) -> ProposerError:
-        """An answer that is not a chat completion, with the first line of what came instead."""
+        """An answer that is not the API's, with the first line of what came instead."""
         line = _first_line(body)
         quoted = f" Its body begins: \"{line}\"." if line else ""
         return ProposerError(
-            f"The endpoint {self.base_url} answered the request for model `{self.model}` with {reason}, "
-            f"not a chat completion.{quoted} A proxy's or gateway's error page, or a server that speaks "
-            "another API, answers like this: check --base-url (an OpenAI-compatible server's ends in /v1) "
-            "and the server's log.")
+            f"The endpoint {self.base_url} answered the request for model `{self.model}` with {reason}."
+            f"{quoted} {ADVICE}")
 
     def _explained(self, exc: openai.APIStatusError | openai.APIConnectionError) -> ProposerError:
         """What a failed request means for the run, and what to do about it."""
+        if isinstance(exc, openai.APIStatusError) and _page(exc):  # not the API's words, whatever the status
+            return self._malformed(exc.body, f"{_kind(exc.response)}, not the API's JSON")
         if isinstance(exc, openai.AuthenticationError):
             return ProposerError(
                 f"The endpoint {self.base_url} rejected the API key (HTTP 401: {_message(exc)}). "
@@ -188,30 +218,29 @@ class OpenAIProposer:
 
     def probe(self) -> None:
         """One cheap request before a run makes anything: a ProposerError that says why where the
-        endpoint cannot be reached, refuses the key or does not serve the model. The model list
-        answers where the server gives one and names the model; otherwise a one-token completion
-        decides (Ollama answers to `llama3` though it lists `llama3:latest`; some servers list nothing)."""
+        endpoint cannot be reached, refuses the key, does not serve the model or answers with what is not
+        the API's (an HTML page). The model list answers where the server gives one and names the model;
+        otherwise a one-token completion, read as a run's are, decides (Ollama answers to `llama3` though
+        it lists `llama3:latest`; some servers list nothing)."""
         try:
             served = {m.id for m in self.client.models.list(timeout=min(self.timeout, PROBE_TIMEOUT))}
         except (openai.AuthenticationError, openai.APIConnectionError) as exc:
             raise self._explained(exc) from None
-        except openai.APIStatusError:
-            served = set()  # no model list here: the completion says
+        except (openai.APIStatusError, *UNREADABLE):
+            served = set()  # no model list here, or none the client reads: the completion says
         if self.model in served:
             return
         try:
-            self.client.chat.completions.create(
-                model=self.model, messages=[{"role": "user", "content": "Say OK."}],
-                extra_body=self.extra_body, **{self.token_param: 1})
-        except (openai.BadRequestError, openai.RateLimitError, openai.InternalServerError):
-            pass  # the model is there: what it refuses of this request, or a busy moment, the run meets
-        except (openai.APIStatusError, openai.APIConnectionError) as exc:
-            raise self._explained(exc) from None
+            self._create([{"role": "user", "content": "Say OK."}], {self.token_param: 1}, None)
+        except (openai.BadRequestError, openai.RateLimitError, openai.InternalServerError) as exc:
+            if _page(exc):  # a proxy's error page: nothing behind it answers now
+                raise self._explained(exc) from None
+            # the model is there: what it refuses of this request, or a busy moment, the run meets
 
     def _known_models(self) -> str:
         try:
             names = sorted(m.id for m in self.client.models.list())
-        except openai.OpenAIError:
+        except (openai.OpenAIError, *UNREADABLE):
             return ""
         return f" It serves: {', '.join(names[:20])}." if names else ""
 
@@ -248,6 +277,8 @@ def _message(exc: openai.APIStatusError) -> str:
             return str(inner["message"])
         if isinstance(inner, str):
             return inner
+    if isinstance(body, str) and body.strip():  # a body that is not JSON (a proxy's page): its first words
+        return _first_line(body)
     return exc.message
 
 
@@ -262,6 +293,32 @@ def _first_line(text: str) -> str:
 def _said(exc: openai.APIStatusError) -> str:
     """The server's own words for a failed request: its error message, else its body's first line."""
     return _first_line(_message(exc)) or f"HTTP {exc.status_code}, no text"
+
+
+def _html(content_type: str, text: str) -> bool:
+    """Whether a body is an HTML page (a proxy's, a web server's), by its content type or its first character."""
+    return "html" in content_type or text.lstrip().startswith("<")
+
+
+def _page(exc: openai.APIStatusError) -> bool:
+    """Whether a failed request's body is an HTML page, not the API's words."""
+    return isinstance(exc.body, str) and _html(exc.response.headers.get("content-type", ""), exc.body)
+
+
+def _kind(response: Any) -> str:
+    """What a body that is not JSON is, by its content type, and its status: "an HTML page (HTTP 502)",
+    "a text/plain body (HTTP 200)"."""
+    kind = response.headers.get("content-type", "").split(";")[0].strip()
+    if _html(kind, response.text):
+        what = "an HTML page"
+    else:
+        what = f"{'an' if kind[:1] in 'aeiou' else 'a'} {kind} body" if kind else "an untyped body"
+    return f"{what} (HTTP {response.status_code})"
+
+
+def _named(exc: BaseException) -> str:
+    """An exception the client raised as a person reads it: its type and first line."""
+    return _first_line(f"{type(exc).__name__}: {exc}")
 
 
 def _tokens(usage: Any) -> Tokens:
