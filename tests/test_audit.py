@@ -1,0 +1,71 @@
+"""harness audit and Judge.audit: a second opinion, every invariant at its strictest, in processes of its own."""
+import json
+import shutil
+from pathlib import Path
+
+from conftest import CANDIDATES, PROBLEMS
+from harness import Judge, Request, Verdict, evaluate, to_dict
+from harness.engine.options import WEAKEN_VARIABLE
+from harness.sweep.audit import AUDIT_FILE, CHECKS
+
+from test_history import cli
+
+SMALL = PROBLEMS / "small_layernorm.py"
+MATMUL_MEAN = PROBLEMS / "matmul_mean.py"
+ATTACKS = CANDIDATES.parent / "adversarial"
+
+
+def flags(cache_dir) -> list[str]:
+    return ["--device", "cpu", "--time-cap", "0.5", "--trials", "2", "--cache-dir", str(cache_dir)]
+
+
+def test_an_honest_result_is_agreed_with_and_the_audit_exits_0(cpu_options, tmp_path, cache_dir):
+    result = evaluate(SMALL, CANDIDATES / "py_correct.py", cpu_options)
+    assert result.verdict is Verdict.CORRECT, result.explanation
+    target = tmp_path / "honest.json"
+    target.write_text(json.dumps(to_dict(result)))
+    rc, out = cli("audit", str(target), *flags(cache_dir))
+    assert rc == 0 and "agree     py_correct.py: correct" in out and "1 agree, 0 disagree" in out, out
+    (record,) = json.loads((tmp_path / f"honest.{AUDIT_FILE}").read_text())
+    assert record["agree"] and record["audit_verdict"] == "correct" and record["audit_seconds"] > 0
+
+
+def test_what_a_weakened_judge_let_through_the_audit_names_with_its_check(cpu_options, tmp_path, cache_dir,
+                                                                          monkeypatch):
+    """The fast verdict with its precision check switched off passes a bfloat16 GEMM; the audit, which no
+    switch weakens, fails it by the precision check and exits 1."""
+    monkeypatch.setenv(WEAKEN_VARIABLE, "precision")
+    weak = evaluate(MATMUL_MEAN, ATTACKS / "bf16_gemm_mean.py", cpu_options)
+    assert weak.verdict is Verdict.CORRECT, weak.explanation
+    target = tmp_path / "weak.json"
+    target.write_text(json.dumps([to_dict(weak)]))
+    rc, out = cli("audit", str(target), *flags(cache_dir))
+    assert rc == 1 and "disagree  bf16_gemm_mean.py: correct" in out, out
+    assert CHECKS["LowerPrecision"] in out and "further from the reference computed in float64" in out
+    monkeypatch.delenv(WEAKEN_VARIABLE)
+    assert evaluate(MATMUL_MEAN, ATTACKS / "bf16_gemm_mean.py", cpu_options).verdict is Verdict.INCORRECT
+
+
+def test_a_sweep_is_found_again_from_its_folder_and_a_run_by_its_id(tmp_path, cache_dir):
+    problems = tmp_path / "problems"
+    shutil.copytree(PROBLEMS / "sweep", problems)
+    rc, out = cli("sweep", str(problems / "level1"), "--copies", *flags(cache_dir), "-o", str(tmp_path / "sw"))
+    assert rc == 0, out
+    rc, out = cli("audit", str(tmp_path / "sw"), "--top", "2", *flags(cache_dir))
+    assert rc == 0 and out.count("agree     level1/") == 2, out
+    assert len(json.loads((tmp_path / "sw" / AUDIT_FILE).read_text())) == 2
+
+
+def test_a_trainer_audits_the_rewards_it_paid(cpu_options, monkeypatch):
+    """Judge.audit on the judge's own records, a candidate given as text among them; a record it never gave
+    is refused in a sentence."""
+    monkeypatch.setenv(WEAKEN_VARIABLE, "precision")
+    with Judge(cpu_options) as judge:
+        asked = [Request(SMALL, (CANDIDATES / "py_correct.py").read_text()),
+                 Request(MATMUL_MEAN, ATTACKS / "bf16_gemm_mean.py")]
+        records = list(judge.evaluate(asked))
+        assert [r.verdict for r in records] == ["correct", "correct"]
+        audited = {Path(r.problem).name: r for r in judge.audit(records)}
+    assert audited[SMALL.name].agree
+    caught = audited[MATMUL_MEAN.name]
+    assert not caught.agree and caught.check == CHECKS["LowerPrecision"]
