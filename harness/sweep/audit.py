@@ -1,7 +1,7 @@
 """A second opinion on verdicts already given: each candidate judged again in processes of the audit's own,
 with every invariant at its strictest (options.AUDIT: every timed call under the stream-order probe, a
-per-stream trace of every timing, float64 on every trial and three times the trials, the reference timed
-only in its own process, ten times the checked calls), and its verdict and figure held against the first.
+per-stream trace of every timing, float64 on every trial and three times the trials, ten times the checked
+calls), and its verdict and figure held against the first.
 
 A record agrees where both verdicts are failures, or both are `correct` and the first figure does not stand
 above the audit's beyond both intervals. It disagrees where the audit fails a candidate the fast verdict
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Optional
@@ -38,7 +37,7 @@ CHECKS = {
     "LowerPrecision": "precision (float64 on every trial)",
     "ReusedOutputs": "fresh outputs",
     "TrialFailed": "more trials on fresh inputs",
-    "SlowedReference": "the reference timed in its own process only",
+    "SlowedReference": "the reference beside the candidate against it alone",
     "BelowFloor": "the physical floor",
     "IncorrectAtShapes": "other shapes",
 }
@@ -60,7 +59,7 @@ class AuditItem:
     verdict: str
     speedup: Optional[float] = None
     interval: Optional[list[float]] = None
-    seconds: Optional[float] = None  # what the fast verdict took, where known
+    seconds: Optional[float] = None  # what the fast verdict took past its build, where known (judged())
 
 
 @dataclass
@@ -117,6 +116,12 @@ def compared(item: AuditItem, result: EvalResult, seconds: float) -> AuditRecord
                        item.seconds, round(seconds, 3))
 
 
+def judged(phases: dict[str, float]) -> Optional[float]:
+    """The seconds a verdict took past its build (which an audit of the same file finds cached): what the fast
+    verdict's and the audit's costs compare on; None where no phase was recorded."""
+    return round(sum(t for name, t in phases.items() if name != "build"), 3) if phases else None
+
+
 def audit(items: Iterable[AuditItem], options: EvalOptions,
           on_record: Optional[Callable[[AuditRecord], None]] = None) -> list[AuditRecord]:
     """Each item judged again, problem by problem, in an Evaluator of the audit's own (a reference process
@@ -137,9 +142,8 @@ def audit(items: Iterable[AuditItem], options: EvalOptions,
         try:
             with Evaluator(problem, strict) as evaluator:
                 for item in group:
-                    started = time.monotonic()
                     result = evaluator.evaluate(item.candidate)
-                    keep(compared(item, result, time.monotonic() - started))
+                    keep(compared(item, result, judged(result.phase_seconds) or result.seconds))
                     done += 1
         except ProblemError as exc:  # the problem itself fails now: its verdicts cannot be audited
             for item in group[done:]:
@@ -194,7 +198,7 @@ def _of_results(path: Path) -> list[AuditItem]:
         raise AuditError(f"Result file {path} names no problem or candidate file for {len(missing)} result(s): "
                          "audit a file that harness eval --json wrote.")
     return [AuditItem(Path(r.candidate).name, Path(r.problem), Path(r.candidate), r.verdict.value, r.speedup,
-                      r.speedup_interval, r.seconds) for r in results]
+                      r.speedup_interval, judged(r.phase_seconds)) for r in results]
 
 
 def _of_sweep(folder: Path, scratch: Path) -> list[AuditItem]:
@@ -205,7 +209,7 @@ def _of_sweep(folder: Path, scratch: Path) -> list[AuditItem]:
         raise AuditError(f"Sweep folder {folder}: {len(lost)} record(s) name candidates its {SOURCE_FILE} no longer "
                          f"finds (the first: {'/'.join(lost[0].key)}); the files moved since it ran.")
     return [AuditItem("/".join(r.key), jobs[r.key].problem, jobs[r.key].candidate, r.verdict, r.speedup, r.interval,
-                      r.seconds) for r in records]
+                      judged(r.phases)) for r in records]
 
 
 def _of_run(run: str, runs_dir: Path) -> tuple[list[AuditItem], Path]:
@@ -215,6 +219,7 @@ def _of_run(run: str, runs_dir: Path) -> tuple[list[AuditItem], Path]:
     if not problem.is_file():
         raise AuditError(f"Run {store.path} was of problem {problem}, which is no longer there.")
     items = [AuditItem(f"{store.id} round {rnd.n}", problem, store.round_dir(rnd.n, rnd.chosen) / CANDIDATE_FILE,
-                       rnd.eval.verdict.value, rnd.eval.speedup, rnd.eval.speedup_interval, rnd.eval.seconds)
+                       rnd.eval.verdict.value, rnd.eval.speedup, rnd.eval.speedup_interval,
+                       judged(rnd.eval.phase_seconds))
              for rnd in rounds if (store.round_dir(rnd.n, rnd.chosen) / CANDIDATE_FILE).is_file()]
     return items, store.path / AUDIT_FILE

@@ -17,8 +17,7 @@ from ..building.builder import paused
 from ..children import Children
 from ..findings import TimingsForged
 from ..processes.child import Child
-from ..processes.protocol import (CANDIDATE_PROCESS_REFERENCE, Command, PartyReady, Reply, Request, Sampled, StopRule,
-                                  Timed)
+from ..processes.protocol import Command, PartyReady, Reply, Request, Sampled, StopRule, Timed
 from ..verdicts import refuse_on_guards
 from .stages import Batch, Call, Overhead
 
@@ -62,9 +61,7 @@ def parties(children: Children, worker: Child, rule: StopRule, default_numerics:
         raise TimingsForged()
     theirs = reference_says(Request(Command.TIME_START, rule=rule, default_numerics=default_numerics), PartyReady,
                             "making the reference's timed calls ready")
-    mine = [entry for entry in ready.entries  # an audit times the reference in its own process only
-            if entry != CANDIDATE_PROCESS_REFERENCE or children.options.scrutiny.reference_in_candidate_process]
-    return [Remote(mine, worker_says), Remote(theirs.entries, reference_says, pause=[worker])]
+    return [Remote(ready.entries, worker_says), Remote(theirs.entries, reference_says, pause=[worker])]
 
 
 def end(children: Children, worker: Child) -> tuple[Timed, object]:
