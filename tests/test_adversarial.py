@@ -126,7 +126,7 @@ STATIC = [
     ("forged_channel_reply", "reaches into the harness"),
 ]
 NEUTRALISED = ["cache_by_content"]  # fresh inputs leave it nothing to gain
-# Wrong one call in 20: met by the floor of checked calls (stages.CHECKED_CALLS) where a short timing takes few
+# Wrong one call in 20: met by the floor of checked calls (scrutiny.FAST.checked_calls) where a short timing takes few
 FAULTY = "wrong_every_20th"
 DEGENERATE = "constant_output"  # right on a degenerate problem: the problem lint must flag the problem
 # caught, or let through, by comparing the reference's time beside the candidate with its time alone
@@ -225,14 +225,14 @@ def test_a_detached_process_ends_with_its_evaluation(cpu_results, hog_dir):
 
 
 def test_a_fault_of_one_call_in_twenty_is_met_however_short_the_timing(cpu_options):
-    """A timing that stops after 10 calls still compares at least stages.CHECKED_CALLS timed outputs: the
+    """A timing that stops after 10 calls still compares at least FAST.checked_calls timed outputs: the
     20th call, wrong, is among them."""
-    from harness.engine.timing.stages import CHECKED_CALLS
+    from harness.engine.scrutiny import FAST
 
     options = dataclasses.replace(cpu_options, time_cap=0.05, min_samples=10, trials=2)
     result = evaluate(SMALL, ADVERSARIAL / f"{FAULTY}.py", options)
     assert result.verdict is Verdict.INCORRECT and "while being timed" in result.explanation, result.explanation
-    assert result.timed_calls_checked >= CHECKED_CALLS
+    assert result.timed_calls_checked >= FAST.checked_calls
 
 
 def test_a_timed_failure_says_what_was_seen_and_names_no_stream_it_did_not_measure(cpu_results):

@@ -6,6 +6,7 @@ import random
 import pytest
 import torch
 
+from harness.engine.scrutiny import FAST
 from harness.engine.timing import stages
 from harness.engine.processes.protocol import StopRule
 from harness.integrity import precision
@@ -86,7 +87,7 @@ def test_the_driver_draws_every_call_and_pairs_the_parties_round_for_round():
             for party, calls in ((worker, mine), (reference, theirs)):
                 for name in party.entries:
                     probed = [c.probe for c in calls if c.entry == name]
-                    assert 1 <= sum(probed) <= max(1, math.ceil(stages.PROBE_SHARE * len(probed)))
+                    assert 1 <= sum(probed) <= max(1, math.ceil(FAST.probe_share * len(probed)))
         else:
             assert not any(c.probe for c in mine + theirs)
     seeds = sampled.seeds["candidate"]

@@ -12,27 +12,7 @@ from .processes.child import MAX_LOG_BYTES, MAX_PROCESSES, Limits, default_host_
 from .processes.ownership import REGISTRY
 from .processes.protocol import StopRule
 from .profiling.profile import TIME_LIMIT_S
-from .timing import stages
-
-
-@dataclass(frozen=True)
-class Scrutiny:
-    """How hard an evaluation looks: the fast verdict's sampling of the invariants, or an audit's, which
-    looks at every call a share of which the fast verdict samples (harness audit, docs/guards.md)."""
-
-    probe_share: float  # of the queued timed calls, those under the stream-order probe (a GPU's)
-    checked_calls: int  # the fewest of the candidate's calls whose outputs the re-check compares
-    every_trial_exact: bool  # every check trial against float64 too, not one drawn at random
-    trace_every: bool  # a per-stream trace of timed calls always, not only where the clocks disagree (a GPU's)
-
-
-FAST = Scrutiny(probe_share=stages.PROBE_SHARE, checked_calls=stages.CHECKED_CALLS, every_trial_exact=False,
-                trace_every=False)
-# The reference is timed in its own process, the candidate's stopped, in both. A CPU's second timing of it in
-# the candidate's process (CANDIDATE_PROCESS_REFERENCE) stays in an audit too: the faster of the two divides,
-# so it can only lower a figure, and without it a copy read 0.41x under load where the process placement,
-# not the code, differed.
-AUDIT = Scrutiny(probe_share=1.0, checked_calls=10 * stages.CHECKED_CALLS, every_trial_exact=True, trace_every=True)
+from .scrutiny import AUDIT, FAST, Scrutiny
 
 
 # Test-only: invariants the fast verdict skips (EvalOptions.weakened); the audit's tests weaken the judge with it.

@@ -10,7 +10,7 @@ On a GPU every call is timed on two clocks, one stage each (results.Clock):
             batch. The spin lasts longer than the host takes to queue the rest, as nvbench's blocking
             kernel holds the device until the host is done: so neither the host's launch time nor a
             clock that drops on an idle GPU lands in the window, however slow the host. A probed call
-            (stages.PROBE_SHARE) has its inputs flipped before the spin and restored after it, on the
+            (scrutiny.Scrutiny.probe_share) has its inputs flipped before the spin and restored after it, on the
             caller's stream (integrity/stream_order.py): work that does not wait for that stream
             reads the flipped values, and the re-check of its outputs says so.
   latency   a synchronize before each call and after it, as KernelBench's timer does:

@@ -30,25 +30,20 @@ from ...results import Clock, Ended, Timing
 from ...stats import summarize
 from .. import stopping
 from ..processes.protocol import StopRule
+from ..scrutiny import FAST
 
 # The headline clock's stage takes this share of the time cap, the other clock's the rest.
 HEADLINE_SHARE = 0.65
 # ...and is reported beside the headline, never divided by it: it stops at a threshold this many
 # times coarser, after fewer samples (StopRule.fewer_samples).
 SECOND_COARSER = 2.0
-# Of each entry's queued calls in a batch, this share (at least one) makes its inputs on the caller's
-# stream behind a device spin (the stream-order probe, clock.CudaSampler.queue): work that does not wait
-# for the caller's stream then reads other values, and the re-check of the timed outputs sees it. An
-# audit probes every call (options.AUDIT).
-PROBE_SHARE = 0.25
+# Of each entry's queued calls in a batch, a share (scrutiny.Scrutiny.probe_share, at least one) makes its
+# inputs on the caller's stream behind a device spin (the stream-order probe, clock.CudaSampler.queue): work
+# that does not wait for the caller's stream then reads other values, and the re-check of the timed outputs
+# sees it.
 # A batch is about this long, so the device runs long stretches without waiting on the host.
 BATCH_S = 0.2
 MAX_ROUNDS = 200
-# The fewest calls of the candidate whose outputs the re-check compares: a call that is wrong one time in
-# 20 passes all of them with probability 0.95**60 = 4.6%, one in 50 with 0.98**60 = 30%; an audit's ten
-# times as many (options.AUDIT), 4e-14 and 5e-6. Where the stages stop sooner, the rest are extra calls,
-# checked and not timed (Measure).
-CHECKED_CALLS = 60
 
 
 @dataclass
@@ -209,7 +204,7 @@ def _stage(parties: list[Party], stage: str, rule: StopRule, cap: float, rng: ra
     return found, taken, whole
 
 
-def run(parties: list[Party], rule: StopRule, on_gpu: bool, probe_share: float = PROBE_SHARE,
+def run(parties: list[Party], rule: StopRule, on_gpu: bool, probe_share: float = FAST.probe_share,
         rng: Optional[random.Random] = None) -> Sampling:
     """Every entry of every party on every clock the device has (`rule.second_clock`). The headline
     clock (`rule.clock`) samples first and gets the larger share of the cap; of the GPU-time stage's
