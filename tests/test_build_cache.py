@@ -43,7 +43,8 @@ def variants(tmp_path) -> dict:
 
 def products(directory) -> dict:
     """What the compiler and linker wrote, with their mtimes, and ninja's log of the commands it ran."""
-    return {p.name: p.stat().st_mtime_ns for p in directory.iterdir() if p.suffix in (".o", ".so", ".ninja_log")}
+    return {p.name: p.stat().st_mtime_ns for p in directory.iterdir()
+            if p.suffix in (".o", ".so") or p.name == ".ninja_log"}
 
 
 def test_python_only_changes_reuse_the_build_and_a_cpp_change_rebuilds(tmp_path, cpu_options):
@@ -78,7 +79,7 @@ def test_python_only_changes_reuse_the_build_and_a_cpp_change_rebuilds(tmp_path,
         assert products(directory) == built
 
 
-def test_a_compile_error_names_the_candidate_files_line(cpu_options, tmp_path):
+def test_a_compile_error_names_the_candidate_files_line(cpu_options):
     """cpp_compile_error.py lacks a semicolon at its line 23; g++ stops at the next statement, its
     line 24 (main.cpp's line 20: load_inline puts one include before the source string, whose first
     line is the empty one after the opening quotes, on line 6)."""
@@ -88,7 +89,8 @@ def test_a_compile_error_names_the_candidate_files_line(cpu_options, tmp_path):
         result = evaluator.evaluate(CANDIDATES / "cpp_compile_error.py")
     assert result.verdict is Verdict.COMPILE_ERROR
     errors = result.build.first_errors
-    assert errors[0] == "cpp_compile_error.py line 24, column 9 (main.cpp:20:9): error: expected ‘,’ or ‘;’ before ‘double’"
+    assert errors[0] == ("cpp_compile_error.py line 24, column 9 (main.cpp:20:9): error: expected ‘,’ or ‘;’ "
+                         "before ‘double’")
     assert errors[1].startswith("   24 |         double inv")  # the quoted line, numbered as in the file
     assert "cpp_compile_error.py line 24, column 9 (main.cpp:20:9)" in result.explanation
 
@@ -136,7 +138,8 @@ def test_places_in_load_inlines_files_map_back_to_the_candidates_literals():
                      "      if (i < n) x[i] += y;", "",
                      "/c/extensions/k/main.cpp:7:20: error: 'undefined' was not declared in this scope",
                      "    7 |     return v * 3 + undefined;", "      |                    ^~~~~~~~~"])
-    said = on_candidate_lines(log, "add.py", CANDIDATE, {"/c/extensions/k/cuda.cu": cu, "/c/extensions/k/main.cpp": main})
+    files = {"/c/extensions/k/cuda.cu": cu, "/c/extensions/k/main.cpp": main}
+    said = on_candidate_lines(log, "add.py", CANDIDATE, files)
     assert first_errors(said) == [
         'add.py line 8 (cuda.cu:7): error: identifier "y" is undefined', "      if (i < n) x[i] += y;",
         "main.cpp:7:20 (of the sources as passed at run time: no string literal of add.py holds this line): "
