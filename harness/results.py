@@ -49,10 +49,11 @@ _SENTENCES = {
 class BuildResult:
     ok: bool
     seconds: float
-    cached: bool = False
+    cached: bool = False  # no compiler ran: this source, or each extension it builds, was built before
     key: str = ""
     log_path: str = ""
     first_errors: list[str] = field(default_factory=list)
+    extensions: list[str] = field(default_factory=list)  # its extensions' directories in the cache's extensions/
 
 
 @dataclass

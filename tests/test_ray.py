@@ -16,6 +16,7 @@ from ray.cluster_utils import Cluster  # noqa: E402
 from conftest import CANDIDATES as FILES, PROBLEMS as PROBLEM_FILES  # noqa: E402
 from harness.cli.main import main  # noqa: E402
 from harness.engine.building.cache import BuildEntry  # noqa: E402
+from harness.engine.building.extensions import extension_dir  # noqa: E402
 from harness.engine.building.shipping import Toolchain, land, pack  # noqa: E402
 from harness.sweep.jobs import find_jobs  # noqa: E402
 from harness.sweep.records import RESULTS_FILE, ResultLog, read_records  # noqa: E402
@@ -154,10 +155,12 @@ def test_builds_run_on_the_nodes_that_do_not_time_and_load_where_timed(cluster, 
     assert cpp.phases["build"] > 0  # compiled there, not found in a cache
 
     (entry,) = [BuildEntry(cache, (FILES / "cpp_layernorm.py").read_text(), "cpu")]
-    library = next(entry.dir.rglob("*.so"))
+    (extension,) = [extension_dir(entry.extensions, key) for key in entry.recorded().extensions]
+    library = next(extension.glob("*.so"))
     built = library.stat().st_mtime_ns
     data = pack(entry)
-    shutil.rmtree(entry.dir)  # as on a node of its own: the entry is not there until it lands
+    shutil.rmtree(entry.dir)  # as on a node of its own: the entry and its extension are not there until they land
+    shutil.rmtree(extension)
     land(entry, data)
     assert sweep(tmp_path / "local", cache, problems=problems, candidates=candidates.parent) == 0
     local = {r.key: r for r in read_records(tmp_path / "local" / RESULTS_FILE)}

@@ -23,7 +23,9 @@ from ..processes.cores import Cores, split_cores
 from ..processes.protocol import BuildDone, BuildSpec
 from ..verdicts import Deadline, judged, read_reply, received
 from .cache import BuildEntry, first_errors, log_tail
+from .extensions import EXTENSION_NAME
 from .pch import pch_lock_path, start_pch_aside
+from .places import generated_files, on_candidate_lines
 
 
 @dataclass
@@ -112,7 +114,7 @@ class Builder:
         try:
             # nothing to compile: the worker's own import is the whole build
             result.build = (BuildResult(ok=True, seconds=0.0, key=entry.key) if "no_kernel" in report.codes()
-                            else self._compile(path, entry))
+                            else self._compile(path, source, entry))
             result.phase_seconds[Phase.BUILD.value] = result.build.seconds  # 0 for a cached build
         except Finding as found:
             judged(found).fill(result)
@@ -138,10 +140,11 @@ class Builder:
         result.warnings.extend(static.warnings(report))
         return source, report
 
-    def _compile(self, path: Path, entry: BuildEntry) -> BuildResult:
+    def _compile(self, path: Path, source: str, entry: BuildEntry) -> BuildResult:
         cached = entry.recorded()
         if cached and cached.ok:
-            return BuildResult(ok=True, seconds=0.0, cached=True, key=entry.key, log_path=cached.log_path)
+            return BuildResult(ok=True, seconds=0.0, cached=True, key=entry.key, log_path=cached.log_path,
+                               extensions=cached.extensions)
         if cached:  # a compile error belongs to the source: the same file fails the same way again
             raise BuildFailed(BuildResult(False, 0.0, cached=True, key=entry.key, log_path=cached.log_path,
                                           first_errors=cached.first_errors))
@@ -162,11 +165,15 @@ class Builder:
             child.stop()
         seconds = time.monotonic() - started
         if done.error:
-            errors = first_errors(log_tail(entry.log_path))
+            log = log_tail(entry.log_path)
+            errors = first_errors(on_candidate_lines(log, path.name, source, generated_files(log, entry.extensions)))
             failed = BuildResult(False, seconds, key=entry.key, log_path=str(entry.log_path), first_errors=errors)
             if done.error == "compile_error" and errors:
                 entry.record(failed)
             raise BuildFailed(failed, done)
-        record = BuildResult(True, seconds, key=entry.key, log_path=str(entry.log_path))
+        # the child names its extensions' directories: only names of the keyed form are kept
+        extensions = [key for key in done.extensions if isinstance(key, str) and EXTENSION_NAME.fullmatch(key)]
+        record = BuildResult(True, seconds, cached=not done.compiled, key=entry.key, log_path=str(entry.log_path),
+                             extensions=extensions)
         entry.record(record)
         return record

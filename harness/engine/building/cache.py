@@ -1,9 +1,11 @@
-"""The build cache: a directory per source hash, arch, flags and logs.
+"""The build cache: a directory per candidate source and arch (its record and log), and one per
+extension built (extensions.py: keyed by load_inline's arguments, shared by every candidate that
+passes the same).
 
 A build is the candidate's import (load_inline compiles at import), done in a
-child process with TORCH_EXTENSIONS_DIR pointing into the candidate's own cache
-entry. A later import with the same environment finds the extension built
-and only loads it, so the worker that runs the candidate pays no build.
+child process whose load_inline builds in the extension's own directory. A later
+import with the same environment finds the extension built and only loads it, so
+the worker that runs the candidate pays no build.
 """
 from __future__ import annotations
 
@@ -20,9 +22,12 @@ from ...files import write_atomic
 from ...results import BuildResult
 from ...torch_install import torch_cuda, torch_version
 
-# Bump when the way candidates are built changes, so old cache entries are not reused.
-BUILD_SCHEME = "1"
+# Bump when the way candidates are built changes, so old cache entries are not reused. 2: extensions
+# built in directories keyed by load_inline's arguments (scheme 1 built them inside the entry).
+BUILD_SCHEME = "2"
 BUILD_RECORD = "build.json"
+# Where a child's load_inline builds its extensions (extensions.py); unset, load_inline is torch's own.
+EXTENSIONS_ENV = "HARNESS_EXTENSIONS_DIR"
 
 
 def cache_key(source: str, arch: str) -> str:
@@ -47,8 +52,14 @@ class BuildEntry:
     def lock_path(self) -> Path:
         return self.dir.with_suffix(".lock")
 
+    @property
+    def extensions(self) -> Path:
+        """Where load_inline builds, each extension in its keyed directory (extensions.py)."""
+        return self.cache_dir / "extensions"
+
     def env(self) -> dict:
-        env = {"TORCH_EXTENSIONS_DIR": str(self.dir / "ext")}
+        # TORCH_EXTENSIONS_DIR: where torch's other builders (cpp_extension.load) put theirs
+        env = {"TORCH_EXTENSIONS_DIR": str(self.dir / "ext"), EXTENSIONS_ENV: str(self.extensions)}
         if self.arch not in ("cpu", "unknown"):
             env["TORCH_CUDA_ARCH_LIST"] = self.arch
         return env
@@ -68,8 +79,9 @@ class BuildEntry:
         write_atomic(self.dir / BUILD_RECORD, to_json(result))
 
 
-# gcc/clang "file:12:5: error: ...", nvcc "file(12): error: ...", and the linker
-_COMPILER_ERROR = re.compile(r"(:\d+(:\d+)?: (fatal )?error|\(\d+\): (catastrophic )?error|"
+# gcc/clang "file:12:5: error: ...", nvcc "file(12): error: ...", either as places.py says where it is
+# ("kernel.py line 40 (main.cpp:36:5): error: ..."), and the linker
+_COMPILER_ERROR = re.compile(r"((:\d+(:\d+)?|\)): (fatal |catastrophic )?error|"
                              r"undefined reference|undefined symbol|ld returned)")
 _PYTHON_ERROR = re.compile(r"^(\w+\.)*\w*(Error|Exception|Exit)\b")
 

@@ -5,7 +5,8 @@ newer than its logs or made by other commands: so a built extension loads as bui
 the toolchain it was built with, at the same paths (torch's, CUDA's, the cache's), its files'
 times kept to the nanosecond. Each host says its `Toolchain`; hosts that differ are refused
 before anything is carried, and an entry lands only where its cache key (source, arch, torch,
-CUDA, Python) is the one the importing host computes itself.
+CUDA, Python) is the one the importing host computes itself. The extensions the entry's build
+named (extensions.py's keyed directories) travel with it.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Optional
 
 from .cache import BuildEntry, file_lock
+from .extensions import EXTENSION_NAME, built_here, extension_dir, extension_lock
 
 # An entry over this many bytes is built again where it is timed rather than carried: a usual
 # CUDA extension is a few MB, and every byte carried sits in the cluster's object store meanwhile.
@@ -67,16 +69,30 @@ def misfits(here: BuildEntry, made: BuildEntry, gpu: str) -> list[str]:
     return unfit
 
 
+# In a packed entry: the entry's own files, and each extension's under its directory's name.
+ENTRY, EXTENSIONS = "entry", "extensions"
+
+
+def _parts(entry: BuildEntry) -> dict[str, Path]:
+    """What an entry carries: its directory and its extensions' (by their names in the tar)."""
+    record = entry.recorded()
+    parts = {ENTRY: entry.dir}
+    for key in record.extensions if record else []:
+        parts[f"{EXTENSIONS}/{key}"] = extension_dir(entry.extensions, key)
+    return parts
+
+
 def pack(entry: BuildEntry) -> Optional[bytes]:
-    """The entry's directory as a gzipped tar, or None where it is over SHIP_LIMIT_BYTES."""
-    files = [p for p in sorted(entry.dir.rglob("*")) if p.is_file()]
-    if sum(p.stat().st_size for p in files) > SHIP_LIMIT_BYTES:
+    """The entry's directory and its extensions' as a gzipped tar, or None where they are over
+    SHIP_LIMIT_BYTES."""
+    files = [(name, root, p) for name, root in _parts(entry).items() for p in sorted(root.rglob("*")) if p.is_file()]
+    if sum(p.stat().st_size for _, _, p in files) > SHIP_LIMIT_BYTES:
         return None
     buffer = io.BytesIO()
     # level 1: the objects barely compress further, and the build host's cores have builds to run
     with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=1, format=tarfile.PAX_FORMAT) as tar:
-        for path in files:
-            info = tar.gettarinfo(str(path), arcname=str(path.relative_to(entry.dir)))
+        for name, root, path in files:
+            info = tar.gettarinfo(str(path), arcname=f"{name}/{path.relative_to(root)}")
             info.pax_headers = {MTIME_NS: str(path.stat().st_mtime_ns)}
             with open(path, "rb") as f:
                 tar.addfile(info, f)
@@ -92,7 +108,8 @@ def landed(entry: BuildEntry) -> bool:
 def land(entry: BuildEntry, data: bytes) -> None:
     """Unpacks a packed entry into its place, unless a good build is there already. It is
     unpacked beside its place and renamed into it whole, under the entry's lock (the one its
-    build takes), so no import ever sees half of it."""
+    build takes), each extension first, under its own lock, unless one is built there already:
+    no import ever sees half of either."""
     with file_lock(entry.lock_path):
         if landed(entry):
             return
@@ -102,13 +119,27 @@ def land(entry: BuildEntry, data: bytes) -> None:
             with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
                 members = tar.getmembers()
                 for member in members:  # pack writes files by relative names, nothing else
-                    if not member.isfile() or member.name.startswith("/") or ".." in Path(member.name).parts:
+                    parts = Path(member.name).parts
+                    if not member.isfile() or member.name.startswith("/") or ".." in parts \
+                            or not (parts[0] == ENTRY or parts[0] == EXTENSIONS and len(parts) > 2
+                                    and EXTENSION_NAME.fullmatch(parts[1])):
                         raise tarfile.TarError(f"{member.name} is not a file of a build entry")
                 tar.extractall(partial, members=members, filter="data")
                 for member in members:
                     mtime = int(member.pax_headers[MTIME_NS])
                     os.utime(partial / member.name, ns=(mtime, mtime))
-            shutil.rmtree(entry.dir, ignore_errors=True)  # a build that died half way, or failed
-            partial.rename(entry.dir)
+            for carried in sorted((partial / EXTENSIONS).glob("*")):
+                target = extension_dir(entry.extensions, carried.name)
+                with file_lock(extension_lock(target)):
+                    if not built_here(target):
+                        _replace(target, carried)
+            _replace(entry.dir, partial / ENTRY)
         finally:
             shutil.rmtree(partial, ignore_errors=True)
+
+
+def _replace(target: Path, carried: Path) -> None:
+    """`carried` renamed into `target`, in place of what is there (a build that died half way, or failed)."""
+    shutil.rmtree(target, ignore_errors=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    carried.rename(target)

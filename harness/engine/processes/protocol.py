@@ -183,6 +183,8 @@ class Guarded(Reply):
 @dataclass
 class BuildDone(Reply):
     ok: bool = False
+    extensions: list[str] = field(default_factory=list)  # its load_inline calls' keyed directories, in order
+    compiled: bool = False  # a compiler or linker ran for one of them (else each was built before)
 
 
 @dataclass

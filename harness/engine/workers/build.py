@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ...results import from_dict, to_dict
+from ..building.extensions import BUILT
 from ..processes import channel
 from ..processes.protocol import BuildDone, BuildSpec
 from .common import classify_import_error, error_message, import_candidate
@@ -14,5 +15,6 @@ def build_role(conn, header: dict) -> None:
         channel.send(conn, error_message(classify_import_error(exc), exc))
         return
     ok = isinstance(getattr(module, "ModelNew", None), type)
-    channel.send(conn, to_dict(BuildDone(ok=True) if ok else BuildDone(error="import_error",
-                                                             message="the file defines no class ModelNew")))
+    done = BuildDone(ok=True, extensions=[b.key for b in BUILT], compiled=any(b.compiled for b in BUILT)) if ok \
+        else BuildDone(error="import_error", message="the file defines no class ModelNew")
+    channel.send(conn, to_dict(done))

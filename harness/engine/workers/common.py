@@ -22,6 +22,7 @@ from torch.utils import cpp_extension
 from ...integrity.guards import full_precision
 from ...results import to_dict
 from ..building.cache import file_lock
+from ..building.extensions import key_builds
 from ..processes.protocol import BuildSpec, Reply
 from .memory import tensor_bytes
 
@@ -61,6 +62,7 @@ def serialize_pch_builds(lock_path: str | None) -> None:
 def import_candidate(spec: BuildSpec):
     """Import (and so build) the candidate under the cache entry's lock."""
     serialize_pch_builds(spec.pch_lock)
+    key_builds()
     with file_lock(spec.lock):
         # A build killed mid-way leaves torch's own lock file behind, and the
         # next load_inline would wait on it forever; we hold the entry's lock.

@@ -14,6 +14,7 @@ import torch
 
 from ...profiles import Profile
 from ...results import to_json
+from ..building.extensions import key_builds
 from ..profiling.torch_trace import parse_trace
 from .common import (build_model, copy_parameters, import_file, inputs_from_seed, randomize_parameters, settle,
                      sync)
@@ -28,6 +29,7 @@ def profile_role(spec: dict) -> None:
     randomize_parameters(model, spec["param_seed"])
     if spec.get("candidate"):
         reference = model
+        key_builds()  # finds the extension where its evaluation built it
         model = build_model(import_file(spec["candidate"], "candidate").ModelNew, init_args, spec["init_seed"], device)
         copy_parameters(reference, model)
     model = model.to(device).eval()
