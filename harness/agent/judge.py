@@ -208,7 +208,8 @@ class Judge:
     def profile(self, problem: str, source: Optional[str] = None, path: Optional[str] = None,
                 kernel: Optional[str] = None, job: Optional[Job] = None) -> Profiled:
         """One forward of a candidate (or, given neither source nor path, the reference) under ncu, else
-        the torch profiler: its heaviest kernels and the findings, as `harness profile` gives them."""
+        the torch profiler: its heaviest kernels and the findings, as `harness profile` gives them (on a CPU,
+        with perf's samples of its calls)."""
         job = job or Job()
         found = self.roots.problem(problem)
         built: Optional[Built] = None
