@@ -1,8 +1,10 @@
 """GPU facts and the default device: what the GPUs are, what to build for, what
-the prompt says about the hardware (name, arch, memory bandwidth).
+the prompt says about the hardware (name, arch, memory bandwidth); and the CPU's
+model and vector extensions, where the device is the CPU.
 
 Read from nvidia-smi, so the harness process never initialises CUDA itself.
-Bandwidth is the vendor's peak figure; nvidia-smi does not report it.
+Bandwidth is the vendor's peak figure; nvidia-smi does not report it. The CPU's
+facts are /proc/cpuinfo's.
 """
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ import os
 import platform
 import re
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Optional
 
 from .errors import HarnessError
@@ -123,9 +126,44 @@ def peak_bandwidth(name: str) -> Optional[float]:
     return None
 
 
+CPUINFO = Path("/proc/cpuinfo")
+# The vector extensions a C++ kernel for the CPU may use, as /proc/cpuinfo names them (x86's `flags`,
+# Arm's `Features`), in the order the table lists them; Arm's asimd is NEON.
+VECTOR_EXTENSIONS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512dq", "avx512bw", "avx512vl",
+                     "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8", "amx_fp16",
+                     "asimd", "asimdhp", "asimddp", "sve", "sve2", "bf16", "i8mm", "sme")
+SHOWN_AS = {"asimd": "neon (asimd)"}
+
+
+@dataclass
+class CpuInfo:
+    name: str  # the model name, else the machine's architecture
+    extensions: list[str] = field(default_factory=list)
+
+
+def parse_cpuinfo(text: str) -> CpuInfo:
+    """The first processor's model name and vector extensions in /proc/cpuinfo's text."""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, colon, value = line.partition(":")
+        if colon:
+            fields.setdefault(key.strip().lower(), value.strip())
+    found = set((fields.get("flags") or fields.get("features") or "").split())
+    name = fields.get("model name") or platform.processor() or platform.machine() or "CPU"
+    return CpuInfo(name, [SHOWN_AS.get(f, f) for f in VECTOR_EXTENSIONS if f in found])
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_info() -> CpuInfo:
+    try:
+        return parse_cpuinfo(CPUINFO.read_text(errors="replace"))
+    except OSError:  # not Linux
+        return parse_cpuinfo("")
+
+
 def describe(device: str) -> DeviceInfo:
     if not device.startswith("cuda"):
-        return DeviceInfo(device, platform.processor() or platform.machine() or "CPU", "cpu")
+        return DeviceInfo(device, cpu_info().name, "cpu")
     names = nvidia_smi("name")
     index = int(device.split(":")[1]) if ":" in device else 0
     name = names[index] if index < len(names) else (names[0] if names else "unknown GPU")

@@ -1,9 +1,11 @@
 """What a profiler found for one forward of a candidate: its kernels, one by one, and the findings
-read from them (engine/profiling/ncu.py and engine/profiling/torch_trace.py fill them in; EvalResult.profile holds one).
+read from them (engine/profiling/ncu.py and engine/profiling/torch_trace.py fill them in; EvalResult.profile holds one);
+on a CPU, perf's samples of its calls by function (engine/profiling/perf.py).
 They round-trip to JSON as results.py's types do.
 """
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -42,6 +44,57 @@ class KernelProfile:
         return None if self.grid is None else self.grid[0] * self.grid[1] * self.grid[2]
 
 
+class Group(enum.Enum):
+    """Whose code a sample landed in."""
+
+    EXTENSION = "extension"  # the candidate's own shared objects, built by torch's cpp_extension
+    TORCH = "torch"  # libtorch, libc10 and the rest of torch's libraries
+    PYTHON = "python"  # the interpreter
+    KERNEL = "kernel"
+    OTHER = "other"  # libc, libm, the OpenMP runtime, ...
+
+
+@dataclass
+class SampledFunction:
+    symbol: str  # demangled, as perf names it
+    library: str  # the shared object's file name
+    group: Group
+    samples: int
+
+
+@dataclass
+class SampledLine:
+    """A source line of the candidate's extension, where it was built with debug info."""
+
+    file: str  # the file's name: main.cpp is what load_inline writes cpp_sources to
+    line: int
+    samples: int
+    text: str = ""  # the line itself, where the source file is still there
+
+
+@dataclass
+class GroupShare:
+    group: Group
+    samples: int
+    libraries: list[str] = field(default_factory=list)  # the shared objects' file names, most samples first
+
+
+@dataclass
+class Sampling:
+    """perf's samples of the calls of one model, repeated for a while, on a CPU: where the time goes by
+    function, inside a C++ extension too, which the torch profiler sees as one opaque call."""
+
+    samples: int = 0
+    calls: int = 0  # forwards sampled
+    seconds: float = 0.0  # the calls' wall time
+    threads: int = 0  # torch's intra-op threads, as the timing runs them
+    frequency: int = 0  # samples a second perf asked for
+    groups: list[GroupShare] = field(default_factory=list)  # most samples first
+    functions: list[SampledFunction] = field(default_factory=list)  # the most sampled, most first
+    lines: list[SampledLine] = field(default_factory=list)  # the extension's most sampled lines, most first
+    note: str = ""  # why there are no samples: perf absent, not permitted, failed
+
+
 @dataclass
 class Profile:
     """What a profiler found for one forward of one model (`harness profile`, `harness run --profile`)."""
@@ -52,3 +105,4 @@ class Profile:
     findings: list[str] = field(default_factory=list)
     note: str = ""  # why the fallback ran instead of ncu
     seconds: float = 0.0  # what the profile cost, wall clock
+    sampling: Optional[Sampling] = None  # on a CPU, perf's samples of the calls

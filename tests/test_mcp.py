@@ -114,6 +114,8 @@ def test_a_session_describes_evaluates_and_refuses_bad_input_in_one_paragraph(ca
     profiled = said["profile"]  # no ncu on a CPU: the torch profiler's ops, and why
     assert not profiled.is_error and profiled.structured_content["profile"]["tool"] == "torch-cpu", text(profiled)
     assert text(profiled).startswith("No ncu profile on the CPU") and "Profile of one forward" in text(profiled)
+    sampling = profiled.structured_content["profile"]["sampling"]  # perf's, where it may sample here
+    assert sampling["note"] or "| layer_norm | cpp_layernorm_test.so |" in text(profiled)
 
     wrong = said["wrong"]
     assert not wrong.is_error and wrong.structured_content["result"]["verdict"] == "incorrect"

@@ -19,7 +19,7 @@ from ..engine.building.builder import Built
 from ..engine.options import EvalOptions
 from ..engine.profiling.profile import Profiler, ProfileRequest
 from ..engine.timing.speedups import basis_text
-from ..integrity.roofline import Headroom
+from ..integrity.roofline import Headroom, Peaks
 from ..loop.extract import approach
 from ..loop.feedback import APPROACH_CHARS, Past, Thresholds
 from ..loop.profile_text import profile_lines
@@ -55,6 +55,7 @@ class Description:
     hardware: list[str] = field(default_factory=list)
     environment: Optional[Environment] = None
     warnings: list[str] = field(default_factory=list)  # the problem's own
+    peaks: Optional[Peaks] = None  # the device's, measured where the problem declares its bytes or flops
 
 
 @dataclass
@@ -135,7 +136,8 @@ class Judge:
                            for clock, t in warm.reference.items())
         text += f"\nThe reference alone, on each clock this device has: {clocks}.\n"
         return Description(problem.path, text, self.options.device, list(facts.inputs), tolerance_text(problem),
-                           dict(warm.reference), room, room.ceiling, list(facts.hardware), environment, warnings)
+                           dict(warm.reference), room, room.ceiling, list(facts.hardware), environment, warnings,
+                           facts.peaks)
 
     def start_run(self, problem: str, accept: float = Thresholds.accept, target: float = Thresholds.target,
                   options: Optional[dict[str, Any]] = None, job: Optional[Job] = None) -> Started:
@@ -208,7 +210,8 @@ class Judge:
     def profile(self, problem: str, source: Optional[str] = None, path: Optional[str] = None,
                 kernel: Optional[str] = None, job: Optional[Job] = None) -> Profiled:
         """One forward of a candidate (or, given neither source nor path, the reference) under ncu, else
-        the torch profiler: its heaviest kernels and the findings, as `harness profile` gives them."""
+        the torch profiler: its heaviest kernels and the findings, as `harness profile` gives them (on a CPU,
+        with perf's samples of its calls)."""
         job = job or Job()
         found = self.roots.problem(problem)
         built: Optional[Built] = None

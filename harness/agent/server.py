@@ -151,7 +151,8 @@ def build_server(judge: Judge) -> MCPServer:
                       ) -> CallToolResult:
         """One forward of a candidate (or, with neither source nor path, of the reference) under Nsight
         Compute, or the torch profiler where ncu cannot run: the kernels that take the time, with their
-        occupancy, memory and compute throughput, and plain findings on what limits them."""
+        occupancy, memory and compute throughput, and plain findings on what limits them. On a CPU, perf
+        also samples a second or two of calls: the share in your extension, libtorch and Python, by function."""
         return await _call(ctx, lambda job: judge.profile(problem, source, path, kernel, job))
 
     @tool(reads)

@@ -1,12 +1,15 @@
-"""`harness profile`'s view: one row per kernel, the findings under the table."""
+"""`harness profile`'s view: one row per kernel, the findings under the table; on a CPU, perf's
+samples of the calls by function and source line."""
 from __future__ import annotations
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ..engine.profiling.ncu import TOOL_NAMES, dims_text, occupancy_text, pct_text, short_name
-from ..profiles import KernelProfile, Profile
+from ..loop.profile_text import function_rows, line_rows, no_lines, sampling_summary
+from ..profiles import KernelProfile, Profile, Sampling
 
 
 COLUMNS = ("kernel", "grid", "block", "time", "regs", "smem", "occ (theor.)", "DRAM", "SM", "L2 hit", "top stalls",
@@ -33,6 +36,27 @@ def profile_table(kernels: list[KernelProfile], title: str) -> Table:
     return table
 
 
+def rows_table(columns: tuple[str, ...], rows: list[list[str]]) -> Table:
+    table = Table(box=box.SIMPLE_HEAD)
+    for i, name in enumerate(columns):
+        table.add_column(name, overflow="fold", no_wrap=i == 0)
+    for r in rows:
+        table.add_row(*(Text(cell) for cell in r))  # a name such as [vdso] is no markup
+    return table
+
+
+def print_sampling(console: Console, sampling: Sampling) -> None:
+    console.print(sampling_summary(sampling), markup=False, highlight=False)
+    if sampling.note or not sampling.samples:
+        return
+    console.print(rows_table(("function", "library", "samples"), function_rows(sampling)))
+    if sampling.lines:
+        console.print("The extension's most sampled source lines:")
+        console.print(rows_table(("line", "samples", "source"), line_rows(sampling)))
+    elif no_lines(sampling):
+        console.print(no_lines(sampling), markup=False, highlight=False)
+
+
 def print_profile(console: Console, profile: Profile, what: str) -> None:
     if profile.note:
         console.print(f"[yellow]{profile.note}[/yellow]")
@@ -41,3 +65,5 @@ def print_profile(console: Console, profile: Profile, what: str) -> None:
                                          f"{profile.seconds:.1f} s to profile"))
     for line in profile.findings:
         console.print(f"  - {line}", markup=False, highlight=False)
+    if profile.sampling:
+        print_sampling(console, profile.sampling)

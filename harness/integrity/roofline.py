@@ -38,6 +38,7 @@ class Peaks:
     bandwidth_gbs: float  # bytes read + written per second, in GB/s
     tflops_fp32: float
     method: int = 0  # PEAKS_METHOD where measured the current way
+    threads: int = 0  # on a CPU, torch's intra-op threads the copy and the product ran on (the timing's)
 
 
 def assess(bytes_: Optional[int], flops: Optional[int], peaks: Optional[Peaks], median_ms: float) -> Roofline:
@@ -141,7 +142,13 @@ def measure_peaks(device, device_name: str) -> Peaks:
     a = torch.randn(n, n, device=device)
     b = torch.randn(n, n, device=device)
     tflops = 2 * n ** 3 / fastest_seconds(lambda: a @ b, 5) / 1e12
-    return Peaks(device_name=device_name, bandwidth_gbs=bandwidth, tflops_fp32=tflops, method=PEAKS_METHOD)
+    return Peaks(device_name=device_name, bandwidth_gbs=bandwidth, tflops_fp32=tflops, method=PEAKS_METHOD,
+                 threads=0 if device.type == "cuda" else torch.get_num_threads())
+
+
+def flops_text(tflops: float) -> str:
+    """A FLOP rate in the unit that shows it: a CPU core's or a small kernel's is GFLOP/s."""
+    return f"{tflops:.1f} TFLOP/s" if tflops >= 1 else f"{tflops * 1e3:.3g} GFLOP/s"
 
 
 def roofline_text(line: Roofline) -> str:
@@ -152,7 +159,7 @@ def roofline_text(line: Roofline) -> str:
             text += f" = {line.bandwidth_share:.0%} of the measured peak (floor {line.floor_ms:.4g} ms)"
         parts.append(text)
     if line.achieved_tflops is not None:
-        text = f"{line.achieved_tflops:.1f} TFLOP/s"
+        text = flops_text(line.achieved_tflops)
         if line.flops_share is not None:
             text += f" = {line.flops_share:.0%} of fp32 peak"
         parts.append(text)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import jinja2
 
 from ..errors import HarnessError
-from ..integrity.roofline import roofline_text
+from ..integrity.roofline import flops_text, roofline_text
 
 if TYPE_CHECKING:
     from ..device import DeviceInfo
@@ -144,6 +144,7 @@ def first_prompt(prompts: Prompts, problem: "Problem", device: "DeviceInfo", *, 
     return prompts.render(FIRST, problem=problem, device=device, tolerance=tolerance_text(problem),
                           accept=accept, target=target, trials=trials, hardware=facts.hardware,
                           inputs=facts.inputs, peaks=facts.peaks, environment=environment,
+                          peaks_flops=flops_text(facts.peaks.tflops_fp32) if facts.peaks else "",
                           reference=reference, unmeasured=unmeasured, backward=backward,
                           grad_tolerance=grad_tolerance_text(problem, facts.grad_allowance) if backward else ""
                           ).strip() + "\n"

@@ -1,9 +1,11 @@
 """`harness profile`: one forward of a candidate (or the reference) under Nsight
-Compute, in a worker process, or under the torch profiler where ncu cannot run.
+Compute, in a worker process, or under the torch profiler where ncu cannot run; on
+a CPU, its calls sampled by perf besides (perf.py), where perf may sample.
 
-The candidate's code runs only in the child (../workers/profile.py). Each profile
-has a time limit, and ncu's replay passes stay bounded: kernel replay, at most
-LAUNCH_COUNT kernels, optionally only those matching a regex.
+The candidate's code runs only in the child (../workers/profile.py); perf runs it
+as its own child and reads its samples back in the harness, which runs none of it.
+Each profile has a time limit, and ncu's replay passes stay bounded: kernel replay,
+at most LAUNCH_COUNT kernels, optionally only those matching a regex.
 """
 from __future__ import annotations
 
@@ -15,15 +17,18 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
 from ...errors import HarnessError
-from ...profiles import Profile
+from ...profiles import Profile, Sampling
 from ...results import from_json
 from ..processes.ownership import pythonpath
 from .ncu import findings, parse_raw
+from .perf import (NOT_INSTALLED as NO_PERF, SECONDS, extension_objects, find_perf, parse_script, record_command,
+                   refusal, script, summarize)
+from .source_lines import source_lines
 
 SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "MemoryWorkloadAnalysis_Tables", "WarpStateStats",
             "SchedulerStats")
@@ -79,13 +84,16 @@ ON_CPU = "No ncu profile on the CPU (ncu profiles CUDA kernels): the torch profi
 
 class Profiler:
     """Profiles forwards under ncu while it can, else under the torch profiler with the reason
-    as each profile's note. An ncu found missing, or refused the GPU's counters, is not tried
-    again: a loop profiling every round pays for the refusal once."""
+    as each profile's note; on a CPU, with perf's samples of the calls while perf may sample,
+    else the reason as the sampling's note. An ncu or a perf found missing, or refused, is not
+    tried again: a loop profiling every round pays for the refusal once."""
 
-    def __init__(self, device: str, ncu: Optional[str] = None):
-        on_gpu = device.startswith("cuda")
+    def __init__(self, device: str, ncu: Optional[str] = None, perf: Optional[str] = None):
+        self.on_gpu = on_gpu = device.startswith("cuda")
         self.ncu = ncu or (find_ncu() if on_gpu else None)
         self.note = "" if self.ncu else NOT_INSTALLED if on_gpu else ON_CPU
+        self.perf = None if on_gpu else perf or find_perf()
+        self.sampling_note = "" if on_gpu or self.perf else NO_PERF
         self.child: Optional[subprocess.Popen] = None  # the profile in flight
 
     def stop(self) -> None:
@@ -97,8 +105,9 @@ class Profiler:
             except ProcessLookupError:  # it ended meanwhile
                 pass
 
-    def run_child(self, command: list[str], time_limit_s: float, what: str, env: dict[str, str]) -> str:
-        """The child's output; a ProfileError when it fails or runs too long."""
+    def run_child(self, command: list[str], time_limit_s: float, what: str, env: dict[str, str],
+                  check: bool = True) -> str:
+        """The child's output; a ProfileError when it runs too long, or (`check`) fails."""
         self.child = child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                               start_new_session=True, env=env)
         try:
@@ -110,7 +119,7 @@ class Profiler:
         finally:
             self.stop()  # on any way out: nothing of it outlives the call
             self.child = None
-        if child.returncode != 0 and NO_PERMISSION not in output:
+        if check and child.returncode != 0 and NO_PERMISSION not in output:
             raise ProfileError(f"{what} failed (exit {child.returncode}): " + output.strip()[-2000:])
         return output
 
@@ -121,10 +130,11 @@ class Profiler:
         with tempfile.TemporaryDirectory(prefix="harness-profile-") as scratch:
             spec_file, out, log = (os.path.join(scratch, n) for n in ("spec.json", "profile.json", "ncu.csv"))
 
-            def write_spec(tool: str) -> None:
+            def write_spec(tool: str, sample: Optional[dict] = None) -> None:
                 spec = {"problem": os.path.abspath(request.problem), "device": request.device, "seed": request.seed,
                         "init_seed": request.init_seed, "param_seed": request.param_seed, "tool": tool, "out": out,
-                        "candidate": os.path.abspath(request.candidate) if request.candidate else None}
+                        "candidate": os.path.abspath(request.candidate) if request.candidate else None,
+                        "sample": sample}
                 Path(spec_file).write_text(json.dumps(spec))
 
             if self.ncu:
@@ -138,11 +148,43 @@ class Profiler:
                                    seconds=time.monotonic() - started)
                 self.ncu = None
                 self.note = f"ncu may not read the GPU's counters here ({NO_PERMISSION}); to fix it, {PERMISSION_FIX}"
-            write_spec("torch")
-            self.run_child(worker_command(spec_file), request.time_limit_s, what, env)
-            result = from_json(Profile, Path(out).read_text())
+            result, refused = None, None  # refused: what perf said where it sampled nothing
+            if self.perf:
+                sample = {n: os.path.join(scratch, f"perf.{n}") for n in ("control", "ack", "data")}
+                write_spec("torch", {**sample, "seconds": SECONDS})
+                command = record_command(self.perf, sample["control"], sample["ack"], sample["data"])
+                os.mkfifo(sample["control"])
+                os.mkfifo(sample["ack"])
+                refused = self.run_child(command + worker_command(spec_file), request.time_limit_s, what, env,
+                                         check=False)
+                result = self.sampled(sample["data"], out) if Path(out).exists() else None
+            if result is None:
+                write_spec("torch")
+                # where the worker fails alone too, it raises here: perf is not blamed for it
+                self.run_child(worker_command(spec_file), request.time_limit_s, what, env)
+                if refused is not None:
+                    self.perf, self.sampling_note = None, refusal(refused)
+                result = from_json(Profile, Path(out).read_text())
+                result.sampling = None if self.on_gpu else Sampling(note=self.sampling_note)
         result.findings = findings(result.kernels, result.sm_count)
         result.note, result.seconds = self.note, time.monotonic() - started
+        return result
+
+    def sampled(self, data: str, out: str) -> Profile:
+        """The worker's profile, with perf's samples of its calls (in `data`) read back."""
+        result = from_json(Profile, Path(out).read_text())
+        calls = result.sampling or Sampling()
+        try:
+            samples, mappings = parse_script(script(self.perf, data))
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            result.sampling = replace(
+                calls, note=f"perf sampled the calls but could not read the samples back: {exc}")
+            return result
+        extensions = extension_objects({s.dso for s in samples})
+        result.sampling = summarize(samples, extensions, calls)
+        result.sampling.lines = source_lines(extensions, samples, mappings)
+        if not samples:
+            result.sampling.note = "perf took no sample of the calls."
         return result
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import torch
 
+from ...device import cpu_info
 from ...integrity import roofline
 
 
@@ -28,7 +29,7 @@ def problem_roofline(problem, device: torch.device, device_name: str, cache_dir:
 
 def hardware_facts(device: torch.device) -> list[str]:
     """What a kernel author sizes work by: SMs, L2, shared memory and registers; on a CPU,
-    cores and caches."""
+    cores, caches and vector extensions."""
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         facts = [f"{props.multi_processor_count} SMs, compute capability {props.major}.{props.minor}; "
@@ -49,7 +50,9 @@ def hardware_facts(device: torch.device) -> list[str]:
         except OSError:
             continue
         caches.append(f"L{level} {kind.lower()} {size}")
-    return [f"{os.cpu_count()} cores"] + ([("caches: " + ", ".join(caches))] if caches else [])
+    extensions = cpu_info().extensions
+    return ([f"{os.cpu_count()} cores"] + ([("caches: " + ", ".join(caches))] if caches else [])
+            + ([f"vector extensions: {', '.join(extensions)}"] if extensions else []))
 
 
 def input_facts(problem, inputs: list) -> list[str]:

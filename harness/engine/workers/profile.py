@@ -1,18 +1,20 @@
 """The profile role: one forward of the candidate (or the reference) for a profiler.
 
-Run as `python -m harness.engine.workers profile SPEC.json`, under ncu or alone.
+Run as `python -m harness.engine.workers profile SPEC.json`, under ncu, under perf or alone.
 One warm forward first, so that ncu's window (cudaProfilerStart..Stop) holds only
 the measured forward's kernels; without ncu, torch.profiler records that forward
 and its trace, parsed by torch_trace.py into per-kernel (on CPU, per-op) rows,
-goes to the spec's `out` file.
+goes to the spec's `out` file. Under perf (the spec's `sample`), the forward is then
+called again and again for a while with perf's events on (../profiling/perf.py).
 """
 from __future__ import annotations
 
 import json
+import time
 
 import torch
 
-from ...profiles import Profile
+from ...profiles import Profile, Sampling
 from ...results import to_json
 from ..building.extensions import key_builds
 from ..profiling.torch_trace import parse_trace
@@ -54,5 +56,30 @@ def profile_role(spec: dict) -> None:
     with open(trace) as f:
         events = json.load(f).get("traceEvents", [])
     profile = Profile("torch" if on_gpu else "torch-cpu", parse_trace(events, on_gpu), sm_count)
+    if spec.get("sample"):
+        with torch.no_grad():
+            profile.sampling = sampled_calls(lambda: model(*inputs), device, spec["sample"])
     with open(spec["out"], "w") as f:
         f.write(to_json(profile))
+
+
+def sampled_calls(call, device: torch.device, sample: dict) -> Sampling:
+    """Calls for `sample["seconds"]` or more with perf's events on: perf, this process's parent,
+    reads `control` and acknowledges each command on `ack` once it took effect."""
+    with open(sample["control"], "w") as control, open(sample["ack"]) as ack:
+        def tell(command: str) -> None:
+            control.write(command + "\n")
+            control.flush()
+            ack.readline()
+
+        tell("enable")
+        # in batches that double, so that reading the clock is no share of the samples: at most twice the time
+        calls, started = 0, time.perf_counter()
+        while time.perf_counter() - started < sample["seconds"]:
+            for _ in range(calls + 1):
+                call()
+            calls += calls + 1
+        sync(device)
+        seconds = time.perf_counter() - started
+        tell("disable")
+    return Sampling(calls=calls, seconds=seconds, threads=torch.get_num_threads())

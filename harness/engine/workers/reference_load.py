@@ -4,7 +4,6 @@ built and run on a sample of its inputs, and what the harness learns of it befor
 from __future__ import annotations
 
 import contextlib
-import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -12,6 +11,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import torch
 
+from ...device import cpu_info
 from ...files import new_seed
 from ...integrity import lint, precision
 from ...integrity.digest import changed, checksum, digest
@@ -219,7 +219,7 @@ def _plan_backward(ref: ReferenceProcess, sample: list, probe: int, random_draws
 def describe(ref: ReferenceProcess, info: ReferenceReady, laps: Laps) -> None:
     """What the harness is told beside the load: the device's facts, the problem's roofline."""
     device = ref.device
-    info.device_name, info.hardware = platform.processor() or platform.machine(), hardware_facts(device)
+    info.device_name, info.hardware = cpu_info().name, hardware_facts(device)
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         info.device_name, info.capability = props.name, f"{props.major}.{props.minor}"
