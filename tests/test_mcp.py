@@ -160,9 +160,9 @@ def test_a_session_describes_evaluates_and_refuses_bad_input_in_one_paragraph(ca
     on_device = [call for call, phase in phases if phase in ("checking", "timing", "checking other shapes")]
     assert on_device == sorted(on_device, key=on_device.index), phases
 
-    profiled = said["profile"]  # no ncu on a CPU: the torch profiler's ops, and why
+    profiled = said["profile"]  # on a CPU the torch profiler's ops, without a word of ncu
     assert not profiled.is_error and profiled.structured_content["profile"]["tool"] == "torch-cpu", text(profiled)
-    assert text(profiled).startswith("No ncu profile on the CPU") and "Profile of one forward" in text(profiled)
+    assert text(profiled).startswith("Profile of one forward (torch profiler, CPU ops)") and "ncu" not in text(profiled)
 
     wrong = said["wrong"]
     assert not wrong.is_error and wrong.structured_content["result"]["verdict"] == "incorrect"

@@ -228,7 +228,9 @@ class Judge:
                     found.path, str(built.path) if built else None, options.device, kernel,
                     time_limit_s=options.profile_time_limit, env=options.child_env(built.entry if built else None),
                     **evaluator.children.seeds))
-        lines = ([found_profile.note] if found_profile.note else []) + profile_lines(found_profile)
+        # why not ncu, where the device has it; on a CPU server the torch profiler is the profiler
+        note = found_profile.note if found_profile.note and self.options.device != "cpu" else ""
+        lines = ([note] if note else []) + profile_lines(found_profile)
         return Profiled("\n".join(lines) + "\n", str(built.path) if built else "", found_profile)
 
     # --- helpers ------------------------------------------------------------------------
