@@ -363,6 +363,26 @@ def test_profile_run_on_cpu_feeds_back_the_torch_profilers_ops_and_says_once_why
         assert f"| {short_name(max(ops, key=lambda k: k['duration_us'])['name'])} | " in prompt
 
 
+def test_a_round_directory_holds_the_runs_own_files_alone(tmp_path, cache_dir):
+    """Its candidate is imported from the round directory, by the build, the check and the profile, with
+    bytecode written as Python writes it by default: none is written there (no __pycache__)."""
+    cands = tmp_path / "cands"
+    cands.mkdir()
+    (cands / "slow.py").write_text(SLOW)
+    (cands / "fast.py").write_text(FAST)
+    runs = tmp_path / "runs"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    done = subprocess.run([sys.executable, "-m", "harness", "run", str(PROBLEM), "--files", str(cands / "slow.py"),
+                           str(cands / "fast.py"), "--runs-dir", str(runs), "--profile", *eval_flags(cache_dir)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    path = only_run(runs)
+    assert [r["verdict"] for r in run_json(path)["rounds"]] == ["correct", "correct"]
+    for round_dir in (path / "rounds").iterdir():
+        assert {f.name for f in round_dir.iterdir()} == {"prompt.md", "answer.md", "candidate.py", "eval.json",
+                                                        "round.json"}, sorted(round_dir.iterdir())
+
+
 def test_openai_run_that_never_builds_ends_after_its_rounds(tmp_path, cache_dir, capsys,
                                                            fake_openai, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)

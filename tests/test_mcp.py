@@ -3,15 +3,17 @@ HTTP behind its token. CPU problems and candidates; the C++ build is shared with
 through the session's cache."""
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
 import sys
 import threading
 import time
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 import anyio
 import pytest
@@ -24,6 +26,8 @@ from harness.agent.devices import Cancelled, Devices, Job  # noqa: E402
 from harness.agent.judge import OPTIONS  # noqa: E402
 from harness.agent.server import Options  # noqa: E402
 from harness.engine.options import EvalOptions  # noqa: E402
+from harness.engine.processes.ownership import running  # noqa: E402
+from harness.runs.store import ANSWER_FILE, BUILD_LOG, CANDIDATE_FILE, EVAL_FILE, PROMPT_FILE, ROUND_FILE  # noqa: E402
 
 from conftest import CANDIDATES, PROBLEMS, REPO  # noqa: E402
 from test_history import cli  # noqa: E402
@@ -33,6 +37,8 @@ CPP = str((CANDIDATES / "cpp_layernorm.py").relative_to(REPO))
 WRONG = str((CANDIDATES / "py_wrong.py").relative_to(REPO))
 CORRECT = str((CANDIDATES / "py_correct.py").relative_to(REPO))
 TOOLS = {"describe_problem", "evaluate", "profile", "start_run", "history", "best", "show_round"}
+# what only the loop's conversation has, never an agent's: its answer a ```python block, its best pinned in it
+LOOP_ONLY = ("pinned above", "```python block")
 
 
 def flags(cache_dir: Path, runs_dir: Path) -> list[str]:
@@ -40,15 +46,45 @@ def flags(cache_dir: Path, runs_dir: Path) -> list[str]:
             "--runs-dir", str(runs_dir)]
 
 
-def stdio(*options: str) -> Client:
-    """A client of `harness mcp OPTIONS` started over stdio in the repository, as an agent's client starts it."""
+def stdio(*options: str, env: Optional[dict[str, str]] = None) -> Client:
+    """A client of `harness mcp OPTIONS` started over stdio in the repository, as an agent's client starts it,
+    with `env` over this process's environment. Bytecode is written as Python writes it by default, so that
+    a round directory holds what the harness leaves there."""
     args = ["-m", "harness", "mcp", *options]
+    environment = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | (env or {})
     return Client(stdio_client(StdioServerParameters(command=sys.executable, args=args, cwd=str(REPO),
-                                                     env=dict(os.environ))))
+                                                     env=environment)))
 
 
 def text(result) -> str:
     return result.content[0].text
+
+
+def one_sentence(result) -> str:
+    """A refusal's text, which must be a tool error of one line, no traceback."""
+    said = text(result)
+    assert result.is_error and "\n" not in said.strip() and "Traceback" not in said, said
+    return said
+
+
+def children(pid: int) -> dict[int, str]:
+    """Each child of `pid` with its state letter (/proc/PID/stat): "Z" for a zombie."""
+    found = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            found[int(entry)] = fields[0]
+    return found
+
+
+def server_pid() -> int:
+    """The `harness mcp` this process started (over stdio, a child of its own)."""
+    (pid,) = [pid for pid in children(os.getpid())
+              if b"harness\0mcp" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    return pid
 
 
 def test_a_session_describes_evaluates_and_refuses_bad_input_in_one_paragraph(cache_dir, tmp_path):
@@ -84,6 +120,10 @@ def test_a_session_describes_evaluates_and_refuses_bad_input_in_one_paragraph(ca
             said["missing"] = await client.call_tool("evaluate", {"problem": "tests/problems/nothing.py", "path": CPP})
             said["big"] = await client.call_tool("evaluate", {"problem": SMALL, "source": "#" * (2 << 20)})
             said["unknown_run"] = await client.call_tool("evaluate", {"problem": SMALL, "path": CPP, "run": "no-such"})
+            said["bogus"] = await client.call_tool("evaluate", {"problem": SMALL, "path": CPP,
+                                                                "options": {"bogus": 1, "trials": 2}})
+            said["zero"] = await client.call_tool("evaluate", {"problem": SMALL, "path": CPP, "options": {"trials": 0}})
+            said["two"] = await client.call_tool("show_round", {"run": "latest", "round": "two"})
             return said
 
     said = anyio.run(session)
@@ -92,18 +132,28 @@ def test_a_session_describes_evaluates_and_refuses_bad_input_in_one_paragraph(ca
     assert all(tool.description and tool.input_schema["type"] == "object" for tool in tools.values())
     assert not [tool.name for tool in tools.values() if "\n " in tool.description]  # read as written, unindented
     assert {"problem", "source", "path", "run", "options"} <= set(tools["evaluate"].input_schema["properties"])
+    # a CPU server speaks of C++ builds and the torch profiler, in its descriptions and its schemas
+    told = [tool.description + json.dumps(tool.input_schema) for tool in tools.values()]
+    assert not [line for line in told if "CUDA build" in line or "Nsight" in line or "ncu" in line]
+    assert "a first C++ build" in tools["evaluate"].description
 
     described = said["describe"]
     assert not described.is_error
     assert "## Rules" in text(described) and "`x`: cpu float32 (8, 16, 32)" in text(described)
     assert "The reference alone, on each clock this device has: host time" in text(described)
+    assert "send it to `evaluate`: its path (`path`) or its text (`source`)" in text(described)
+    assert "```python block" not in text(described)
     assert described.structured_content["inputs"] == ["`x`: cpu float32 (8, 16, 32), contiguous"]
     assert set(described.structured_content["reference"]) == {"host"}
 
     correct = said["correct"]
     assert said["python"].structured_content["result"]["verdict"] == "correct", text(said["python"])
     assert not correct.is_error, text(correct)
-    assert ": correct\nThe candidate built" in text(correct) and "## How it was timed" in text(correct)
+    assert text(correct).startswith("## Verdict: correct\nThe candidate built")
+    assert "## How it was timed" in text(correct)
+    # no run: a verdict alone, no round, no table of rounds, no task done, nothing pinned
+    for result in (correct, said["python"], said["wrong"]):
+        assert not [phrase for phrase in ("Round", "the task is done", *LOOP_ONLY) if phrase in text(result)]
     assert correct.structured_content["result"]["verdict"] == "correct"
     assert "samples" not in correct.structured_content["result"]["timings"]["candidate"]
     assert {"building", "checking", "timing"} <= {phase for call, phase in phases if call == "correct"}
@@ -111,9 +161,9 @@ def test_a_session_describes_evaluates_and_refuses_bad_input_in_one_paragraph(ca
     on_device = [call for call, phase in phases if phase in ("checking", "timing", "checking other shapes")]
     assert on_device == sorted(on_device, key=on_device.index), phases
 
-    profiled = said["profile"]  # no ncu on a CPU: the torch profiler's ops, and why
+    profiled = said["profile"]  # on a CPU the torch profiler's ops, without a word of ncu
     assert not profiled.is_error and profiled.structured_content["profile"]["tool"] == "torch-cpu", text(profiled)
-    assert text(profiled).startswith("No ncu profile on the CPU") and "Profile of one forward" in text(profiled)
+    assert text(profiled).startswith("Profile of one forward (torch profiler, CPU ops)") and "ncu" not in text(profiled)
     sampling = profiled.structured_content["profile"]["sampling"]  # perf's, where it may sample here
     assert sampling["note"] or "| layer_norm | cpp_layernorm_test.so |" in text(profiled)
 
@@ -128,8 +178,15 @@ def test_a_session_describes_evaluates_and_refuses_bad_input_in_one_paragraph(ca
     assert said["missing"].is_error and "nothing.py does not exist" in text(said["missing"])
     assert said["big"].is_error and "over the limit of 1,048,576" in text(said["big"])
     assert said["unknown_run"].is_error and "No run matches 'no-such'" in text(said["unknown_run"])
+    assert one_sentence(said["bogus"]) == ("Unknown evaluation option(s) bogus: `options` takes only "
+                                           f"{', '.join(OPTIONS)}.")
+    # what the schemas refuse, said as the judge's refusals are
+    assert one_sentence(said["zero"]) == ("evaluate refused its arguments: `options.trials`: Input should be greater "
+                                          "than or equal to 1 (given 0).")
+    assert one_sentence(said["two"]).startswith("show_round refused its arguments: `round`: Input should be a valid "
+                                                "integer")
     for refusal in ("syntax", "outside", "missing", "big", "unknown_run"):
-        assert "Traceback" not in text(said[refusal]) and "\n" not in text(said[refusal]).strip()
+        one_sentence(said[refusal])
 
 
 def test_a_run_of_two_rounds_reads_back_as_harness_runs_do(cache_dir, tmp_path):
@@ -147,7 +204,11 @@ def test_a_run_of_two_rounds_reads_back_as_harness_runs_do(cache_dir, tmp_path):
                     "best": await client.call_tool("best", {}),
                     "round": await client.call_tool("show_round", {"run": run, "round": 1}),
                     "options": await client.call_tool("evaluate", {"problem": SMALL, "path": CPP, "run": run,
-                                                                   "options": {"trials": 3}})}
+                                                                   "options": {"trials": 3}}),
+                    "bogus": await client.call_tool("evaluate", {"problem": SMALL, "path": CPP, "run": run,
+                                                                 "options": {"bogus": 1}})}
+            for n in (0, 3, -1):  # rounds the run does not have
+                said[f"round {n}"] = await client.call_tool("show_round", {"run": run, "round": n})
             return said
 
     said = anyio.run(session)
@@ -162,6 +223,16 @@ def test_a_run_of_two_rounds_reads_back_as_harness_runs_do(cache_dir, tmp_path):
     assert said["best"].structured_content["round"] == 2 and "load_inline" in said["best"].structured_content["source"]
     assert "## Round 1: incorrect" in text(said["round"]) and "Its candidate" in text(said["round"])
     assert said["options"].is_error and "leave `options` out" in text(said["options"])
+    assert one_sentence(said["bogus"]).startswith("Unknown evaluation option(s) bogus: `options` takes only trials, ")
+    for n in (0, 3, -1):
+        assert one_sentence(said[f"round {n}"]) == f"Run {run} has rounds 1-2; round {n} does not exist."
+    # an agent's run speaks of rounds, and of nothing pinned nor pasted
+    assert text(first).startswith("## Round 1: incorrect") and "## Rounds so far" in text(first)
+    assert not [phrase for phrase in LOOP_ONLY for told in (first, second, said["round"]) if phrase in text(told)]
+    # a round directory holds the run's own files: the candidate was imported from it, without bytecode
+    made = {PROMPT_FILE, ANSWER_FILE, CANDIDATE_FILE, EVAL_FILE, BUILD_LOG, ROUND_FILE}
+    for round_dir in (runs_dir / run / "rounds").iterdir():
+        assert {f.name for f in round_dir.iterdir()} <= made, sorted(round_dir.iterdir())
 
     # the server has ended: the run is settled and shows as `harness run`'s do
     rc, out = cli("show", run, "--runs-dir", str(runs_dir))
@@ -174,34 +245,85 @@ def test_a_run_of_two_rounds_reads_back_as_harness_runs_do(cache_dir, tmp_path):
     assert (runs_dir / run / "rounds" / "002" / "prompt.md").read_text().startswith("## Round 1: incorrect")
 
 
+def test_a_run_stays_bound_to_its_problem_file_not_a_copy_of_it(cache_dir, tmp_path):
+    """A copy of a run's problem (the same content at another path) is refused for the run, by the server that
+    holds the run and by a later one that opens it again; the run's own file goes on being taken."""
+    copy = tmp_path / "silu_copy.py"
+    copy.write_text((PROBLEMS / "small_layernorm.py").read_text())
+    options = (*flags(cache_dir, tmp_path / "runs"), "--root", str(REPO), "--root", str(tmp_path))
+
+    async def session(run: str = "") -> dict:
+        async with stdio(*options) as client:
+            said = {}
+            if not run:
+                said["started"] = await client.call_tool("start_run", {"problem": SMALL})
+                run = said["started"].structured_content["run"]
+            said["copy"] = await client.call_tool("evaluate", {"problem": str(copy), "path": WRONG, "run": run})
+            said["own"] = await client.call_tool("evaluate", {"problem": SMALL, "path": WRONG, "run": run})
+            return said
+
+    held = anyio.run(session)
+    run = held["started"].structured_content["run"]
+    reopened = anyio.run(session, run)
+    original, copy = (PROBLEMS / "small_layernorm.py").resolve(), copy.resolve()
+    for said in (held, reopened):
+        assert one_sentence(said["copy"]) == (f"Run {run} is bound to problem file {original}, not {copy}: evaluate "
+                                              "against the run's own problem file, or start_run for this one.")
+    assert [said["own"].structured_content["round"] for said in (held, reopened)] == [1, 2], text(reopened["own"])
+    record = json.loads((tmp_path / "runs" / run / "run.json").read_text())
+    assert record["problem"]["path"] == str(original) and len(record["rounds"]) == 2
+
+
 def test_a_cancelled_evaluation_ends_its_candidate_and_frees_the_device(cache_dir, tmp_path):
     """A candidate that never returns, cancelled while it is checked: its worker is ended at once, so the
-    next call times on the device without waiting for the run timeout (600 s here)."""
-    checking = anyio.Event()
-
-    async def progress(step: float, total, message) -> None:
-        if message == "checking":
-            checking.set()
+    next call times on the device without waiting for the run timeout (600 s here). Whatever the server
+    started, it reaps: after a call cancelled while it checks, one cancelled while it builds (its compiler
+    killed), a log flood and a profile of a candidate that leaves daemons behind, none of its children is a
+    zombie, and none of those daemons runs on."""
+    daemons = tmp_path / "daemons.txt"  # where tests/candidates/forks_sessions.py lists the daemons it starts
+    unbuilt = (CANDIDATES / "cpp_layernorm.py").read_text() + f"\n# {uuid.uuid4()}: a build of its own\n"
 
     async def session():
-        async with stdio(*flags(cache_dir, tmp_path / "runs")) as client:
-            async with anyio.create_task_group() as group:
-                async def hang() -> None:
-                    await client.call_tool("evaluate", {"problem": SMALL, "path": "tests/candidates/hangs.py"},
-                                           progress_callback=progress)
+        async with stdio(*flags(cache_dir, tmp_path / "runs"), env={"DAEMON_PIDS": str(daemons)}) as client:
+            async def cancelled(arguments: dict, phase: str) -> None:
+                """The call cancelled by the client as soon as the server says it is at `phase`."""
+                there = anyio.Event()
 
-                group.start_soon(hang)
-                with anyio.fail_after(120):
-                    await checking.wait()
-                group.cancel_scope.cancel()  # the client tells the server the call is cancelled
+                async def progress(step: float, total, message) -> None:
+                    if message == phase:
+                        there.set()
+
+                async with anyio.create_task_group() as group:
+                    group.start_soon(lambda: client.call_tool("evaluate", {"problem": SMALL, **arguments},
+                                                              progress_callback=progress))
+                    with anyio.fail_after(120):
+                        await there.wait()
+                    group.cancel_scope.cancel()  # the client tells the server the call is cancelled
+
+            await cancelled({"path": "tests/candidates/hangs.py"}, "checking")
             started = time.monotonic()
             with anyio.fail_after(120):
                 after = await client.call_tool("evaluate", {"problem": SMALL, "path": CORRECT})
-            return after, time.monotonic() - started
+            seconds = time.monotonic() - started
+            await cancelled({"source": unbuilt}, "building")
+            with anyio.fail_after(300):
+                flood = await client.call_tool("evaluate", {"problem": SMALL, "path": "tests/candidates/floods_log.py"})
+                profiled = await client.call_tool("profile", {"problem": SMALL,
+                                                              "path": "tests/candidates/forks_sessions.py"})
+            server = server_pid()
+            deadline = time.monotonic() + 60  # a child ended a moment ago may not be reaped yet
+            while "Z" in children(server).values() and time.monotonic() < deadline:
+                await anyio.sleep(0.2)
+            return after, seconds, flood, profiled, children(server)
 
-    after, seconds = anyio.run(session)
+    after, seconds, flood, profiled, left = anyio.run(session)
     assert not after.is_error and after.structured_content["result"]["verdict"] == "correct", text(after)
     assert seconds < 120
+    assert flood.structured_content["result"]["verdict"] == "runtime_error", text(flood)
+    assert not profiled.is_error and "Profile of one forward" in text(profiled), text(profiled)
+    assert "Z" not in left.values(), left
+    started = [int(pid) for pid in daemons.read_text().split()]
+    assert len(started) >= 5 and not [pid for pid in started if running(pid)]
 
 
 @contextmanager

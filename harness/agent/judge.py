@@ -1,15 +1,15 @@
 """The judge a coding agent calls: the Python API under `harness mcp`'s tools, one method a tool.
 
 Each answer is a typed result (results.to_dict gives its record) whose `text` is what a model reads,
-written by the loop's own functions: a problem as the loop's first prompt puts it, a verdict as its
-feedback puts it. Candidates are judged as `harness eval` judges them, by the engine, in processes
-of their own; an evaluation given a run's id is stored as that run's next round (sessions.py)."""
+written by the loop's own functions for an agent that sends files (prompts.Reader): a problem as the
+loop's first prompt puts it, a verdict as its feedback puts it. Candidates are judged as `harness eval`
+judges them, by the engine, in processes of their own; an evaluation given a run's id is stored as
+that run's next round (sessions.py), one without a run stands alone: no round, no table, no end."""
 from __future__ import annotations
 
 import dataclasses
 import shutil
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,10 +20,9 @@ from ..engine.options import EvalOptions
 from ..engine.profiling.profile import Profiler, ProfileRequest
 from ..engine.timing.speedups import basis_text
 from ..integrity.roofline import Headroom, Peaks
-from ..loop.extract import approach
-from ..loop.feedback import APPROACH_CHARS, Past, Thresholds
+from ..loop.feedback import Thresholds, feedback_text
 from ..loop.profile_text import profile_lines
-from ..loop.prompts import Prompts, tolerance_text
+from ..loop.prompts import Prompts, Reader, tolerance_text
 from ..loop.start import ceiling_note, first_for
 from ..problem import Problem
 from ..profiles import Profile
@@ -33,7 +32,7 @@ from ..runs.store import utc_now
 from .devices import Devices, Job, Warm
 from .records import Records
 from .inputs import AgentError, Roots, candidate_source, digest, refuse_unbuildable
-from .sessions import Session, Sessions, agent_settings, answer_of, told
+from .sessions import Session, Sessions, agent_settings
 
 # What an evaluation's `options` may set: the evaluation flags of `harness eval` that change a verdict.
 OPTIONS = ("trials", "time_cap", "model_mode", "backward", "shapes", "atol", "rtol", "clock", "compile_baseline",
@@ -101,8 +100,6 @@ class Judge:
         self.prompts = Prompts()
         self.records = Records(self.runs_dir, self.roots, self.prompts)  # history, best, show_round
         self.scratch = Path(tempfile.mkdtemp(prefix="harness-mcp-"))  # sources given inline, outside a run
-        self.tried: dict[str, list[Past]] = {}  # by problem hash: this server's evaluations outside any run
-        self._tried_lock = threading.Lock()
 
     def close(self) -> None:
         """Every run settled and let go, every process ended."""
@@ -117,9 +114,9 @@ class Judge:
     def describe(self, problem: str, job: Optional[Job] = None) -> Description:
         found = self.roots.problem(problem)
         with self.devices.pool(found, self.evaluation) as warm:
-            return self._describe(found, warm, Thresholds(), job or Job())
+            return self._describe(found, warm, Thresholds(), job or Job(), Reader.CALL)
 
-    def _describe(self, problem: Problem, warm: Warm, thresholds: Thresholds, job: Job) -> Description:
+    def _describe(self, problem: Problem, warm: Warm, thresholds: Thresholds, job: Job, reader: Reader) -> Description:
         pool = warm.pool
         if not warm.reference:  # measured once per pool: the reference's time does not change
             with job.watching(), self.devices.timing(pool.evaluators[:1], job) as evaluator:
@@ -131,7 +128,7 @@ class Judge:
         first = pool.evaluators[0]
         settings = Settings(accept=thresholds.accept, target=thresholds.target, device=self.options.device)
         text, warnings, room = first_for(pool, self.prompts, problem, settings, first.options.trials,
-                                         reference=warm.reference[first.measure.headline()])
+                                         reference=warm.reference[first.measure.headline()], reader=reader)
         clocks = "; ".join(f"{CLOCK_NAMES[Clock(clock)]} {t.median:.4g} ms (IQR {t.iqr:.2g} ms, {t.n} samples)"
                            for clock, t in warm.reference.items())
         text += f"\nThe reference alone, on each clock this device has: {clocks}.\n"
@@ -145,7 +142,7 @@ class Judge:
         evaluation = self._evaluation(options)
         settings = agent_settings(found, self.options.device, accept, target, self.runs_dir)
         with self.devices.pool(found, evaluation) as warm:
-            described = self._describe(found, warm, Thresholds(accept, target), job or Job())
+            described = self._describe(found, warm, Thresholds(accept, target), job or Job(), Reader.RUN)
         note = ceiling_note(described.headroom, target)
         session = self.sessions.start(found, settings, evaluation, described.text, described.ceiling,
                                       [note] if note else [])
@@ -167,6 +164,7 @@ class Judge:
         text, file = candidate_source(self.roots, source, path)
         refuse_unbuildable(text, f"Candidate file {path}" if path else "The candidate's source", found,
                            self.options.device)
+        evaluation = self._evaluation(options)  # unknown keys refused by name, with a run or without
         if run is not None:
             if options:
                 raise AgentError(f"Run {run} evaluates under the options it was started with; leave `options` out, "
@@ -174,13 +172,11 @@ class Judge:
             session = self._session(run, found, job)
             with session.lock, self.devices.pool(found, session.run.evaluation) as warm:
                 return self._in_run(session, warm, text, note, job)
-        with self.devices.pool(found, self._evaluation(options)) as warm:
+        with self.devices.pool(found, evaluation) as warm:
             result = self._judge(warm, file or self._scratch_file(text), job)
-            with self._tried_lock:
-                tried = self.tried.setdefault(found.sha256, [])
-                tried.append(Past(len(tried) + 1, result, approach(answer_of(text, note), text, APPROACH_CHARS)))
-                past = list(tried)
-            said = told(self.prompts, past, Thresholds(), _hidden(warm), self.options.device == "cpu")
+            # a verdict alone: its number and the rounds' table are not shown without a run
+            said = feedback_text(self.prompts, 1, result, Thresholds(), [], hidden=_hidden(warm),
+                                 cpu=self.options.device == "cpu", reader=Reader.CALL)
         return Judged(_with_basis(said, result), result)
 
     def _in_run(self, session: Session, warm: Warm, source: str, note: str, job: Job) -> Judged:
@@ -235,7 +231,9 @@ class Judge:
                     found.path, str(built.path) if built else None, options.device, kernel,
                     time_limit_s=options.profile_time_limit, env=options.child_env(built.entry if built else None),
                     **evaluator.children.seeds))
-        lines = ([found_profile.note] if found_profile.note else []) + profile_lines(found_profile)
+        # why not ncu, where the device has it; on a CPU server the torch profiler is the profiler
+        note = found_profile.note if found_profile.note and self.options.device != "cpu" else ""
+        lines = ([note] if note else []) + profile_lines(found_profile)
         return Profiled("\n".join(lines) + "\n", str(built.path) if built else "", found_profile)
 
     # --- helpers ------------------------------------------------------------------------
@@ -243,9 +241,9 @@ class Judge:
     def _evaluation(self, options: Optional[dict[str, Any]]) -> Evaluation:
         """The server's evaluation options with a call's own over them."""
         given = {k: v for k, v in (options or {}).items() if v is not None}
-        unknown = sorted(set(given) - set(OPTIONS))
+        unknown = sorted(set(options or {}) - set(OPTIONS))
         if unknown:
-            raise AgentError(f"Unknown evaluation option(s) {', '.join(unknown)}; `options` takes "
+            raise AgentError(f"Unknown evaluation option(s) {', '.join(unknown)}: `options` takes only "
                              f"{', '.join(OPTIONS)}.")
         return dataclasses.replace(self.evaluation, **given)
 
@@ -259,7 +257,7 @@ class Judge:
 
         def first(settings: Settings, evaluation: Evaluation) -> str:
             with self.devices.pool(problem, evaluation) as warm:
-                return self._describe(problem, warm, Thresholds(settings.accept, settings.target), job).text
+                return self._describe(problem, warm, Thresholds(settings.accept, settings.target), job, Reader.RUN).text
 
         return self.sessions.reopen(run, problem, self.prompts, first)
 

@@ -91,8 +91,9 @@ class Records:
     def show_round(self, run: str, n: int) -> RoundRecord:
         store, record, rounds = self._load(run)
         if not 1 <= n <= len(rounds):
-            raise AgentError(f"Run {store.id} has {len(rounds)} finished round(s): ask for one of 1 to {len(rounds)}."
-                             if rounds else f"Run {store.id} has no finished round yet.")
+            has = (f"rounds 1-{len(rounds)}" if len(rounds) > 1 else "round 1 alone" if rounds
+                   else "no finished round yet")
+            raise AgentError(f"Run {store.id} has {has}; round {n} does not exist.")
         past = [Past(r.n, r.eval, r.sample.approach) for r in rounds[:n]]
         s = record.settings
         said = told(self.prompts, past, Thresholds(s.accept, s.target), frozenset(), s.device == "cpu")

@@ -4,33 +4,25 @@ or streamable HTTP behind a bearer token.
 Each call runs its method in a worker thread, so the event loop stays free to answer other calls and
 to carry the progress notifications the engine's phases send. A call the client cancels stops
 waiting at once, and its processes are ended (Job.cancel). Input the judge refuses (a HarnessError:
-one paragraph naming the file and what is wrong) comes back as a tool error, never a traceback."""
-from __future__ import annotations
-
+one paragraph naming the file and what is wrong) comes back as a tool error, never a traceback. The
+instructions and the tools' descriptions are in the words of the server's device (texts.py)."""
 import hmac
-import inspect
 import itertools
 from typing import Annotated, Any, Callable, Literal, Optional
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+from pydantic import ConfigDict, Field, ValidationError
 from typing_extensions import TypedDict
 
 from ..errors import HarnessError
 from ..results import to_dict
 from ..version import __version__
+from . import texts
 from .devices import Cancelled, Job
 from .judge import Judge
-
-INSTRUCTIONS = """\
-The harness judges custom kernels (a Python file defining `ModelNew`, usually compiling CUDA or C++ \
-with load_inline) against a PyTorch reference `Model` in a problem file: it builds the candidate, checks \
-it against the reference on fresh inputs, and times both with a 95% interval, in processes of their own. \
-A session: describe_problem for the rules, inputs and the reference's time; start_run for a run id; \
-write a candidate and evaluate it with that run id; read the verdict and the advice; repeat until a \
-result says you can stop. history, best and show_round read runs back."""
 
 Problem = Annotated[str, Field(description="The problem file (KernelBench format: Model, get_inputs, "
                                            "get_init_inputs), a path under the server's roots.")]
@@ -42,6 +34,10 @@ Run = Annotated[str, Field(description="A run id from start_run (or a unique pre
 
 class Options(TypedDict, total=False):
     """Evaluation options over the server's own (its flags), as `harness eval`'s flags of the same names."""
+
+    # The schema names the keys taken; a key it does not name reaches the judge, which refuses it by
+    # name (dropped here, it would be ignored without a word).
+    __pydantic_config__ = ConfigDict(extra="allow", json_schema_extra={"additionalProperties": False})
 
     trials: Annotated[int, Field(ge=1, description="correctness trials, each on fresh inputs")]
     time_cap: Annotated[float, Field(gt=0, description="most seconds spent sampling times")]
@@ -99,25 +95,37 @@ async def _call(ctx: Context, work: Callable[[Job], Any]) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=done.text)], structured_content=_record(to_dict(done)))
 
 
+class Server(MCPServer):
+    """The SDK's server, whose refusal of arguments its schemas do not admit is one sentence (pydantic's
+    own runs to several lines, with links)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Optional[Context] = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(texts.refused_arguments(name, exc.__cause__.errors())) from exc.__cause__
+            raise
+
+
 def build_server(judge: Judge) -> MCPServer:
-    server = MCPServer("harness", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
+    cpu = judge.options.device == "cpu"
+    server = Server("harness", instructions=texts.instructions(cpu), version=__version__, log_level="WARNING")
     reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     runs = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+    described = texts.descriptions(cpu)
+    # built here, for the device (annotations are evaluated where the tools are defined)
+    Kernel = Annotated[Optional[str], Field(description=texts.words(cpu).kernel)]
 
     def tool(annotations: ToolAnnotations) -> Callable[[Callable], Callable]:
-        """A tool whose description is its docstring, unindented: the text a model reads."""
+        """A tool described as texts.descriptions says, for the server's device: the text a model reads."""
         def register(fn: Callable) -> Callable:
-            server.add_tool(fn, description=inspect.cleandoc(fn.__doc__), annotations=annotations,
-                            structured_output=False)
+            server.add_tool(fn, description=described[fn.__name__], annotations=annotations, structured_output=False)
             return fn
         return register
 
     @tool(reads)
     async def describe_problem(problem: Problem, ctx: Context) -> CallToolResult:
-        """The problem as a candidate must meet it: the rules it must keep, the inputs forward receives
-        (shapes, dtypes), the tolerance its outputs must match, the reference's own time on each clock,
-        the hardware with its measured peaks and the floor they set. Read this before writing a candidate;
-        it takes seconds the first time (the reference is loaded and timed), none after."""
         return await _call(ctx, lambda job: judge.describe(problem, job))
 
     @tool(runs)
@@ -125,9 +133,6 @@ def build_server(judge: Judge) -> MCPServer:
                         accept: Annotated[float, Field(gt=0, description="the acceptable speedup")] = 1.5,
                         target: Annotated[float, Field(gt=0, description="the speedup that ends the run")] = 2.0,
                         options: Optional[Options] = None) -> CallToolResult:
-        """Start a run: a record under runs/ of every candidate you evaluate with its id, as rounds, which
-        people read back with `harness show` and `harness report`. Each result then says where the run
-        stands against `accept` and `target`, and when you can stop."""
         return await _call(ctx, lambda job: judge.start_run(problem, accept, target, options, job))
 
     @tool(runs)
@@ -137,40 +142,27 @@ def build_server(judge: Judge) -> MCPServer:
                        note: Annotated[str, Field(description="What this candidate tries, in a few words, for the "
                                                               "table of rounds.")] = "",
                        options: Optional[Options] = None) -> CallToolResult:
-        """Build, check and time a candidate against the problem's reference, as `harness eval` does: the
-        verdict (correct, incorrect, compile_error, rejected, ...), the speedup with its 95% interval and
-        how it was timed, the first compiler errors or the mismatch, the times, warnings and advice, and
-        the rounds so far. A file that does not parse is refused before anything builds. Takes from
-        seconds (a cached build) to minutes (a first CUDA build); progress is reported as it goes."""
         return await _call(ctx, lambda job: judge.evaluate(problem, source, path, run, options, note, job))
 
     @tool(reads)
     async def profile(problem: Problem, ctx: Context, source: Source = None, path: CandidatePath = None,
-                      kernel: Annotated[Optional[str], Field(description="Only kernels whose name matches this "
-                                                                         "regular expression.")] = None
-                      ) -> CallToolResult:
-        """One forward of a candidate (or, with neither source nor path, of the reference) under Nsight
-        Compute, or the torch profiler where ncu cannot run: the kernels that take the time, with their
-        occupancy, memory and compute throughput, and plain findings on what limits them. On a CPU, perf
-        also samples a second or two of calls: the share in your extension, libtorch and Python, by function."""
+                      kernel: Kernel = None) -> CallToolResult:
         return await _call(ctx, lambda job: judge.profile(problem, source, path, kernel, job))
 
     @tool(reads)
     async def history(ctx: Context, run: Run = "latest") -> CallToolResult:
-        """A run's rounds: each one's verdict, speedup and times, and where the run stands."""
         return await _call(ctx, lambda job: judge.records.history(run))
 
     @tool(reads)
     async def best(ctx: Context, run: Run = "latest") -> CallToolResult:
-        """A run's best correct candidate (by its speedup interval's lower end): its round, its speedup,
-        and its whole source."""
         return await _call(ctx, lambda job: judge.records.best(run))
 
     @tool(reads)
     async def show_round(run: Run, ctx: Context,
-                         round: Annotated[int, Field(ge=1, description="The round's number, from 1.")]
+                         # the schema's minimum, not checked here: the judge says which rounds the run has
+                         round: Annotated[int, Field(description="The round's number, from 1.",
+                                                     json_schema_extra={"minimum": 1})]
                          ) -> CallToolResult:
-        """One round of a run: the feedback it got, as evaluate gave it, and its candidate's source."""
         return await _call(ctx, lambda job: judge.records.show_round(run, round))
 
     return server

@@ -15,11 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..errors import HarnessError
 from ..loop.extract import approach
 from ..loop.feedback import APPROACH_CHARS, Past, Thresholds, feedback_text
 from ..loop.loop import conclusion, goal_reached, keep_result, keep_round, settle
-from ..loop.prompts import Prompts
+from ..loop.prompts import Prompts, Reader
 from ..loop.proposers import agent
 from ..loop.start import new_run, reopen, same_problem
 from ..problem import Problem
@@ -32,9 +31,11 @@ from .inputs import AgentError
 
 
 def told(prompts: Prompts, past: list[Past], thresholds: Thresholds, hidden: frozenset[str], cpu: bool) -> str:
-    """The feedback on the last of `past` (the ones before it its history), as the loop writes it."""
+    """The feedback on the last of `past` (the ones before it its history), as the loop writes it for an
+    agent's run."""
     *before, last = past
-    return feedback_text(prompts, last.n, last.eval, thresholds, before, last.approach, [], hidden, cpu=cpu)
+    return feedback_text(prompts, last.n, last.eval, thresholds, before, last.approach, [], hidden, cpu=cpu,
+                         reader=Reader.RUN)
 
 
 def answer_of(source: str, note: str) -> str:
@@ -49,7 +50,6 @@ class Session:
     store: RunStore
     run: Run
     rounds: list[Round]
-    problem: Problem
     first: str  # round 1's prompt: the problem as describe_problem gives it
     last_told: str = ""  # the feedback on the last round: the next round's prompt
     opened: float = field(default_factory=time.monotonic)
@@ -133,7 +133,7 @@ class Sessions:
         store, run = new_run(settings, evaluation, problem)
         run.ceiling, run.notes = ceiling, notes
         store.save_run(run)
-        session = Session(store, run, [], problem, first)
+        session = Session(store, run, [], first)
         with self._lock:
             self.open[run.id] = session
         return session
@@ -146,11 +146,8 @@ class Sessions:
             matches = [s for i, s in self.open.items() if i.startswith(name)]
             # an ambiguous prefix falls through to reopen, whose lookup says which runs it names
             session = self.open.get(name) or (matches[0] if len(matches) == 1 else None)
-        if session and session.problem.path != problem.path:
-            raise AgentError(f"Run {session.run.id} is of problem {session.problem.path}, not {problem.path}: "
-                             "evaluate against the run's own problem, or start_run for this one.")
         if session:
-            same_problem(problem, session.run)
+            bound(problem, session.run)
         return session
 
     def reopen(self, run_id: str, problem: Problem, prompts: Prompts,
@@ -161,15 +158,12 @@ class Sessions:
             path = resolve(run_id, self.runs_dir)
         except HistoryError as exc:
             raise AgentError(f"{exc} start_run gives a new run's id.") from None
+        recorded = RunStore.open(path).load_run()  # read, not taken: a run refused here is left as it was
+        if not agent.is_agents(recorded.settings):
+            raise AgentError(f"Run {recorded.id} is not an agent's: its candidates came from `harness run` "
+                             f"(proposer {recorded.settings.proposer}). start_run gives a run of your own.")
+        bound(problem, recorded)
         store, run, rounds = reopen(path)
-        try:
-            if not agent.is_agents(run.settings):
-                raise AgentError(f"Run {run.id} is not an agent's: its candidates came from `harness run` "
-                                 f"(proposer {run.settings.proposer}). start_run gives a run of your own.")
-            same_problem(problem, run)
-        except HarnessError:
-            store.release()
-            raise
         run.status, run.stop_reason, run.message = Status.RUNNING, StopReason.NONE, ""
         store.save_run(run)
         try:
@@ -177,7 +171,7 @@ class Sessions:
         except BaseException:
             store.release()
             raise
-        session = Session(store, run, rounds, problem, opening, before=run.seconds)
+        session = Session(store, run, rounds, opening, before=run.seconds)
         if rounds:  # the problem's own warnings, left out of a feedback, are not known before it runs
             session.last_told = told(prompts, session.past(), session.thresholds, frozenset(), session.cpu)
         with self._lock:
@@ -189,6 +183,15 @@ class Sessions:
             sessions, self.open = list(self.open.values()), {}
         for session in sessions:
             session.close()
+
+
+def bound(problem: Problem, run: Run) -> None:
+    """Refuse `problem` for `run` unless it is the run's own problem file, by path and by content: a
+    copy elsewhere is another problem, and the run stays bound to the file it started with."""
+    if Path(problem.path) != Path(run.problem.path).resolve():
+        raise AgentError(f"Run {run.id} is bound to problem file {run.problem.path}, not {problem.path}: evaluate "
+                         "against the run's own problem file, or start_run for this one.")
+    same_problem(problem, run)
 
 
 def agent_settings(problem: Problem, device: str, accept: float, target: float, runs_dir: Path) -> Settings:

@@ -15,7 +15,7 @@ from ..results import CLOCK_NAMES, CheckResult, Clock, EvalResult, Verdict, clea
 from ..engine.timing.speedups import faster_of, shown
 from ..stats import overlap
 from .profile_text import profile_lines
-from .prompts import FEEDBACK, Prompts
+from .prompts import FEEDBACK, Prompts, Reader
 
 # Names of the two timings every correct result has.
 CANDIDATE = "candidate"
@@ -135,8 +135,9 @@ def measurably_faster(result: EvalResult, than: EvalResult) -> bool:
     return result.speedup > than.speedup and not overlap(interval(result), interval(than))
 
 
-def comparison(result: EvalResult, best: Optional[Past]) -> str:
-    """How a correct result stands against the best before it, noise taken into account."""
+def comparison(result: EvalResult, best: Optional[Past], reader: Reader = Reader.LOOP) -> str:
+    """How a correct result stands against the best before it, noise taken into account; `reader` says
+    where that best candidate is (pinned in the loop's conversation, a round of an agent's run)."""
     if best is None or not result.ok or result.speedup is None:
         return ""
     was = f"round {best.n}'s {best.eval.speedup:.2f}x"
@@ -144,8 +145,9 @@ def comparison(result: EvalResult, best: Optional[Past]) -> str:
         return f"No measurable change from {was}: the two speedups' intervals overlap."
     if result.speedup > best.eval.speedup:
         return f"A measurable gain over {was}."
-    return (f"Slower than {was} beyond the noise: continue from round {best.n}'s candidate (pinned "
-            "above), not from this one.")
+    where = "pinned above" if reader is Reader.LOOP else "show_round gives its source"
+    return (f"Slower than {was} beyond the noise: continue from round {best.n}'s candidate ({where}), "
+            "not from this one.")
 
 
 # Advice words that differ between a GPU and a CPU (--device cpu), by what they name.
@@ -175,14 +177,16 @@ def sentence(result: EvalResult) -> str:
     return over[0] if over else result.verdict.sentence
 
 
-def advice(result: EvalResult, thresholds: Thresholds, best: Optional[tuple[int, float]], cpu: bool = False) -> str:
+def advice(result: EvalResult, thresholds: Thresholds, best: Optional[tuple[int, float]], cpu: bool = False,
+           reader: Reader = Reader.LOOP) -> str:
     """What to do next, in a CPU's terms with `cpu`; `best` is (round, speedup) of the best correct
-    round before this one."""
+    round before this one. A `reader` without rounds has no task to call done."""
     v, s = result.verdict, result.speedup
     words = _CPU_WORDS if cpu else _GPU_WORDS
     if v is Verdict.CORRECT and s is not None:
         if thresholds.reached(result):
-            text = f"{s:.2f}x clears the target of {thresholds.target}x: the task is done."
+            text = f"{s:.2f}x clears the target of {thresholds.target}x" + (": the task is done." if reader.rounds
+                                                                             else ".")
         elif s >= thresholds.accept:
             shown = speedup_text(s, result.speedup_interval)
             unsure = (f" (it reads {thresholds.target}x or more, but its interval, {shown}, reaches below it)"
@@ -313,14 +317,16 @@ def headline(result: EvalResult) -> str:
 
 def feedback_context(n: int, result: EvalResult, thresholds: Thresholds, history: list[Past],
                      approach: str = "", notes: Optional[list[str]] = None,
-                     hidden: frozenset[str] = frozenset(), cpu: bool = False) -> dict[str, Any]:
+                     hidden: frozenset[str] = frozenset(), cpu: bool = False,
+                     reader: Reader = Reader.LOOP) -> dict[str, Any]:
     """The feedback template's names; `history` holds the rounds before `n`; `notes` are
     lines the loop adds (a repeated candidate, a restart); `hidden`, warnings left out
-    (the problem's own, which every result carries); `cpu`, advice in a CPU's terms."""
+    (the problem's own, which every result carries); `cpu`, advice in a CPU's terms; `reader`, who
+    reads it: without rounds (Reader.CALL) no round number nor table of rounds."""
     errors = compiler_errors(result)
-    compared = comparison(result, best_past(history))
+    compared = comparison(result, best_past(history), reader)
     return {
-        "n": n,
+        "n": n if reader.rounds else None,
         "verdict": result.verdict.value,
         "sentence": sentence(result),
         "explanation": explanation_text(result, bool(errors)),
@@ -338,8 +344,8 @@ def feedback_context(n: int, result: EvalResult, thresholds: Thresholds, history
         "notes": [line for line in [compared, *(notes or [])] if line],
         "model_mode": result.model_mode,
         "backward": result.backward,
-        "advice": advice(result, thresholds, best_of(history), cpu),
-        "history": history_table(history + [Past(n, result, approach)]),
+        "advice": advice(result, thresholds, best_of(history), cpu, reader),
+        "history": history_table(history + [Past(n, result, approach)]) if reader.rounds else "",
     }
 
 
@@ -362,6 +368,6 @@ def speedup_line(result: EvalResult) -> str:
 
 def feedback_text(prompts: Prompts, n: int, result: EvalResult, thresholds: Thresholds, history: list[Past],
                   approach: str = "", notes: Optional[list[str]] = None,
-                  hidden: frozenset[str] = frozenset(), cpu: bool = False) -> str:
-    context = feedback_context(n, result, thresholds, history, approach, notes, hidden, cpu)
+                  hidden: frozenset[str] = frozenset(), cpu: bool = False, reader: Reader = Reader.LOOP) -> str:
+    context = feedback_context(n, result, thresholds, history, approach, notes, hidden, cpu, reader)
     return prompts.render(FEEDBACK, **context).strip() + "\n"

@@ -6,6 +6,7 @@ Undefined names are errors, so a typo in a template is caught on first use.
 """
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -39,6 +40,25 @@ CANDIDATE = "candidate.py.j2"  # the file a person starts from (human proposer)
 IDIOM = "idiom.py.j2"  # the quick-building example, included by FIRST and CANDIDATE
 IDIOM_CPU = "idiom_cpu.py.j2"  # its counterpart for --device cpu: C++ alone, for CPU tensors
 TEMPLATES = (SYSTEM, FIRST, FEEDBACK, CANDIDATE, IDIOM, IDIOM_CPU)
+
+
+class Reader(Enum):
+    """Who reads a prompt or a feedback, which words it gets: the loop's model (LOOP) answers with a
+    ```python block and finds its best candidate pinned in its conversation; an agent sends files, in a
+    run whose rounds are kept (RUN) or in a call of its own (CALL), which has no rounds to number,
+    compare or finish."""
+
+    LOOP = "loop"
+    RUN = "run"
+    CALL = "call"
+
+    @property
+    def agent(self) -> bool:
+        return self is not Reader.LOOP
+
+    @property
+    def rounds(self) -> bool:
+        return self is not Reader.CALL
 
 
 class PromptError(HarnessError):
@@ -131,11 +151,13 @@ def system_prompt(prompts: Prompts, *, cpu: bool = False) -> str:
 
 def first_prompt(prompts: Prompts, problem: "Problem", device: "DeviceInfo", *, accept: float, target: float,
                  trials: int, facts: "ReferenceReady", environment: "Environment",
-                 headroom: Optional["Headroom"] = None, backward: bool = False, unmeasured: bool = False) -> str:
+                 headroom: Optional["Headroom"] = None, backward: bool = False, unmeasured: bool = False,
+                 reader: Reader = Reader.LOOP) -> str:
     """The problem, the rules, and the facts the reference process found: hardware, measured
     peaks, how the inputs arrive, versions; and the reference's own time against its floor.
     `backward`: the backward pass is checked and timed too, and the contract for it is given.
-    `unmeasured`: the reference was not timed (a dry run), and the prompt says where its time goes."""
+    `unmeasured`: the reference was not timed (a dry run), and the prompt says where its time goes.
+    `reader`: an agent is asked to send its file, not to end an answer with it."""
     reference = None
     if headroom is not None:
         reference = {"ms": headroom.reference_ms, "host_ms": headroom.host_ms, "ceiling": headroom.ceiling,
@@ -145,7 +167,7 @@ def first_prompt(prompts: Prompts, problem: "Problem", device: "DeviceInfo", *, 
                           accept=accept, target=target, trials=trials, hardware=facts.hardware,
                           inputs=facts.inputs, peaks=facts.peaks, environment=environment,
                           peaks_flops=flops_text(facts.peaks.tflops_fp32) if facts.peaks else "",
-                          reference=reference, unmeasured=unmeasured, backward=backward,
+                          reference=reference, unmeasured=unmeasured, backward=backward, agent=reader.agent,
                           grad_tolerance=grad_tolerance_text(problem, facts.grad_allowance) if backward else ""
                           ).strip() + "\n"
 

@@ -15,7 +15,7 @@ from ..runs.records import ProblemRef, Round, Run
 from ..runs.store import RunStore, utc_now
 from .loop import CEILING_SHARE, Loop, restore
 from .observer import Observer
-from .prompts import Prompts, first_prompt, system_prompt
+from .prompts import Prompts, Reader, first_prompt, system_prompt
 from .proposers import kinds
 from .proposers.base import Proposer, Setup
 
@@ -63,17 +63,17 @@ def same_problem(problem: Problem, run: Run) -> None:
 
 
 def first_for(pool: Pool, prompts: Prompts, problem: Problem, settings: Settings, trials: int,
-              reference: Optional[Timing] = None) -> tuple[str, list[str], Headroom]:
-    """The first prompt, with the facts the reference process finds (hardware, inputs, peaks,
-    the reference's own time, timed here unless given); the problem's warnings, which every result
-    carries and no candidate can act on; and the headroom the reference leaves."""
+              reference: Optional[Timing] = None, reader: Reader = Reader.LOOP) -> tuple[str, list[str], Headroom]:
+    """The first prompt, worded for `reader`, with the facts the reference process finds (hardware,
+    inputs, peaks, the reference's own time, timed here unless given); the problem's warnings, which
+    every result carries and no candidate can act on; and the headroom the reference leaves."""
     facts, environment = pool.facts()
     reference = reference or pool.reference_time()
     # the declared bytes and the reference's time are the main shape's: no ceiling for a speedup
     # that is a geometric mean over benchmark shapes
     room = headroom(reference.median, reference.overhead, {} if facts.benchmark_shapes else facts.roofline,
                     facts.peaks)
-    return _first(pool, prompts, problem, settings, trials, room), facts.warnings, room
+    return _first(pool, prompts, problem, settings, trials, room, reader), facts.warnings, room
 
 
 def untimed_first(pool: Pool, prompts: Prompts, problem: Problem, settings: Settings, trials: int) -> str:
@@ -83,11 +83,12 @@ def untimed_first(pool: Pool, prompts: Prompts, problem: Problem, settings: Sett
 
 
 def _first(pool: Pool, prompts: Prompts, problem: Problem, settings: Settings, trials: int,
-           room: Optional[Headroom]) -> str:
+           room: Optional[Headroom], reader: Reader = Reader.LOOP) -> str:
     facts, environment = pool.facts()  # the reference process starts on the first call; later ones read
     return first_prompt(prompts, problem, describe(settings.device), accept=settings.accept,
                         target=settings.target, trials=trials, facts=facts, environment=environment,
-                        headroom=room, backward=pool.evaluators[0].backward, unmeasured=room is None)
+                        headroom=room, backward=pool.evaluators[0].backward, unmeasured=room is None,
+                        reader=reader)
 
 
 def ceiling_note(room: Headroom, target: float) -> str:

@@ -184,6 +184,8 @@ def start_pch_aside(cache_dir: Path, runner: Sequence[str] = ()) -> bool:
         ready, _, _ = select.select([maker.stdout], [], [], PCH_MAKER_START_S)
         said = maker.stdout.readline().strip() if ready else b""
         maker.stdout.close()
+        # waited for aside, so that it is reaped when it ends, not left a zombie of this process
+        threading.Thread(target=maker.wait, daemon=True, name="pch-maker").start()
         return said == b"locked"
 
 

@@ -160,6 +160,17 @@ def kill_processes(roots: set[int], mark: Optional[str] = None) -> set[int]:
     return stopped
 
 
+def end_own_tree() -> None:
+    """Every process this one started, and every orphan of theirs (this one is their subreaper), killed and
+    reaped: a worker that ends on its own leaves nothing, running or a zombie, for its parent to take in."""
+    kill_processes(descendants(os.getpid()))
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:  # none left
+            return
+
+
 STOP_WAIT_S = 0.5  # the most a round waits for its processes to stop (one in uninterruptible sleep stops late)
 
 

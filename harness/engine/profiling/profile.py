@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -24,7 +23,7 @@ from typing import Optional
 from ...errors import HarnessError
 from ...profiles import Profile, Sampling
 from ...results import from_json
-from ..processes.ownership import pythonpath
+from ..processes.ownership import disown, end_processes, pythonpath, spawn
 from .ncu import findings, parse_raw
 from .perf import (NOT_INSTALLED as NO_PERF, SECONDS, extension_objects, find_perf, parse_script, record_command,
                    refusal, script, summarize)
@@ -95,30 +94,38 @@ class Profiler:
         self.perf = None if on_gpu else perf or find_perf()
         self.sampling_note = "" if on_gpu or self.perf else NO_PERF
         self.child: Optional[subprocess.Popen] = None  # the profile in flight
+        self.mark = ""  # its mark (ownership.py), which all it starts carries, in whatever session
 
     def stop(self) -> None:
-        """End the profile in flight, its whole process group (ncu and the worker under it)."""
+        """End the profile in flight and everything it started (ncu, the worker under it, whatever the
+        candidate left running), reaped: this process is their subreaper once their parents are gone."""
         child = self.child
-        if child is not None and child.poll() is None:
-            try:
-                os.killpg(child.pid, signal.SIGKILL)
-            except ProcessLookupError:  # it ended meanwhile
-                pass
+        if child is not None:
+            end_processes({child.pid} if child.poll() is None else set(), self.mark + "\0", spare=child.pid)
 
-    def run_child(self, command: list[str], time_limit_s: float, what: str, env: dict[str, str],
+    kill = stop  # as ownership.end_all ends what this process owns
+
+    def run_child(self, command: list[str], time_limit_s: float, what: str, env: dict[str, str], cwd: str,
                   check: bool = True) -> str:
-        """The child's output; a ProfileError when it runs too long, or (`check`) fails."""
-        self.child = child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                              start_new_session=True, env=env)
-        try:
-            output, _ = child.communicate(timeout=time_limit_s)
-        except subprocess.TimeoutExpired:
-            self.stop()
-            child.communicate()
-            raise ProfileError(f"{what} ran past its {time_limit_s:.0f} s limit and was killed.") from None
-        finally:
-            self.stop()  # on any way out: nothing of it outlives the call
-            self.child = None
+        """The child's output; a ProfileError when it runs too long, or (`check`) fails. Its output goes to
+        a file, not a pipe: a process the candidate left running would hold a pipe open, and the call with it.
+        `cwd`: a scratch directory, where what the candidate writes goes with it."""
+        with tempfile.TemporaryFile() as out:
+            child, self.mark = spawn(self, env, None, lambda marked: subprocess.Popen(
+                command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                env=marked, cwd=cwd))
+            self.child = child
+            try:
+                child.wait(timeout=time_limit_s)
+            except subprocess.TimeoutExpired:
+                raise ProfileError(f"{what} ran past its {time_limit_s:.0f} s limit and was killed.") from None
+            finally:
+                self.stop()  # on any way out: nothing of it outlives the call
+                child.wait()
+                self.child = None
+                disown(self)
+            out.seek(0)
+            output = out.read().decode(errors="replace")
         if check and child.returncode != 0 and NO_PERMISSION not in output:
             raise ProfileError(f"{what} failed (exit {child.returncode}): " + output.strip()[-2000:])
         return output
@@ -140,7 +147,7 @@ class Profiler:
             if self.ncu:
                 write_spec("ncu")
                 command = ncu_command(self.ncu, spec_file, log, request.kernel_regex)
-                output = self.run_child(command, request.time_limit_s, what, env)
+                output = self.run_child(command, request.time_limit_s, what, env, scratch)
                 text = Path(log).read_text(errors="replace") if Path(log).exists() else output
                 if NO_PERMISSION not in text + output:
                     kernels, sm_count = parse_raw(text, f"ncu's output for {request.candidate or 'the reference'}")
@@ -156,12 +163,12 @@ class Profiler:
                 os.mkfifo(sample["control"])
                 os.mkfifo(sample["ack"])
                 refused = self.run_child(command + worker_command(spec_file), request.time_limit_s, what, env,
-                                         check=False)
+                                         scratch, check=False)
                 result = self.sampled(sample["data"], out) if Path(out).exists() else None
             if result is None:
                 write_spec("torch")
                 # where the worker fails alone too, it raises here: perf is not blamed for it
-                self.run_child(worker_command(spec_file), request.time_limit_s, what, env)
+                self.run_child(worker_command(spec_file), request.time_limit_s, what, env, scratch)
                 if refused is not None:
                     self.perf, self.sampling_note = None, refusal(refused)
                 result = from_json(Profile, Path(out).read_text())

@@ -5,6 +5,7 @@ same kind of device, so processes agree on a trial by exchanging a seed.
 """
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import os
 import random
@@ -27,8 +28,16 @@ from ..processes.protocol import BuildSpec, Reply
 from .memory import tensor_bytes
 
 
+class _Uncached(importlib.machinery.SourceFileLoader):
+    """A file's loader that writes no bytecode beside it: a candidate lives in a run's round directory,
+    which holds the run's own files alone (no __pycache__), and a problem file's folder is the user's."""
+
+    def set_data(self, path, data, *, _mode=0o666) -> None:
+        pass
+
+
 def import_file(path: str, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
+    spec = importlib.util.spec_from_file_location(name, path, loader=_Uncached(name, path))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)

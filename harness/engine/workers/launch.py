@@ -17,7 +17,7 @@ import sys
 
 from ..processes import channel
 from ..processes.cores import START_NICE_ENV, apply_from_env, take_own_cores
-from ..processes.ownership import become_subreaper
+from ..processes.ownership import become_subreaper, end_own_tree
 
 
 def begin() -> None:
@@ -57,8 +57,11 @@ def main(argv: list[str]) -> None:
     from .warm import warm_spare
 
     if role == "profile":
-        with open(argv[2]) as f:
-            profile_role(json.load(f))
+        try:
+            with open(argv[2]) as f:
+                profile_role(json.load(f))
+        finally:
+            end_own_tree()
         sys.stdout.flush()
         os._exit(0)
     fd = int(argv[2])
@@ -75,6 +78,7 @@ def main(argv: list[str]) -> None:
         except OSError:
             pass
     ROLES[role](conn, spec)
+    end_own_tree()
     sys.stdout.flush()
     sys.stderr.flush()
     # Skip interpreter teardown: candidate extensions and CUDA can hang or crash in it.
