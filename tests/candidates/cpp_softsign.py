@@ -14,7 +14,7 @@ torch::Tensor softsign(torch::Tensor x) {
     return y;
 }
 """
-ext = load_inline(name="softsign_fused", cpp_sources=cpp, functions=["softsign"], extra_cflags=["-O3", "-march=native"])
+ext = load_inline(name="softsign_fused", cpp_sources=cpp, functions=["softsign"], extra_cflags=["-O3"], use_pch=True)
 
 
 class ModelNew(nn.Module):
