@@ -1,173 +1,72 @@
 """Candidates that try to fake a pass or a speedup (tests/adversarial/), against the real engine.
 
-Each attempt must end in a verdict other than `correct`, with an explanation that
-names the trick. An attempt whose defence is not wired into the engine yet is
-marked xfail with that defence as its reason: remove the mark when it lands.
+Each case file's header (harness/sweep/corpus.py) names the invariant it tests, the problem it runs on,
+the devices where its attack exists and the verdict and sentence it must get: every case is judged here
+by its header, so a case file added with one is tested as it lands.
 """
 import dataclasses
+import json
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import pytest
+from rich.console import Console
 
-from conftest import HERE, PROBLEMS, REPO
+from conftest import HERE, PROBLEMS
 from harness import EvalOptions, Verdict, evaluate, evaluate_batch
+from harness.cli.sweep import corpus_end
+from harness.sweep.jobs import Job, corpus_cases, corpus_jobs
+from harness.sweep.records import record_of
 
 ADVERSARIAL = HERE / "adversarial"
 SMALL = PROBLEMS / "small_layernorm.py"
-MATMUL_MEAN = PROBLEMS / "matmul_mean.py"
-LAYERNORM = REPO / "problems" / "layernorm_4d.py"
 
-
-@dataclass(frozen=True)
-class Attempt:
-    name: str
-    says: tuple[str, ...]  # the explanation names the trick with one of these
-
-
-def attempt(name: str, *says: str) -> Attempt:
-    return Attempt(name, says)
-
-
-
-CPU = [
-    attempt("reuses_freed_memory", "differs from the reference"),
-    attempt("mutates_input_for_reference", "changed its input"),
-    # the timed calls get their inputs in the same tensors (SameTensors), so the re-check catches these
-    # whatever the allocator does; a trial may catch them first
-    # (or, handing back an output it returned before, that the caller still holds)
-    attempt("cache_by_data_ptr", "while being timed", "differs from the reference",
-            "in the memory of an earlier call's outputs"),
-    attempt("cache_by_id", "while being timed", "differs from the reference",
-            "in the memory of an earlier call's outputs"),
-    attempt("counts_calls", "while being timed"),
-    # the worker now draws trial inputs from a seed too, so the seed no longer tells timing from trials
-    attempt("seed_detects_timing", "while being timed", "differs from the reference"),
-    attempt("stack_detects_timing", "while being timed"),
-    attempt("background_thread", "background thread"),
-    # caught as a running thread, or by its unfinished output when the thread is between jobs
-    attempt("background_pool", "background thread", "differs from the reference"),
-    attempt("lazy_tensor_subclass", "Tensor subclass"),
-    attempt("torch_function_mode", "torch function or dispatch mode"),
-    attempt("non_tensor_output", "expected a plain torch.Tensor"),
-    attempt("patch_perf_counter", "replaced time.perf_counter"),
-    attempt("patch_allclose", "replaced torch.allclose"),
-    attempt("patch_time_interleaved", "replaced harness.timing.time_interleaved"),
-    attempt("patch_channel_send", "replaced harness.channel.send"),
-    attempt("patch_timing_clock", "replaced harness.timing._perf_counter"),
-    attempt("patch_torch_equal", "replaced torch.equal"),
-    attempt("patch_compare", "replaced harness.compare.compare"),
-    attempt("slows_reference", "replaced torch.nn.functional.layer_norm"),
-    attempt("inflates_reference_inputs", "replaced torch.randn"),
-    attempt("slows_reference_dispatcher", "registered kernels of its own for operators torch already had"),
-    # the judge's own draws are out of its reach: namespaces the harness calls swapped, the seeds not its own
-    attempt("replaces_random_seed", "replaced random.seed"),
-    attempt("replaces_urandom", "replaced os.urandom"),
-    attempt("reuses_output", "in the memory of an earlier call's outputs"),
-    attempt("escapes_subreaper", "turned off its process's adoption of the processes it starts"),
-    attempt("forged_stdout_exit", "exited with status 0"),
-    attempt("forged_channel_reply", "forged"),
-    attempt("gc_finds_reference_output", "differs from the reference"),
-    attempt("regenerates_inputs_from_seed", "differs from the reference"),
-    attempt("lower_precision", "differs from the reference"),
-    attempt("lower_precision_output", "dtype torch.float16"),
-    attempt("enables_tf32", "lowered float32 precision"),
-    attempt("enables_tf32_legacy", "lowered float32 precision"),
-    attempt("assumes_default_params", "differs from the reference"),
-    attempt("snapshots_params_at_init", "differs from the reference"),
-    attempt("changes_outputs_after_return", "changed after it returned"),
-]
-
-# On tests/problems/matmul_mean.py: within float32's tolerance, far from float64 (integrity/precision.py)
-PRECISION_CPU = [attempt("bf16_gemm_mean", "further from the reference computed in float64")]
-PRECISION_GPU = PRECISION_CPU + [attempt("half_addmm_mean", "further from the reference computed in float64"),
-                                 attempt("triton_tf32_dot", "further from the reference computed in float64")]
-# Out of reach since the reference is timed in a process of its own, the candidate's stopped meanwhile: correct,
-# and no faster than the honest kernel they wrap (F.layer_norm, the reference's own op: about 1x), where with
-# the reference beside it in its process each read several times that.
-REACH = [(SMALL, "global_pre_hook"), (SMALL, "swaps_input_class"), (SMALL, "detached_hog")]
-# a misaligned input slows a GPU's vectorized LayerNorm; on this small CPU problem it moves nothing
-REACH_GPU = [(SMALL, "global_pre_hook"), (SMALL, "misaligned_input")]
-# PyTorch's stream order (integrity/stream_order.py), on tests/problems/small_layernorm.py
-STREAM_ORDER = [
-    attempt("side_stream_unwaited", "does not wait for the caller's stream"),
-    attempt("side_stream_in_spin", "does not wait for the caller's stream"),
-    # waits, never joined: its outputs are read on the caller's stream before they are written, or the trace
-    # sees its work after the window
-    attempt("side_stream", "not ready on the caller's stream", "does not wait for the caller's stream",
-            "outside their timed windows"),
-    attempt("hides_tail", "outside their timed windows"),
-]
-
-GPU = [  # problems/layernorm_4d.py; the synchronize and Event patches matter to the GPU timer only
-    attempt("reuses_freed_memory", "differs from the reference"),
-    attempt("below_floor", "differs from the reference"),
-    attempt("graph_replay", "differs from the reference", "while being timed"),
-    attempt("l2_persistence", "left persisting L2 set"),
-    attempt("patch_synchronize", "replaced torch.cuda.synchronize"),
-    attempt("patch_cuda_event", "replaced torch.cuda.Event"),
-    # its outputs travel as CUDA IPC handles, then (the trial again) through host memory
-    attempt("changes_outputs_after_return", "changed after it returned"),
-]
-
-# Under --backward (tests/problems/rmsnorm_train_small.py): the gradients are checked and re-checked as outputs are.
-BACKWARD = [
-    attempt("backward_caches_grads", "while being timed"),
-    attempt("backward_mutates_grad_output", "changed the upstream gradient"),
-]
-RMSNORM_TRAIN = PROBLEMS / "rmsnorm_train_small.py"
-
-# Read from the source: the default policy lets them run with a warning, the strict one refuses them unrun.
-STATIC = [
-    ("calls_reference_op", "calls the reference op itself"),
-    ("compiles_reference", "hands the work to a compiler"),
-    ("try_except_fallback", "falls back to torch"),
-    ("forged_channel_reply", "reaches into the harness"),
-]
-NEUTRALISED = ["cache_by_content"]  # fresh inputs leave it nothing to gain
-# Wrong one call in 20: met by the floor of checked calls (scrutiny.FAST.checked_calls) where a short timing takes few
+CPU_JOBS = corpus_jobs(ADVERSARIAL, "cpu")
+# Under --policy strict, read from the source: refused unrun, on any device, so judged on the CPU only
+STRICT = [job for job in CPU_JOBS if job.expect.strict]
+BACKWARD = [job for job in CPU_JOBS if job.case.backward and not job.expect.strict]
+# Wrong one call in 20: judged under a short timing, where only the floor of checked calls meets it
 FAULTY = "wrong_every_20th"
-DEGENERATE = "constant_output"  # right on a degenerate problem: the problem lint must flag the problem
-# caught, or let through, by comparing the reference's time beside the candidate with its time alone
-TIMING_BOUND = [(SMALL, "cache_by_content"), (SMALL, "calls_reference_op"),
-                (PROBLEMS / "degenerate_softmax.py", DEGENERATE)] + REACH
-# These make the harness raise today: each gets an evaluator of its own, so that its exception takes no other
-# attempt's result with it.
-ALONE = [
-    attempt("forged_zero_time", "forged"),
-    # its own kernel for the random draw the harness makes inputs with: seen as it is registered
-    attempt("alters_trial_inputs", "changed how inputs are drawn", "registered kernels of its own"),
-]
+FORWARD = [job for job in CPU_JOBS if not job.expect.strict and not job.case.backward and job.label != FAULTY]
+# These made the harness raise once: each gets an evaluator of its own, so that an exception takes no other
+# case's result with it.
+ALONE = {"forged_zero_time", "alters_trial_inputs"}
+GPU_JOBS = [job for job in corpus_jobs(ADVERSARIAL, "cuda") if not job.expect.strict]
 
 
-def params(attempts: list[Attempt]) -> list:
-    return [pytest.param(a, id=a.name) for a in attempts]
+def timing_bound(job: Job) -> bool:
+    """Expected `correct`: caught, or let through, by comparing the reference's time beside the candidate
+    with its time alone (or a warning on a correct result)."""
+    return all(outcome.verdict is Verdict.CORRECT for outcome in job.expect.outcomes)
 
 
-def assert_caught(result, attempt: Attempt) -> None:
+def params(jobs: list[Job]) -> list:
+    return [pytest.param(job, id=job.label) for job in jobs]
+
+
+def assert_expected(result, job: Job) -> None:
     if isinstance(result, BaseException):
         raise result
-    assert result.verdict is not Verdict.CORRECT, result.explanation
-    assert any(says in result.explanation for says in attempt.says), result.explanation
+    assert job.expect.met(result), (f"{job.label}: expected {job.expect}; got {result.verdict.value} "
+                                    f"({result.speedup}): {result.explanation} {result.warnings}")
 
 
-def evaluate_all(jobs: list[tuple], options: EvalOptions, lanes: int, alone: list[tuple] = ()) -> dict:
-    """Evaluate (problem, attempt name) jobs in `lanes` evaluators side by side, each with its own
-    reference process (a fresh worker per candidate is the cost to spread), and each `alone` job in
-    an evaluator of its own; an exception that one raises stands in for its result."""
-    def lane(part: list[tuple]) -> dict:
+def evaluate_all(jobs: list[Job], options: EvalOptions, lanes: int, alone: list[Job] = ()) -> dict:
+    """Evaluate jobs in `lanes` evaluators side by side, each with its own reference process (a fresh
+    worker per candidate is the cost to spread), and each `alone` job in an evaluator of its own; an
+    exception that one raises stands in for its result. By label."""
+    def lane(part: list[Job]) -> dict:
         by_problem: dict = {}
-        for problem, name in part:
-            by_problem.setdefault(problem, []).append(name)
-        return {name: result for problem, names in by_problem.items() for name, result in
-                zip(names, evaluate_batch(problem, [ADVERSARIAL / f"{n}.py" for n in names], options))}
+        for job in part:
+            by_problem.setdefault(job.problem, []).append(job)
+        return {job.label: result for problem, group in by_problem.items() for job, result in
+                zip(group, evaluate_batch(problem, [job.candidate for job in group], options))}
 
     with ThreadPoolExecutor(lanes + len(alone)) as pool:
-        single = {name: pool.submit(evaluate, problem, ADVERSARIAL / f"{name}.py", options) for problem, name in alone}
-        results = {name: result for part in pool.map(lane, [jobs[i::lanes] for i in range(lanes)])
-                   for name, result in part.items()}
-        return results | {name: future.exception() or future.result() for name, future in single.items()}
+        single = {job.label: pool.submit(evaluate, job.problem, job.candidate, options) for job in alone}
+        results = {label: result for part in pool.map(lane, [jobs[i::lanes] for i in range(lanes)])
+                   for label, result in part.items()}
+        return results | {label: future.exception() or future.result() for label, future in single.items()}
 
 
 @pytest.fixture(scope="module")
@@ -182,30 +81,23 @@ def hog_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def cpu_results(cpu_options, hog_dir):
     options = dataclasses.replace(cpu_options, time_cap=0.3)
-    timing_bound = {name for _, name in TIMING_BOUND}
-    jobs = [(SMALL, a.name) for a in CPU if a.name not in timing_bound] + [(MATMUL_MEAN, a.name)
-                                                                            for a in PRECISION_CPU]
-    results = evaluate_all(jobs, options, lanes=3, alone=[(SMALL, a.name) for a in ALONE])
+    rest = [job for job in FORWARD if not timing_bound(job)]
+    results = evaluate_all([job for job in rest if job.label not in ALONE], options, lanes=3,
+                           alone=[job for job in rest if job.label in ALONE])
     # Verdicts that rest on the reference's time beside a candidate against alone run after the
     # rest, one at a time: with lanes side by side on a small machine the two come from different loads.
-    for problem, name in TIMING_BOUND:
-        results[name] = evaluate(problem, ADVERSARIAL / f"{name}.py", options)
+    for job in FORWARD:
+        if timing_bound(job):
+            results[job.label] = evaluate(job.problem, job.candidate, options)
     return results
 
 
-@pytest.mark.parametrize("attempt", params(CPU + PRECISION_CPU))
-def test_attempt_fails_and_names_the_trick(cpu_results, attempt):
-    assert_caught(cpu_results[attempt.name], attempt)
-
-
-@pytest.mark.parametrize("name", [name for _, name in REACH])
-def test_what_its_process_does_never_reaches_the_reference(cpu_results, name):
-    """A hook on every module, a kept input swapped for a slower class or re-homed, oneDNN turned off for
-    the process, a spinning process left behind: each slowed the reference while it ran in the candidate's
-    process. In a process of its own, with the candidate's stopped while it runs, it is not slowed."""
-    result = cpu_results[name]
-    assert result.verdict is Verdict.CORRECT, result.explanation
-    assert result.speedup < 1.5, (result.speedup, result.warnings)
+@pytest.mark.parametrize("job", params(FORWARD))
+def test_attempt_gets_the_verdict_its_header_names(cpu_results, job):
+    """Caught with the verdict and the sentence that name its trick; or, out of its reach (a hook on every
+    module, a kept input given a slower class, a spinning process left behind, a cache on fresh inputs),
+    correct and no faster than the honest kernel it wraps."""
+    assert_expected(cpu_results[job.label], job)
 
 
 def test_a_detached_process_ends_with_its_evaluation(cpu_results, hog_dir):
@@ -224,15 +116,20 @@ def test_a_detached_process_ends_with_its_evaluation(cpu_results, hog_dir):
     assert not alive, f"still running: {alive}"
 
 
-def test_a_fault_of_one_call_in_twenty_is_met_however_short_the_timing(cpu_options):
+@pytest.fixture(scope="module")
+def faulty_result(cpu_options):
+    options = dataclasses.replace(cpu_options, time_cap=0.05, min_samples=10, trials=2)
+    job = next(job for job in CPU_JOBS if job.label == FAULTY)
+    return evaluate(job.problem, job.candidate, options)
+
+
+def test_a_fault_of_one_call_in_twenty_is_met_however_short_the_timing(faulty_result):
     """A timing that stops after 10 calls still compares at least FAST.checked_calls timed outputs: the
     20th call, wrong, is among them."""
     from harness.engine.scrutiny import FAST
 
-    options = dataclasses.replace(cpu_options, time_cap=0.05, min_samples=10, trials=2)
-    result = evaluate(SMALL, ADVERSARIAL / f"{FAULTY}.py", options)
-    assert result.verdict is Verdict.INCORRECT and "while being timed" in result.explanation, result.explanation
-    assert result.timed_calls_checked >= FAST.checked_calls
+    assert_expected(faulty_result, next(job for job in CPU_JOBS if job.label == FAULTY))
+    assert faulty_result.timed_calls_checked >= FAST.checked_calls
 
 
 def test_a_timed_failure_says_what_was_seen_and_names_no_stream_it_did_not_measure(cpu_results):
@@ -242,47 +139,51 @@ def test_a_timed_failure_says_what_was_seen_and_names_no_stream_it_did_not_measu
     assert "another stream" not in said
 
 
-def test_content_cache_gains_nothing_on_fresh_inputs(cpu_results):
-    result = cpu_results["cache_by_content"]
-    assert result.verdict is Verdict.CORRECT, result.explanation
-    assert result.speedup < 1.5  # every timed call misses the cache and does the work
-
-
-def test_warn_policy_shows_the_static_report(cpu_results):
-    result = cpu_results["calls_reference_op"]
-    assert result.verdict is Verdict.CORRECT, result.explanation
-    assert any("calls the reference op itself" in w for w in result.warnings), result.warnings
-
-
 @pytest.fixture(scope="module")
 def backward_results(cpu_options):
     options = dataclasses.replace(cpu_options, time_cap=0.3, backward=True)
-    names = [a.name for a in BACKWARD]
-    return dict(zip(names, evaluate_batch(RMSNORM_TRAIN, [ADVERSARIAL / f"{n}.py" for n in names], options)))
+    problem, = {job.problem for job in BACKWARD}
+    return {job.label: result for job, result in
+            zip(BACKWARD, evaluate_batch(problem, [job.candidate for job in BACKWARD], options))}
 
 
-@pytest.mark.parametrize("attempt", params(BACKWARD))
-def test_backward_attempt_fails_and_names_the_trick(backward_results, attempt):
-    assert_caught(backward_results[attempt.name], attempt)
+@pytest.mark.parametrize("job", params(BACKWARD))
+def test_backward_attempt_gets_the_verdict_its_header_names(backward_results, job):
+    """Under --backward the gradients are checked and re-checked as outputs are."""
+    assert_expected(backward_results[job.label], job)
 
 
-@pytest.mark.parametrize("name, says", STATIC)
-def test_strict_policy_rejects_before_building(cpu_options, name, says):
-    result = evaluate(SMALL, ADVERSARIAL / f"{name}.py", dataclasses.replace(cpu_options, policy="strict"))
-    assert result.verdict is Verdict.REJECTED, result.explanation
-    assert says in result.explanation
+@pytest.fixture(scope="module")
+def strict_results(cpu_options):
+    options = dataclasses.replace(cpu_options, policy="strict")
+    return {job.label: evaluate(job.problem, job.candidate, options) for job in STRICT}
+
+
+@pytest.mark.parametrize("job", params(STRICT))
+def test_strict_policy_rejects_before_building(strict_results, job):
+    result = strict_results[job.label]
+    assert_expected(result, job)
     assert result.build is None  # refused on its source: nothing was imported or compiled
 
 
-def test_constant_output_on_a_degenerate_problem_is_flagged(cpu_results):
-    result = cpu_results[DEGENERATE]
-    assert result.verdict is Verdict.CORRECT, result.explanation  # a constant is this problem's right answer...
-    assert any("the same value everywhere" in w for w in result.warnings), result.warnings  # ...so say so
-
-
-@pytest.mark.parametrize("attempt", params(ALONE))
-def test_attempt_ends_in_a_verdict_not_an_exception(cpu_results, attempt):
-    assert_caught(cpu_results[attempt.name], attempt)
+def test_the_corpus_sweep_finds_every_cpu_case_caught(cpu_results, faulty_result, backward_results,
+                                                       strict_results, tmp_path):
+    """The evaluations above, as the corpus sweep (harness sweep --adversarial) records and tallies them:
+    every CPU case caught, a row an invariant in the printed table and in summary.json."""
+    results = cpu_results | backward_results | strict_results | {FAULTY: faulty_result}
+    records = [record_of(job, results[job.label]) for job in CPU_JOBS]
+    assert all(r.invariant == job.case.invariant and r.expected for r, job in zip(records, CPU_JOBS))
+    console = Console(record=True, width=200)
+    assert corpus_end(records, tmp_path, tmp_path / "results.jsonl", console) == 0
+    printed = console.export_text()
+    invariants = {job.case.invariant for job in CPU_JOBS}
+    rows = {line.split("│")[1].strip(): line for line in printed.splitlines() if line.count("│") > 2}
+    assert invariants | {"all"} <= set(rows), printed
+    assert f"│ {len(CPU_JOBS)} │ 0 │" in " ".join(rows["all"].split()), printed
+    assert f"Every case was caught ({len(CPU_JOBS)})" in printed
+    summary = json.loads((tmp_path / "summary.json").read_text())["invariants"]
+    assert {t["invariant"] for t in summary} == invariants and not any(t["missed"] for t in summary)
+    assert sorted(label for t in summary for label in t["caught"]) == sorted(job.label for job in CPU_JOBS)
 
 
 HONEST_GPU = ["two_streams_joined", "graph_wrapper", "autograd_function", "waited_side_stream", "host_busy"]
@@ -291,25 +192,16 @@ HONEST_GPU = ["two_streams_joined", "graph_wrapper", "autograd_function", "waite
 @pytest.fixture(scope="module")
 def gpu_results(cache_dir):
     options = EvalOptions(device="cuda", cache_dir=cache_dir, time_cap=2.0)
-    jobs = ([(LAYERNORM, a.name) for a in GPU] + [(SMALL, a.name) for a in STREAM_ORDER]
-            + [(MATMUL_MEAN, a.name) for a in PRECISION_GPU] + REACH_GPU)
-    results = evaluate_all(jobs, options, lanes=1)
+    results = evaluate_all(GPU_JOBS, options, lanes=1)
     controls = evaluate_batch(SMALL, [HERE / "candidates" / f"{name}.py" for name in HONEST_GPU], options)
     return results | dict(zip(HONEST_GPU, controls))
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("attempt", params(GPU + STREAM_ORDER + PRECISION_GPU))
-def test_gpu_attempt_fails_and_names_the_trick(gpu_results, attempt):
-    assert_caught(gpu_results[attempt.name], attempt)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("name", [name for _, name in REACH_GPU])
-def test_on_a_gpu_what_its_process_does_never_reaches_the_reference(gpu_results, name):
-    result = gpu_results[name]
-    assert result.verdict is Verdict.CORRECT, result.explanation
-    assert result.speedup < 1.5, (result.speedup, result.warnings)
+@pytest.mark.parametrize("job", params(GPU_JOBS))
+def test_gpu_attempt_gets_the_verdict_its_header_names(gpu_results, job):
+    """The synchronize and Event patches matter to the GPU timer only; outputs travel as CUDA IPC handles."""
+    assert_expected(gpu_results[job.label], job)
 
 
 @pytest.mark.gpu
@@ -323,13 +215,11 @@ def test_honest_kernels_that_use_streams_graphs_and_the_host_stay_correct(gpu_re
     assert result.hidden_work_ms is None and result.clock == "gpu", result.warnings
 
 
-def test_every_attempt_is_tested_and_says_its_trick():
-    files = {path.stem: path for path in ADVERSARIAL.glob("*.py")}
-    tested = ({a.name for a in CPU + GPU + BACKWARD + STREAM_ORDER + PRECISION_GPU} | {name for name, _ in STATIC}
-              | set(NEUTRALISED) | {DEGENERATE} | {a.name for a in ALONE} | {name for _, name in REACH + REACH_GPU}
-              | {FAULTY})
-    assert sorted(files) == sorted(tested)
-    for path in files.values():
+def test_every_case_has_a_header_and_says_its_trick():
+    """Every file is read (its header: corpus_cases raises on a bad one) and judged on some device."""
+    cases = corpus_cases(ADVERSARIAL)
+    assert sorted(path.stem for path, _ in cases) == sorted({job.case.name for job in CPU_JOBS + GPU_JOBS})
+    for path, _ in cases:
         first = path.read_text().splitlines()[0]
         assert first.startswith("# ") and len(first) > 30, f"{path.name}: the first line must say its trick"
 

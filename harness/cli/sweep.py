@@ -42,7 +42,7 @@ def _out(args: argparse.Namespace) -> Path:
         return args.resume
     if args.out:
         return args.out
-    name = "runs" if args.runs else args.problems.name + ("-copies" if args.copies else "")
+    name = "runs" if args.runs else (args.adversarial or args.problems).name + ("-copies" if args.copies else "")
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out, n = RESULTS_DIR / f"{stamp}-{name}", 1
     while out.exists():  # another sweep of the same problems started in the same second
@@ -63,6 +63,10 @@ def add_sweep_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", nargs="+", default=None, metavar="RUN",
                    help="instead of directories, the best candidate of each of these runs")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where --runs are kept (default runs)")
+    p.add_argument("--adversarial", type=Path, default=None, metavar="DIR",
+                   help="instead of directories, the corpus of attacks in DIR (e.g. tests/adversarial): each case on "
+                        "the problem its header names, for this device, then caught and missed per invariant; exit 1 "
+                        "where one is missed")
     out = p.add_mutually_exclusive_group()
     out.add_argument("-o", "--out", type=Path, default=None, metavar="DIR",
                      help=f"where a new sweep's results go: results.jsonl, {SUMMARY_FILE}, {PLOT_FILE} (default "
@@ -76,10 +80,10 @@ def add_sweep_arguments(p: argparse.ArgumentParser) -> None:
     add_eval_options(p)
 
 
-def _source(args: argparse.Namespace):
+def _source(args: argparse.Namespace, device: str):
     from ..sweep.jobs import SweepSource
 
-    return SweepSource(args.problems, args.candidates, args.copies, args.runs, args.runs_dir)
+    return SweepSource(args.problems, args.candidates, args.copies, args.runs, args.runs_dir, args.adversarial, device)
 
 
 class _View:
@@ -183,12 +187,16 @@ def _backward_as_recorded(options, records: list):
 def sweep_main(args: argparse.Namespace, console: Console) -> int:
     from ..device import refuse_cuda_only, visible_gpus
     from ..sweep.sweep import Sweep, pending
-    from ..sweep.jobs import SuiteError
+    from ..sweep.jobs import SuiteError, by_options
     from ..sweep.plot import plot_fast_p
     from ..sweep.records import ResultLog, write_csv
     from ..sweep.summary import copy_check, copy_sentences, summarize
 
     args.time_cap = args.time_cap or SWEEP_TIME_CAP
+    given = [flag for flag, value in (("--policy", args.policy), ("--backward", args.backward)) if value]
+    if args.adversarial and given:
+        raise SuiteError(f"--adversarial judges each case under the policy and backward pass its header names; drop "
+                         f"{' and '.join(given)}.")
     if args.ray:
         if args.gpus:
             raise SuiteError("--gpus picks this machine's GPUs; with --ray every GPU of the cluster is used.")
@@ -199,16 +207,17 @@ def sweep_main(args: argparse.Namespace, console: Console) -> int:
     gpus = parse_gpus(args.gpus) or (visible_gpus() if options.device != "cpu" and not args.ray else None)
     scratch = Path(tempfile.mkdtemp(prefix="harness-sweep-"))
     try:
-        source = _source(args)
+        source = _source(args, options.device)
         jobs = source.jobs(scratch)
-        if args.device is None:  # the device defaulted to cpu: say so before a doomed CUDA build
+        # the device defaulted to cpu: say so before a doomed CUDA build (a corpus's cases name their devices)
+        if args.device is None and not args.adversarial:
             for job in jobs:
                 refuse_cuda_only(f"Candidate file {job.candidate}", job.candidate.read_text(errors="replace"))
         out = _out(args)
         log = ResultLog(out, bool(args.resume))
         source.write(out)
         try:
-            options = _backward_as_recorded(options, log.records)
+            options = options if args.adversarial else _backward_as_recorded(options, log.records)
             left = pending(jobs, log)
             view = _View(len(left) + len(log.records), len(log.records))
             live = Live(view.render(), console=console, transient=True, refresh_per_second=2)
@@ -225,21 +234,29 @@ def sweep_main(args: argparse.Namespace, console: Console) -> int:
                 view.count_builds(total, running, done)
                 live.update(view.render())
 
-            if args.ray:
-                from ..sweep.ray_backend import RaySweep
+            def sweep_for(judged_under):
+                if args.ray:
+                    from ..sweep.ray_backend import RaySweep
 
-                sweep = RaySweep(args.ray, options, log, args.jobs, on_record, on_phase, on_builds)
-            else:
-                sweep = Sweep(options, gpus, log, args.jobs, on_record, on_phase, on_builds)
+                    return RaySweep(args.ray, judged_under, log, args.jobs, on_record, on_phase, on_builds)
+                return Sweep(judged_under, gpus, log, args.jobs, on_record, on_phase, on_builds)
+
+            # one sweep per set of options: a corpus's cases name their policy and backward pass
+            parts = by_options(left, options) or [(options, [])]
+            sweep = sweep_for(parts[0][0])
             console.print(f"{len(jobs)} evaluations of {len({(j.level, j.problem) for j in jobs})} problems; "
                           f"{len(log.records)} already in {log.path}, {len(left)} to go, on {sweep.where}.",
                           soft_wrap=True)
             with live:
-                records = sweep.run(left)
+                records = sweep.run(parts[0][1])
+                for judged_under, part in parts[1:]:
+                    records = sweep_for(judged_under).run(part)
         finally:
             log.close()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    if args.adversarial:
+        return corpus_end(records, out, log.path, console)
     summaries = summarize(records)
     write_atomic(out / SUMMARY_FILE, json.dumps([to_dict(s) for s in summaries], indent=2))
     plot = plot_fast_p(records, out / PLOT_FILE)
@@ -264,3 +281,23 @@ def sweep_main(args: argparse.Namespace, console: Console) -> int:
     console.print(f"Results in {log.path}, summary in {out / SUMMARY_FILE}, plot in {plot}"
                   + (f", CSV in {args.csv}" if args.csv else "") + ".")
     return 1 if copies and copies.wrong else 0
+
+
+def corpus_end(records: list, out: Path, results: Path, console: Console) -> int:
+    """A corpus sweep's end: caught and missed per invariant, in summary.json and as a table, each missed
+    case with what it got; 1 where one was missed."""
+    from ..sweep.corpus import tally, tally_rows
+
+    tallies = tally((r.invariant, r.candidate, bool(r.caught)) for r in records if r.caught is not None)
+    write_atomic(out / SUMMARY_FILE, json.dumps({"invariants": [to_dict(t) for t in tallies]}, indent=2))
+    table = _table("Caught and missed per invariant", *tally_rows(tallies))
+    table.columns[-1].justify = "left"  # names, not figures
+    console.print(table)
+    missed = [r for r in records if r.caught is False]
+    for r in missed:
+        console.print(Text(f"missed {r.candidate} ({r.invariant}): expected {r.expected}; got {r.verdict}: "
+                           f"{r.explanation}", "red"), soft_wrap=True)
+    if not missed:
+        console.print(Text(f"Every case was caught ({len(records)}).", "green"))
+    console.print(f"Results in {results}, summary in {out / SUMMARY_FILE}.")
+    return 1 if missed else 0

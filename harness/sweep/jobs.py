@@ -1,17 +1,19 @@
 """What a sweep evaluates: (problem, candidate) pairs, found in KernelBench's generation
-layout, by matching file names, from the best rounds of earlier runs, or made as copies of
-each problem's own Model."""
+layout, by matching file names, from the best rounds of earlier runs, made as copies of
+each problem's own Model, or read from a corpus of attacks' headers (corpus.py)."""
 from __future__ import annotations
 
 import re
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
 
+from ..engine.options import EvalOptions
 from ..errors import HarnessError
 from ..files import write_atomic
 from ..runs.history import load
+from .corpus import Case, CorpusError, Expectation, parse_case
 
 COPY = "copy"  # the label of a job that is its problem's own Model as ModelNew (harness sweep --copies)
 
@@ -31,6 +33,9 @@ class Job:
     candidate: Path
     label: str  # the candidate as records name it: stable across runs of the sweep (a copy's temp dir is not)
     sample: int = 0
+    # a corpus case (harness sweep --adversarial): its header, and the expectation this job holds it to
+    case: Optional[Case] = None
+    expect: Optional[Expectation] = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -143,21 +148,81 @@ def run_jobs(runs: list[str], runs_dir: Path, level: str = "runs") -> list[Job]:
     return jobs
 
 
+STRICT_LABEL = " (strict)"  # after a case's name: its job under --policy strict
+
+
+def corpus_cases(folder: Path) -> list[tuple[Path, Case]]:
+    """Every case file in `folder` with its header, read as text (a case is never imported to be described)."""
+    if not folder.is_dir():
+        raise SuiteError(f"Corpus directory {folder} does not exist or is not a directory.")
+    cases = []
+    for path in sorted(folder.glob("*.py")):
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CorpusError(f"Case file {path} cannot be read: {exc}.") from None
+        cases.append((path, parse_case(text, path)))
+    if not cases:
+        raise SuiteError(f"Corpus directory {folder} holds no .py case files.")
+    return cases
+
+
+def problem_of(case_file: Path, written: str) -> Path:
+    """A case's problem as its header writes it: absolute, else from the repository's root or the case's
+    folder: the case's folder and each one above it are tried in turn, the first that holds it wins."""
+    folder = case_file.parent.resolve()
+    for base in (folder, *folder.parents):
+        if (base / written).is_file():
+            return base / written
+    raise CorpusError(f"Case file {case_file} runs on the problem {written}, which is neither in its folder nor "
+                      "under any folder above it: give the path from the repository's root, or an absolute one.")
+
+
+def corpus_jobs(folder: Path, device: str) -> list[Job]:
+    """A job for each expectation of each case whose attack exists on `device`, on its problem for that
+    device; the level is the corpus folder's name, a job under --policy strict labelled apart."""
+    jobs = [Job(problem_of(path, case.problem_on(device)), folder.name, path,
+                case.name + (STRICT_LABEL if expect.strict else ""), case=case, expect=expect)
+            for path, case in corpus_cases(folder) for expect in case.expected_on(device)]
+    if not jobs:
+        raise SuiteError(f"Corpus directory {folder} holds no case whose attack exists on {device}.")
+    return jobs
+
+
+def by_options(jobs: list[Job], options: EvalOptions) -> list[tuple[EvalOptions, list[Job]]]:
+    """The jobs by the options they are judged under: a corpus case's policy and backward pass are its
+    header's; every other job's are `options`."""
+    groups: dict[tuple, list[Job]] = {}
+    for job in jobs:
+        key = (job.expect.strict, job.case.backward) if job.case and job.expect else None
+        groups.setdefault(key, []).append(job)
+    return [(options if key is None else replace(options, policy="strict" if key[0] else "warn", backward=key[1]),
+             group) for key, group in groups.items()]
+
+
 SOURCE_FILE = "sweep.json"  # in a sweep's results folder: what it evaluated, for `harness audit` to find again
 
 
 @dataclass
 class SweepSource:
-    """Where a sweep's jobs come from: problems with candidates, problems as their own copies, or runs."""
+    """Where a sweep's jobs come from: problems with candidates, problems as their own copies, runs, or a
+    corpus of attacks, its cases for `device`."""
 
     problems: Optional[Path] = None
     candidates: Optional[Path] = None
     copies: bool = False
     runs: Optional[list[str]] = None
     runs_dir: Optional[Path] = None
+    adversarial: Optional[Path] = None
+    device: str = "cpu"
 
     def jobs(self, scratch: Path) -> list[Job]:
         """The jobs, copies written under `scratch`; a source that names too little or too much is a SuiteError."""
+        if self.adversarial:
+            if self.problems or self.copies or self.runs:
+                raise SuiteError("Give either --adversarial DIR or problems (with candidates, --copies or --runs), "
+                                 "not both: each case of the corpus names its own problem.")
+            return corpus_jobs(self.adversarial, self.device)
         if self.runs:
             if self.problems or self.copies:
                 raise SuiteError("Give either --runs RUN ... or a problem directory, not both.")
@@ -180,7 +245,8 @@ class SweepSource:
 
         write_atomic(folder / SOURCE_FILE, json.dumps({
             "problems": absolute(self.problems), "candidates": absolute(self.candidates), "copies": self.copies,
-            "runs": self.runs, "runs_dir": absolute(self.runs_dir)}, indent=2))
+            "runs": self.runs, "runs_dir": absolute(self.runs_dir), "adversarial": absolute(self.adversarial),
+            "device": self.device}, indent=2))
 
     @classmethod
     def read(cls, folder: Path) -> "SweepSource":
@@ -189,7 +255,8 @@ class SweepSource:
             found = json.loads(path.read_text())
             return cls(Path(found["problems"]) if found.get("problems") else None,
                        Path(found["candidates"]) if found.get("candidates") else None, bool(found.get("copies")),
-                       found.get("runs"), Path(found["runs_dir"]) if found.get("runs_dir") else None)
+                       found.get("runs"), Path(found["runs_dir"]) if found.get("runs_dir") else None,
+                       Path(found["adversarial"]) if found.get("adversarial") else None, found.get("device", "cpu"))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise SuiteError(f"Sweep folder {folder} has no readable {SOURCE_FILE} ({exc}): it was written before "
                              "sweeps kept one, or by hand. Sweep it again to audit it.") from None

@@ -81,6 +81,11 @@ class SweepRecord:
     retimed: str = ""
     reference_gap: Optional[float] = None
     rests_on_alone: bool = False
+    # a corpus case's (harness sweep --adversarial): the invariant it tests, the expectation it was held to,
+    # and whether its verdict met it (None for a candidate that is no case)
+    invariant: str = ""
+    expected: str = ""
+    caught: Optional[bool] = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -125,13 +130,22 @@ def record_of(job: Job, result: EvalResult, ready: Optional[ReferenceReady] = No
                        read_again=result.check.read_again if result.check else 0,
                        retimed="slowdown" if result.retimed_for_slowdown else "gap" * ("retimed_for_gap" in result.details),
                        reference_gap=result.details.get("reference_gap"),
-                       rests_on_alone=bool(result.details.get("rests_on_alone")))
+                       rests_on_alone=bool(result.details.get("rests_on_alone")), **_case_fields(job, result))
+
+
+def _case_fields(job: Job, result: Optional[EvalResult]) -> dict:
+    """A corpus case's invariant, expectation and whether `result` met it (None: its problem failed)."""
+    if job.case is None or job.expect is None:
+        return {}
+    return {"invariant": job.case.invariant, "expected": str(job.expect),
+            "caught": result is not None and job.expect.met(result)}
 
 
 def problem_failure(job: Job, explanation: str, seconds: float = 0.0, skipped: bool = False) -> SweepRecord:
     """The record of a candidate whose problem failed itself, or (`skipped`) has no backward to check."""
     return SweepRecord(job.problem.stem, job.level, job.label, job.sample, SKIPPED if skipped else PROBLEM_ERROR,
-                       seconds=round(seconds, 3), explanation=explanation[:EXPLANATION_HEAD], backward=skipped)
+                       seconds=round(seconds, 3), explanation=explanation[:EXPLANATION_HEAD], backward=skipped,
+                       **_case_fields(job, None))
 
 
 class ResultLog:

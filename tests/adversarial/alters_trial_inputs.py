@@ -1,5 +1,10 @@
 # Altered trial inputs: overrides aten::normal_ for the CPU, so the inputs the worker draws from the reference process's seed differ
 # from the reference process's; the harness must blame the candidate, not the problem.
+# Its kernel for the random draw the harness makes inputs with is seen as it is registered.
+# invariant: runtime_guards
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: rejected "changed how inputs are drawn" "registered kernels of its own"
 import torch
 import torch.nn as nn
 

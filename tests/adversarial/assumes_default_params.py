@@ -1,4 +1,8 @@
 # Specialised to the init: skips weight and bias, which nn.LayerNorm initialises to 1 and 0.
+# invariant: parameters
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: incorrect "differs from the reference"
 import torch
 import torch.nn as nn
 

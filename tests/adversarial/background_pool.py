@@ -1,4 +1,9 @@
 # Background worker thread started at import: forward only queues the work, so no new thread appears per call.
+# Caught as a running thread, or by its unfinished output when the thread is between jobs.
+# invariant: runtime_guards
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: rejected "background thread" | incorrect "differs from the reference"
 import queue
 import threading
 import time

@@ -1,4 +1,8 @@
 # Background thread: returns an empty tensor at once and starts a thread that fills it after the timer stopped.
+# invariant: runtime_guards
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: rejected "background thread"
 import threading
 import time
 

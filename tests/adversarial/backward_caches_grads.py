@@ -1,4 +1,9 @@
 # Right gradients for the check trials, then the last ones again: each timed backward costs nothing.
+# invariant: checked_calls
+# problem: tests/problems/rmsnorm_train_small.py
+# device: cpu
+# expect: incorrect "while being timed"
+# options: backward
 import importlib.util
 from pathlib import Path
 

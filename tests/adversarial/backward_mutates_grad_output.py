@@ -1,4 +1,9 @@
 # Right gradients, then the upstream gradient overwritten in place (as a kernel that reuses its memory does).
+# invariant: inputs_unchanged
+# problem: tests/problems/rmsnorm_train_small.py
+# device: cpu
+# expect: incorrect "changed the upstream gradient"
+# options: backward
 import importlib.util
 from pathlib import Path
 

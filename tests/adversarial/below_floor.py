@@ -1,4 +1,8 @@
 # Below the physical floor (GPU): launches nothing and returns a view of a buffer made once, faster than a read of x.
+# invariant: below_floor
+# problem: problems/layernorm_4d.py
+# device: cuda
+# expect: incorrect "differs from the reference"
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,8 @@
 # Lower precision without a flag: the GEMM in bfloat16 and its mean in float32, within float32's tolerance.
+# invariant: precision
+# problem: tests/problems/matmul_mean.py
+# device: cpu cuda
+# expect: incorrect "further from the reference computed in float64"
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,9 @@
 # Output cache keyed on a hash of a few input values: free when a harness times the same inputs again and again.
+# Fresh inputs leave it nothing to gain: every timed call misses the cache and does the work.
+# invariant: fresh_inputs
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: correct under 1.5x
 import torch
 import torch.nn as nn
 

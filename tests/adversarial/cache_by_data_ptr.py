@@ -1,5 +1,11 @@
 # Output cache keyed on the input's data_ptr: free while a harness reuses one input tensor, stale once a new input
 # lands at a freed address.
+# Caught whatever the allocator does: timed calls get their inputs in the same tensors (SameTensors), so the re-check
+# sees the stale output; a trial may catch it first, or the output handed back again in memory the caller still holds.
+# invariant: fresh_inputs
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: incorrect "while being timed" "differs from the reference" "in the memory of an earlier call's outputs"
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,10 @@
 # Output cache keyed on id(x): free while a harness passes the same tensor object, stale once Python reuses an id.
+# Caught whatever the allocator does: timed calls get their inputs in the same tensors (SameTensors), so the re-check
+# sees the stale output; a trial may catch it first, or the output handed back again in memory the caller still holds.
+# invariant: fresh_inputs
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: incorrect "while being timed" "differs from the reference" "in the memory of an earlier call's outputs"
 import torch
 import torch.nn as nn
 

@@ -1,5 +1,10 @@
 # Outputs changed after the forward returned and the device was synchronized: a profile hook adds 1 to each
 # output as the worker hands it to the reference process (as bytes or as a CUDA IPC handle), every call.
+# invariant: fresh_outputs
+# problem: tests/problems/small_layernorm.py
+# problem[cuda]: problems/layernorm_4d.py
+# device: cpu cuda
+# expect: incorrect "changed after it returned"
 import sys
 
 import torch.nn as nn

@@ -1,5 +1,9 @@
 # Call counting: right for the first 8 calls (the correctness trials), then an uninitialised tensor, so timed calls
 # cost nothing.
+# invariant: checked_calls
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: incorrect "while being timed"
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,11 @@
 # A process it double-forks into a session of its own and leaves spinning: it must neither run beside the reference nor outlive the evaluation.
+# Out of reach: the reference is timed in a process of its own, this one's stopped meanwhile, so it is
+# correct and no faster than the F.layer_norm it wraps (about 1x); beside the reference in its process it
+# read several times that.
+# invariant: reference_reach
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: correct under 1.5x
 import os
 import sys
 

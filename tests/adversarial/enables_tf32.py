@@ -1,4 +1,8 @@
 # Lower precision by a switch: turns on TF32 for matmuls and convolutions, which would round the reference's products too.
+# invariant: runtime_guards
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: rejected "lowered float32 precision"
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,8 @@
 # Lower precision through the legacy flags: TF32 for matmuls and cuDNN, as older code and many model-written kernels do.
+# invariant: runtime_guards
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: rejected "lowered float32 precision"
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,8 @@
 # Turns off its process's adoption of orphans (PR_SET_CHILD_SUBREAPER), then double-forks a spinning process out of the tree the harness stops and ends.
+# invariant: runtime_guards
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: rejected "turned off its process's adoption of the processes it starts"
 import ctypes
 import os
 

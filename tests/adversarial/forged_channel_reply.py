@@ -1,5 +1,10 @@
 # Forged reply on the private channel: finds the worker's socket through sys.argv and, when first timed, sends
 # made-up timings and exits.
+# invariant: forged_channel
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: rejected "forged"
+# expect[strict]: rejected "reaches into the harness"
 import os
 import socket
 import sys

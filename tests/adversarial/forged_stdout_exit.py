@@ -1,4 +1,8 @@
 # Forged verdict on stdout and an early exit: prints a passing JSON result and leaves with os._exit(0) before any check.
+# invariant: forged_channel
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: crashed "exited with status 0"
 import json
 import os
 

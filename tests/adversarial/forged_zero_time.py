@@ -1,5 +1,9 @@
 # Forged reply claiming 0 ms: like forged_channel_reply, but a zero median leaves no speedup to compute, which the
 # harness must turn into a verdict, not an exception.
+# invariant: forged_channel
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: rejected "forged"
 import os
 import socket
 import sys

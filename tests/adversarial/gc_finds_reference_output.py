@@ -1,4 +1,8 @@
 # Reads the expected output through gc: returns any live tensor of the output's shape that is not its own input.
+# invariant: reference_reach
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: incorrect "differs from the reference"
 import gc
 
 import torch

@@ -1,4 +1,11 @@
 # A global forward pre-hook that slows every LayerNorm module but its own (the reference's submodule), by a busy wait on the host or a spin on the device.
+# Out of reach: the reference is timed in a process of its own, this one's stopped meanwhile, so it is
+# correct and no faster than the F.layer_norm it wraps (about 1x); beside the reference in its process it
+# read several times that.
+# invariant: reference_reach
+# problem: tests/problems/small_layernorm.py
+# device: cpu cuda
+# expect: correct under 1.5x
 import time
 
 import torch

@@ -1,4 +1,8 @@
 # CUDA graph replay (GPU): captures the LayerNorm on the first input, then only replays the graph on that stale copy.
+# invariant: fresh_inputs
+# problem: problems/layernorm_4d.py
+# device: cuda
+# expect: incorrect "differs from the reference" "while being timed" "in the memory of an earlier call's outputs"
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,8 @@
 # Lower precision without a flag (GPU): the GEMM through a float16 addmm, its mean in float32.
+# invariant: precision
+# problem: tests/problems/matmul_mean.py
+# device: cuda
+# expect: incorrect "further from the reference computed in float64"
 import torch
 import torch.nn as nn
 

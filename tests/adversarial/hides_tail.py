@@ -1,4 +1,8 @@
 # A 0.2 ms tail left on a side stream nobody waits for: its outputs are right and ready, the work lies outside the window.
+# invariant: hidden_work
+# problem: tests/problems/small_layernorm.py
+# device: cuda
+# expect: incorrect "outside their timed windows"
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

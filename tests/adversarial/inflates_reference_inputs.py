@@ -1,4 +1,8 @@
 # Inflated reference inputs: replaces torch.randn so that the timer draws the reference 64x larger inputs.
+# invariant: runtime_guards
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: rejected "replaced torch.randn"
 import sys
 
 import torch

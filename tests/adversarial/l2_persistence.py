@@ -1,5 +1,9 @@
 # L2 persistence (GPU): sets aside persisting L2 and pins the weight there, so the harness's cache flush cannot
 # evict it.
+# invariant: runtime_guards
+# problem: problems/layernorm_4d.py
+# device: cuda
+# expect: rejected "left persisting L2 set"
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

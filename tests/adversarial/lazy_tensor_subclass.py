@@ -1,4 +1,8 @@
 # Lazy Tensor subclass: an empty subclass whose __torch_function__ computes the LayerNorm when the checker touches it.
+# invariant: output_form
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: incorrect "Tensor subclass"
 import torch
 import torch.nn as nn
 

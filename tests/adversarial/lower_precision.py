@@ -1,4 +1,8 @@
 # Lower precision than the reference: computes the LayerNorm in float16 and casts the result back to float32.
+# invariant: precision
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: incorrect "differs from the reference"
 import torch
 import torch.nn as nn
 

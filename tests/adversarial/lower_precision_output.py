@@ -1,4 +1,8 @@
 # Lower-precision output: returns the LayerNorm as float16 where the reference returns float32.
+# invariant: output_form
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: incorrect "dtype torch.float16"
 import torch
 import torch.nn as nn
 

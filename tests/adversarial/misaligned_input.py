@@ -1,4 +1,12 @@
 # The kept input re-homed to a misaligned storage with the same values (Tensor.set_), so a reference timed on it takes a slower path.
+# Out of reach: the reference is timed in a process of its own, this one's stopped meanwhile, so it is
+# correct and no faster than the F.layer_norm it wraps (about 1x); beside the reference in its process it
+# read several times that.
+# A misaligned input slows a GPU's vectorized LayerNorm; on a small CPU problem it moves nothing.
+# invariant: reference_reach
+# problem: tests/problems/small_layernorm.py
+# device: cuda
+# expect: correct under 1.5x
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -1,4 +1,8 @@
 # Mutated input: zeroes x and returns the bias, which is exactly what a reference run afterwards on the zeroed x gives.
+# invariant: inputs_unchanged
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: incorrect "changed its input"
 import torch
 import torch.nn as nn
 

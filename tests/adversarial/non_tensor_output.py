@@ -1,4 +1,8 @@
 # Non-Tensor output: returns a NumPy array of the right values, hoping the checker converts whatever it is given.
+# invariant: output_form
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: incorrect "expected a plain torch.Tensor"
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,8 @@
 # Monkeypatched torch.allclose: always True, in the hope that the comparison runs in this process; forward does no work.
+# invariant: runtime_guards
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: rejected "replaced torch.allclose"
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,8 @@
 # Monkeypatched harness.channel.send (through sys.modules): rewrites the timing message to show a 100x speedup.
+# invariant: runtime_guards
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: rejected "replaced harness.channel.send"
 import sys
 
 import torch

@@ -1,4 +1,8 @@
 # Monkeypatched harness.compare.compare (through sys.modules): always passes, hoping outputs are compared in-process.
+# invariant: runtime_guards
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: rejected "replaced harness.compare.compare"
 import sys
 
 import torch

@@ -1,4 +1,8 @@
 # Monkeypatched torch.cuda.Event: events whose elapsed_time reports a microsecond whatever ran between them.
+# invariant: runtime_guards
+# problem: problems/layernorm_4d.py
+# device: cuda
+# expect: rejected "replaced torch.cuda.Event"
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,8 @@
 # Monkeypatched time.perf_counter: a clock that stops while forward runs, so the candidate's calls look free on CPU.
+# invariant: runtime_guards
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: rejected "replaced time.perf_counter"
 import time
 
 import torch

@@ -1,4 +1,8 @@
 # Monkeypatched torch.cuda.synchronize: a no-op, so the timer no longer waits for work left on other streams.
+# invariant: runtime_guards
+# problem: problems/layernorm_4d.py
+# device: cuda
+# expect: rejected "replaced torch.cuda.synchronize"
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,8 @@
 # Monkeypatched harness.timing.time_interleaved (through sys.modules): reports the candidate 100x faster.
+# invariant: runtime_guards
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: rejected "replaced harness.timing.time_interleaved"
 import sys
 
 import torch

@@ -1,4 +1,8 @@
 # Monkeypatched harness.timing._perf_counter, the clock the timer captured at import: it stops while forward runs.
+# invariant: runtime_guards
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: rejected "replaced harness.timing._perf_counter"
 import sys
 import time
 

@@ -1,4 +1,8 @@
 # Monkeypatched torch.equal: always True, so the worker misses that forward normalises its input in place.
+# invariant: runtime_guards
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: rejected "replaced torch.equal"
 import torch
 import torch.nn as nn
 

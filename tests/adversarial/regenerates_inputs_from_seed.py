@@ -1,5 +1,9 @@
 # Regenerated inputs: takes the seed from the worker's stack frames (or torch.initial_seed()), redraws
 # get_inputs() with it and never reads x.
+# invariant: fresh_inputs
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: incorrect "differs from the reference"
 import sys
 
 import torch

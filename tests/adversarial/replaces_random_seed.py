@@ -1,4 +1,10 @@
 # Replaces random.seed, which drawing each timed call's inputs calls with its seed before the window: draws those inputs there and computes the output outside the window.
+# The judge's own draws are out of its reach: the namespaces the harness calls are compared, and its
+# seeds are not this one's.
+# invariant: runtime_guards
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: rejected "replaced random.seed"
 import random
 
 import torch

@@ -1,4 +1,10 @@
 # Replaces os.urandom with zeros: the re-check's sampled positions become known, and timed calls fill only those.
+# The judge's own draws are out of its reach: the namespaces the harness calls are compared, and its
+# seeds are not this one's.
+# invariant: runtime_guards
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: rejected "replaced os.urandom"
 import itertools
 import os
 

@@ -1,4 +1,9 @@
 # Reused freed memory: does no work and returns torch.empty, hoping to get the reference's freed output.
+# invariant: reference_reach
+# problem: tests/problems/small_layernorm.py
+# problem[cuda]: problems/layernorm_4d.py
+# device: cpu cuda
+# expect: incorrect "differs from the reference"
 import torch
 import torch.nn as nn
 

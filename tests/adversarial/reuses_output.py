@@ -1,4 +1,8 @@
 # Overwrites and returns the same output tensor on every call: no allocation, and a caller's earlier output changes under it.
+# invariant: fresh_outputs
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: incorrect "in the memory of an earlier call's outputs"
 import torch
 import torch.nn as nn
 

@@ -1,5 +1,10 @@
 # Timing detected from the seed: skips the work once torch.initial_seed() is no longer the model's seed, which is
 # when the worker itself draws inputs from a seed.
+# The worker draws trial inputs from a seed too, so the seed no longer tells timing from trials.
+# invariant: checked_calls
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: incorrect "while being timed" "differs from the reference"
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,10 @@
 # Side stream (GPU): runs F.layer_norm on a non-blocking stream and never makes the current stream wait for it.
+# Waits, never joined: its outputs are read on the caller's stream before they are written, or the trace sees
+# its work after the window.
+# invariant: stream_order
+# problem: tests/problems/small_layernorm.py
+# device: cuda
+# expect: incorrect "not ready on the caller's stream" "does not wait for the caller's stream" "outside their timed windows"
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -1,4 +1,8 @@
 # Side-stream work timed to run during the spin before the window: the host waits for the last call's work, launches on a stream that does not wait for the caller's, then joins.
+# invariant: stream_order
+# problem: tests/problems/small_layernorm.py
+# device: cuda
+# expect: incorrect "does not wait for the caller's stream"
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -1,4 +1,8 @@
 # Work on a stream of its own that never waits for the caller's (as RL-trained models write it): it runs while the device spins before the window.
+# invariant: stream_order
+# problem: tests/problems/small_layernorm.py
+# device: cuda
+# expect: incorrect "does not wait for the caller's stream"
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -1,4 +1,8 @@
 # Slowed-down reference: replaces torch.nn.functional.layer_norm, which nn.LayerNorm calls, with a sleeping copy.
+# invariant: runtime_guards
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: rejected "replaced torch.nn.functional.layer_norm"
 import time
 
 import torch

@@ -1,5 +1,9 @@
 # Slowed-down reference below Python: registers a sleeping aten::native_layer_norm, so no Python attribute
 # changes.
+# invariant: runtime_guards
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: rejected "registered kernels of its own for operators torch already had"
 import time
 
 import torch

@@ -1,4 +1,8 @@
 # Specialised to the init: copies weight and bias into buffers at construction, before the harness sets them.
+# invariant: parameters
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: incorrect "differs from the reference"
 import torch
 import torch.nn as nn
 

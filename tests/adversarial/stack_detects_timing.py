@@ -1,4 +1,8 @@
 # Timing detected from the stack: walks its callers' frames and skips the work when harness.engine.timing.clock calls it.
+# invariant: checked_calls
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: incorrect "while being timed"
 import sys
 
 import torch

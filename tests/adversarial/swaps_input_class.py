@@ -1,4 +1,11 @@
 # The kept input's class swapped for a __torch_function__ subclass that slows F.layer_norm: the reference timed on the same tensor would pay.
+# Out of reach: the reference is timed in a process of its own, this one's stopped meanwhile, so it is
+# correct and no faster than the F.layer_norm it wraps (about 1x); beside the reference in its process it
+# read several times that.
+# invariant: reference_reach
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: correct under 1.5x
 import time
 
 import torch

@@ -1,4 +1,8 @@
 # Global torch function mode entered at import and never left: every F.layer_norm (the reference's) sleeps first.
+# invariant: runtime_guards
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: rejected "torch function or dispatch mode"
 import time
 
 import torch

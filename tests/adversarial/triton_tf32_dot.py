@@ -1,4 +1,8 @@
 # Lower precision without a flag (GPU): a Triton GEMM whose tl.dot on float32 runs in TF32 (Triton's default).
+# invariant: precision
+# problem: tests/problems/matmul_mean.py
+# device: cuda
+# expect: incorrect "further from the reference computed in float64"
 import torch
 import torch.nn as nn
 import triton

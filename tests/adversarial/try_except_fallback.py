@@ -1,4 +1,9 @@
 # try/except fallback: a CUDA kernel that may fail to build or run, silently replaced by F.layer_norm when it does.
+# Read from the source: the strict policy refuses it unrun.
+# invariant: static_policy
+# problem: tests/problems/small_layernorm.py
+# device: cpu cuda
+# expect[strict]: rejected "falls back to torch"
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -1,4 +1,9 @@
 # Wrong on every 20th call and right otherwise: a fault of one call in tens, met only where enough timed outputs are compared.
+# Met by the floor of checked calls (scrutiny.FAST.checked_calls) where a short timing takes few.
+# invariant: checked_calls
+# problem: tests/problems/small_layernorm.py
+# device: cpu
+# expect: incorrect "while being timed"
 import itertools
 
 import torch
