@@ -9,8 +9,6 @@ import json
 import re
 from pathlib import Path
 
-import pytest
-
 from fake_openai_server import KEY, MODEL, fake_openai  # noqa: F401  (fixture)
 from harness import DeviceInfo, Environment, EvalResult, Verdict, evaluate, load_problem
 from harness.cli.run_command import SYSTEM_LABEL, USER_LABEL, main
@@ -127,7 +125,7 @@ def test_the_red_team_prompts_say_the_goal_and_how_the_judge_checks_on_either_de
     assert red_team.system_prompt(Prompts()).startswith("You test the judge of a kernel benchmark harness")
 
 
-def test_a_dry_run_prints_the_red_team_prompts(tmp_path, cache_dir, capsys):
+def test_a_dry_run_prints_the_red_team_prompts(cache_dir, capsys):
     rc = main([str(MATMUL_MEAN), "--red-team", "--dry-run", "--device", "cpu", "--cache-dir", str(cache_dir)])
     out = capsys.readouterr().out
     assert rc == 0
@@ -207,10 +205,10 @@ def test_a_model_that_breaks_a_weakened_judge_leaves_a_break_that_becomes_a_case
 
 
 def test_a_folder_of_attacks_replayed_against_the_real_judge_breaks_nothing(tmp_path, cache_dir, capsys):
-    attacks = tmp_path / "attacks"
+    attacks = tmp_path / "attacks"  # replayed in name order
     attacks.mkdir()
-    (attacks / "1_wrong.py").write_text(WRONG)
-    (attacks / "2_bf16.py").write_text(BF16)
+    for name, source in (("1_sums.py", WRONG), ("2_bf16.py", BF16)):
+        (attacks / name).write_text(source)
     runs = tmp_path / "runs"
     rc = main([str(MATMUL_MEAN), "--files", str(attacks), *flags(runs, cache_dir)])
     out = capsys.readouterr().out

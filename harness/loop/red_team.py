@@ -143,7 +143,9 @@ def conclusion(run: Run, rounds: list[Round]) -> str:
         return (f"{stop}: {len(broken)} of {len(rounds)} round(s) broke the judge (round {', '.join(broken)}), "
                 f"each kept under {breaks.BREAKS_DIR}/ in the run.")
     audited = sum(s.audit is not None for rnd in rounds for s in rnd.samples)
-    return f"{stop}: the judge held in {len(rounds)} round(s); the audit agreed on the {audited} it passed."
+    passed = f"the audit agreed on all {audited} the fast verdict passed" if audited else \
+        "the fast verdict passed none of them"
+    return f"{stop}: the judge held in {len(rounds)} round(s); {passed}."
 
 
 def caught_by(sample: Sample) -> str:
@@ -198,7 +200,8 @@ def advice(sample: Sample, thresholds: Thresholds, cpu: bool) -> str:
 
 def attempts_table(rounds: list[Round]) -> str:
     """A markdown table of the attempts so far, newest last: the last HISTORY_ROWS, and every break."""
-    rows = ["| round | fast verdict | speedup | audit | caught by | approach |", "| --- | --- | --- | --- | --- | --- |"]
+    rows = ["| round | fast verdict | speedup | audit | caught by | approach |",
+            "| --- | --- | --- | --- | --- | --- |"]
     keep = {r.n for r in rounds[-HISTORY_ROWS:]} | {r.n for r in rounds if r.broke}
     folded = [r.n for r in rounds if r.n not in keep]
     if folded:
