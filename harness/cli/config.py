@@ -9,7 +9,7 @@ The TOML file has up to three tables:
                  request_timeout, max_retries, retry_for, stream
     [limits]     rounds, accept, target, samples, beam, wall_time, token_budget, budget_usd,
                  window, restart_after, plateau
-    [run]        proposer, command, device, prompts, runs_dir
+    [run]        proposer, command, device, prompts, runs_dir, red_team
 
 API keys are read only from the environment (the variable named by
 `api_key_env`, OPENAI_API_KEY by default), never from a file, and are never
@@ -46,7 +46,7 @@ _TABLES = {
                  "retry_for", "stream"),
     "limits": ("rounds", "accept", "target", "samples", "beam", "wall_time", "token_budget", "budget_usd",
                "window", "restart_after", "plateau"),
-    "run": ("proposer", "command", "device", "prompts", "runs_dir"),
+    "run": ("proposer", "command", "device", "prompts", "runs_dir", "red_team"),
 }
 _TYPES = {f.name: f.type for f in fields(Settings)}
 _DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(s|m|min|h)?\s*$")
@@ -209,6 +209,9 @@ def check(s: Settings, dry_run: bool = False) -> None:
         fix = (f": lower --accept to {s.target:g} or less, or raise --target to {s.accept:g} or more"
                if 0 < s.target < s.accept else "")
         problems.append(f"need 0 < --accept <= --target, got accept {s.accept:g} and target {s.target:g}{fix}")
+    if s.red_team and s.beam:
+        problems.append("--beam keeps the fastest candidates to build on, which an attack on the judge does not "
+                        "do: leave it at 0 with --red-team")
     if s.beam < 0:
         problems.append(f"--beam must be 0 (one chain from the best) or more, not {s.beam}")
     if s.window < 0:

@@ -65,6 +65,7 @@ class Display(_Live):
         self.phase_name = "starting"
         self.phase_since = time.monotonic()
         self.asked = 0.0  # seconds spent waiting on the model in this session, past phases
+        self.breaks = 0  # rounds of this session that broke the judge (--red-team)
 
     def __rich__(self) -> Text:
         s = self.run.settings
@@ -77,7 +78,8 @@ class Display(_Live):
             ("  elapsed ", "dim"), clock(self.elapsed()),
             ("  best ", "dim"), (speedup_text(best.speedup, best.interval) if best else "-", "bold green"),
             ("  tokens ", "dim"), str(self.run.tokens.total), dollars(self.run.tokens, s.prices),
-            *((("  model wait ", "dim"), clock(self.model_wait())) if self._model() else ()))
+            *((("  model wait ", "dim"), clock(self.model_wait())) if self._model() else ()),
+            *((("  breaks ", "dim"), (str(self.breaks), "bold red")) if s.red_team else ()))
 
     def _model(self) -> bool:
         return kinds.get(self.run.settings.proposer).asks_model
@@ -100,6 +102,7 @@ class Display(_Live):
         self.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
     def round_done(self, rnd: Round) -> None:
+        self.breaks += rnd.broke
         self.console.print(round_line(self.run, rnd), markup=False, highlight=False, soft_wrap=True)
 
 
@@ -110,8 +113,11 @@ def round_line(run: Run, rnd: Round) -> str:
     asked = f", model {sum(s.ask_seconds for s in rnd.samples):.1f} s" \
         if kinds.get(run.settings.proposer).asks_model else ""
     asked += f", profile {rnd.profile_seconds:.1f} s" if rnd.profile_seconds else ""
-    return line + f"  (best {speedup_text(best.speedup, best.interval) if best else '-'}, {rnd.seconds:.1f} s{asked}" \
-                  f"{dollars(rnd.tokens, run.settings.prices)})"
+    line += f"  (best {speedup_text(best.speedup, best.interval) if best else '-'}, {rnd.seconds:.1f} s{asked}" \
+            f"{dollars(rnd.tokens, run.settings.prices)})"
+    audits = [f"sample {i + 1} " * (len(rnd.samples) > 1) + ("BREAK, " * s.broke) + f"audit {s.audit.text}"
+              for i, s in enumerate(rnd.samples) if s.audit]
+    return line + "".join(f"; {audit}" for audit in audits)
 
 
 def standing(problem: SuiteProblem) -> str:
@@ -163,12 +169,13 @@ def dollars(tokens: Tokens, prices: dict) -> str:
     return "" if cost is None else f" ${cost:.3f}"
 
 
-def rounds_table(rounds: list[Round], prices: dict) -> Table:
+def rounds_table(rounds: list[Round], prices: dict, red_team: bool = False) -> Table:
+    """The rounds, one row each; with `red_team`, what the audit said and whether the round broke the judge."""
     table = Table(title="Rounds", title_justify="left")
     profiled = any(rnd.profile_seconds for rnd in rounds)
     for name in ("round", "verdict", "speedup", "cand ms", "ref ms", "build s", "tokens",
-                 "seconds", *(["profile s"] if profiled else [])):
-        table.add_column(name, justify="left" if name == "verdict" else "right")
+                 "seconds", *(["profile s"] if profiled else []), *(["audit", "break"] if red_team else [])):
+        table.add_column(name, justify="left" if name in ("verdict", "audit", "break") else "right")
     for rnd in rounds:
         r = rnd.eval
         cand, ref = r.timings.get("candidate"), r.timings.get("reference")
@@ -178,21 +185,30 @@ def rounds_table(rounds: list[Round], prices: dict) -> Table:
                       f"{cand.median:.4g}" if cand else "-", f"{ref.median:.4g}" if ref else "-",
                       f"{r.build.seconds:.1f}" if r.build else "-",
                       str(rnd.tokens.total) + dollars(rnd.tokens, prices), f"{rnd.seconds:.1f}",
-                      *([f"{rnd.profile_seconds:.1f}"] if profiled else []))
+                      *([f"{rnd.profile_seconds:.1f}"] if profiled else []),
+                      *([rnd.audit_text, Text("break", style="bold red") if rnd.broke else ""] if red_team else []))
     return table
 
 
 def summary(console: Console, run: Run, rounds: list[Round], where: str, message: Optional[str] = None) -> None:
     """The rounds, the run's message (or `message`, "" for none) and where it is stored."""
     if rounds:
-        console.print(rounds_table(rounds, run.settings.prices))
+        console.print(rounds_table(rounds, run.settings.prices, run.settings.red_team))
     message = run.message if message is None else message
     if message:  # soft wrap: paths stay whole, to be copied from a terminal or a log
         console.print(Text(message, style="bold"), soft_wrap=True)
     if run.best:
         console.print(f"Best candidate: {where}/{run.best.candidate}", markup=False,
                       highlight=False, soft_wrap=True)
+    if any(rnd.broke for rnd in rounds):
+        console.print(breaks_line(where), markup=False, highlight=False, soft_wrap=True)
     console.print(f"Run stored in {where}", markup=False, highlight=False, soft_wrap=True)
+
+
+def breaks_line(where: str | Path) -> str:
+    """Where a run keeps its breaks, and the command that turns them into test cases."""
+    return (f"Breaks kept in {where}/breaks; `harness breaks {where} --into tests/adversarial` writes them as "
+            "test cases.")
 
 
 def resume_line(run: Run, rounds: list[Round], path: Path) -> str:

@@ -18,7 +18,7 @@ from ..runs.records import Status
 from ..runs.store import RunStore
 from ..runs.suites import SuiteRecord, SuiteStore, is_suite
 from ..stats import geomean
-from .display import dollars, resume_line, standing
+from .display import breaks_line, dollars, resume_line, standing
 
 
 def _usd(value: Optional[float]) -> str:
@@ -161,8 +161,10 @@ def print_show(console: Console, run: str, runs_dir: Path, round_n: Optional[int
     noted = any(rnd.sample.approach for rnd in rounds)
     table = Table()
     columns = ["round", "verdict", "candidate ms", "reference ms", "speedup"] + ["tokens"] * asked + ["seconds"]
+    red_team = record.settings.red_team  # what the audit said, and the rounds that broke the judge
+    columns += ["audit", "break"] * red_team
     for column in columns + ["note"] * noted:
-        table.add_column(column, justify="left" if column in ("verdict", "note") else "right",
+        table.add_column(column, justify="left" if column in ("verdict", "note", "audit", "break") else "right",
                          overflow="fold" if column == "note" else "ellipsis")
     for rnd in rounds:
         timings = rnd.eval.timings
@@ -171,8 +173,11 @@ def print_show(console: Console, run: str, runs_dir: Path, round_n: Optional[int
         tokens = [str(rnd.tokens.total) + dollars(rnd.tokens, record.settings.prices)] * asked
         table.add_row(str(rnd.n) + (" *" if is_best else ""), rnd.eval.verdict.value, *cells,
                       speedup_text(rnd.eval.speedup), *tokens, f"{rnd.seconds:.1f}",
+                      *[escape(rnd.audit_text), "[bold red]break[/bold red]" if rnd.broke else ""] * red_team,
                       *[escape(rnd.sample.approach)] * noted)
     console.print(table)
+    if any(rnd.broke for rnd in rounds):
+        console.print(breaks_line(_shown_path(store.path)), markup=False, highlight=False, soft_wrap=True)
     if record.best:
         best = record.best
         console.print(f"* best: round {best.round}, {speedup_text(best.speedup, best.interval)}, "

@@ -18,6 +18,7 @@ from ..device import default_device, refuse_cuda_only
 from ..errors import HarnessError
 from ..version import __version__
 from .sweep import DESCRIPTION as SWEEP_DESCRIPTION, add_sweep_arguments, sweep_main
+from .breaks_command import DESCRIPTION as BREAKS_DESCRIPTION, HELP as BREAKS_HELP, add_breaks_arguments, breaks_main
 from .config import COUNT, add_eval_options, device_choice, eval_options, parse_gpus, pin_gpu, take_free_gpu
 from .display import print_error
 from .mcp_command import DESCRIPTION as MCP_DESCRIPTION, add_mcp_arguments, mcp_main
@@ -273,6 +274,9 @@ def add_history_commands(commands) -> None:
     add_eval_options(p)
     runs_dir(p)
     p.set_defaults(handler=cmd_audit)
+    p = add_command(commands, "breaks", help=BREAKS_HELP, description=BREAKS_DESCRIPTION)
+    add_breaks_arguments(p)
+    p.set_defaults(handler=breaks_main)
     p = add_command(commands, "compare", help="two runs side by side: rounds to target, best speedup, tokens, time")
     p.add_argument("run_a", help=run_help)
     p.add_argument("run_b", help=run_help)

@@ -1,7 +1,8 @@
 """`harness run`: its flags, and the wiring from settings to a finished run.
 
 Exit status: 0 when the best candidate is acceptable (its interval at or above --accept),
-however the run ended; 1 when the run ended without one; 2 for unusable input
+however the run ended; 1 when the run ended without one (under --red-team: 0 when the judge
+held, 1 when a round broke it); 2 for unusable input
 (flags, config, problem, prompts, run directory, an endpoint that cannot serve
 the run at its start); 3 when the endpoint (or --command's program) failed mid-run
 before an acceptable candidate (--resume carries it on); 130 when interrupted.
@@ -21,9 +22,10 @@ from rich.console import Console
 from ..device import describe
 from ..engine.pool import Pool
 from ..errors import HarnessError
-from ..loop.prompts import Prompts, system_prompt
+from ..loop.prompts import Prompts
 from ..loop.proposers import kinds
-from ..loop.start import ceiling_note, drive, first_for, make_proposer, new_run, reopen, same_problem, untimed_first
+from ..loop.start import (ceiling_note, drive, first_for, make_proposer, new_run, reopen, same_problem,
+                          system_for, untimed_first)
 from ..loop.suite import resume_suite, run_suite, start_suite
 from ..problem import load_problem
 from ..runs.history import resolve as resolve_run
@@ -37,6 +39,10 @@ from .display import Display, SuiteDisplay, print_error, resume_line, summary
 from .history import print_suite
 
 EXIT_OK, EXIT_SHORT, EXIT_USAGE, EXIT_PROPOSER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_BROKEN = 1  # under --red-team: a round broke the judge
+RED_TEAM_LINE = ("Red team: the model is asked to break the judge. Each candidate the fast verdict passes is audited "
+                 "in processes of its own; one passed at the acceptable speedup or more that the audit disagrees with "
+                 "is a break, kept under breaks/ in the run.")
 DEFAULT_CONCURRENCY = 4  # problems whose loops run at once under --suite
 SYSTEM_LABEL, USER_LABEL = "===== system prompt =====", "===== user prompt ====="  # a dry run's two prompts
 DESCRIPTION = ("Optimize a problem: propose a ModelNew, evaluate it, feed the verdict back, "
@@ -47,8 +53,9 @@ EPILOG = """examples:
   harness run problems/layernorm_4d.py --model NAME --dry-run                          (the first request only)
   harness run --resume runs/RUN_ID
 
-exit status: 0 acceptable candidate found, 1 none found, 2 unusable input, 3 the endpoint (or
---command's program) failed mid-run with no acceptable candidate (--resume carries it on), 130 interrupted"""
+exit status: 0 acceptable candidate found, 1 none found (--red-team: 0 the judge held, 1 a round broke
+it), 2 unusable input, 3 the endpoint (or --command's program) failed mid-run with no acceptable
+candidate (--resume carries it on), 130 interrupted"""
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -142,6 +149,10 @@ def _loop_arguments(loop: argparse._ArgumentGroup) -> None:
                            "best with a different approach; 0 never (default 3)")
     loop.add_argument("--plateau", metavar="N", type=int,
                       help="rounds without a measurable gain that end the run; 0 never (default 6)")
+    loop.add_argument("--red-team", dest="red_team", action="store_true", default=None,
+                      help="ask the model to break the judge: each candidate the fast verdict passes is audited, and "
+                           "one it passes at --accept or more that the audit does not is a break, kept in the run "
+                           "(exit 1 where a round broke it); only a budget ends the run")
 
 
 def _absolute(settings: Settings) -> None:
@@ -213,7 +224,7 @@ def _dry_run(args: argparse.Namespace, flags: dict, console: Console) -> None:
             text, _, room = first_for(pool, prompts, problem, settings, options.trials)
         else:
             text = untimed_first(pool, prompts, problem, settings, options.trials)
-    system = system_prompt(prompts, cpu=settings.device == "cpu")
+    system = system_for(prompts, settings)
     console.print(f"{SYSTEM_LABEL}\n{system}\n\n{USER_LABEL}\n{text}", markup=False, highlight=False,
                   soft_wrap=True, end="")
     errors = Console(stderr=True)
@@ -266,6 +277,8 @@ def _run(args: argparse.Namespace, console: Console, held: ExitStack) -> int:
                   + f"; stored in {store.path}", markup=False, highlight=False, soft_wrap=True)
     if args.resume:
         console.print(resumed, markup=False, highlight=False, soft_wrap=True)
+    if settings.red_team:
+        console.print(RED_TEAM_LINE, markup=False, highlight=False, soft_wrap=True)
     if note := accept_note(settings):
         console.print(note, markup=False, highlight=False, soft_wrap=True)
     options = take_free_gpu(options, run.evaluation.gpus,
@@ -295,6 +308,8 @@ def _run(args: argparse.Namespace, console: Console, held: ExitStack) -> int:
                     else resume_line(run, rounds, store.path), prefix=failed)
     if run.status is Status.INTERRUPTED:
         return EXIT_INTERRUPTED
+    if settings.red_team:  # as `harness audit`: a disagreement found is 1
+        return EXIT_PROPOSER if failed else (EXIT_BROKEN if any(rnd.broke for rnd in rounds) else EXIT_OK)
     if failed and not acceptable:
         return EXIT_PROPOSER
     return EXIT_OK if acceptable else EXIT_SHORT

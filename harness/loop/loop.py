@@ -67,8 +67,8 @@ def outcome(best: Optional[Best], thresholds: Thresholds) -> Outcome:
     return Outcome.ACCEPTED if clears(best.speedup, best.interval, thresholds.accept) else Outcome.BELOW_ACCEPT
 
 
-def conclusion(run: Run, rounds: list[Round], thresholds: Thresholds) -> str:
-    """One sentence a person reads at the end of the run."""
+def stopped(run: Run, rounds: list[Round]) -> str:
+    """Why the run stopped, as the start of its closing sentence: "Stopped after 3 round(s), the round limit"."""
     reasons = {
         StopReason.TARGET: "", StopReason.ROUNDS: f"after {len(rounds)} round(s), the round limit",
         StopReason.WALL_TIME: "at the wall-time budget", StopReason.TOKENS: "at the token budget",
@@ -82,25 +82,30 @@ def conclusion(run: Run, rounds: list[Round], thresholds: Thresholds) -> str:
         StopReason.CEILING: f"at the physical ceiling (about {run.ceiling or 0:.2f}x: the reference's time over "
                             "its floor plus host time)",
     }
+    return f"Stopped {reasons.get(run.stop_reason, run.stop_reason)}"
+
+
+def conclusion(run: Run, rounds: list[Round], thresholds: Thresholds) -> str:
+    """One sentence a person reads at the end of the run."""
     best = run.best
     reached = outcome(best, thresholds)
     shown = speedup_text(best.speedup, best.interval) if best else ""
     if reached is Outcome.TARGET:
         return f"Target {thresholds.target}x reached in round {best.round}: {shown}."
-    stopped = f"Stopped {reasons.get(run.stop_reason, run.stop_reason)}"
+    stop = stopped(run, rounds)
     if best:
         verdict = "acceptable" if reached is Outcome.ACCEPTED else f"below the acceptable {thresholds.accept}x"
         # a reading at a bar whose interval reaches below it is said as such, not called clear of it
         bar = next((b for b in (thresholds.target, thresholds.accept) if best.speedup >= b
                     and not clears(best.speedup, best.interval, b)), None)
         unsure = f" (its 95% interval reaches below {bar}x)" if bar else ""
-        return (f"{stopped}: best {shown} in round {best.round} is {verdict}, "
+        return (f"{stop}: best {shown} in round {best.round} is {verdict}, "
                 f"short of the {thresholds.target}x target{unsure}.")
     counts: dict[str, int] = {}
     for rnd in rounds:
         counts[rnd.eval.verdict.value] = counts.get(rnd.eval.verdict.value, 0) + 1
     tally = ", ".join(f"{k} x{v}" for k, v in counts.items())
-    return f"{stopped}: no correct candidate in {len(rounds)} round(s)" + (f" ({tally})." if tally else ".")
+    return f"{stop}: no correct candidate in {len(rounds)} round(s)" + (f" ({tally})." if tally else ".")
 
 
 class Loop:
@@ -152,14 +157,26 @@ class Loop:
             run.stop_reason, run.status = StopReason.ERROR, Status.FAILED
             raise
         finally:
-            settle(run, self.store, self.rounds, self.thresholds, self.elapsed())
+            settle(run, self.store, self.rounds, self.thresholds, self.elapsed(), self._conclusion())
         return run
+
+    def _conclusion(self) -> str:
+        """The run's closing sentence."""
+        return conclusion(self.run, self.rounds, self.thresholds)
 
     def _stop_reason(self) -> StopReason:
         """The rule that ends the run now; NONE (falsy) while none does."""
-        s = self.run.settings
         if reached := goal_reached(self.run, self.thresholds):
             return reached
+        if spent := self._spent():
+            return spent
+        if self.run.settings.plateau and stalled(self._history()) >= self.run.settings.plateau:
+            return StopReason.PLATEAU
+        return StopReason.NONE
+
+    def _spent(self) -> StopReason:
+        """The budget (rounds, wall time, tokens, dollars) spent now; NONE (falsy) while none is."""
+        s = self.run.settings
         if s.rounds is not None and len(self.rounds) >= s.rounds:
             return StopReason.ROUNDS
         if s.wall_time is not None and self.elapsed() >= s.wall_time:
@@ -168,8 +185,6 @@ class Loop:
             return StopReason.TOKENS
         if s.budget_usd is not None and cost_usd(self.run.tokens, s.prices) >= s.budget_usd:
             return StopReason.BUDGET
-        if s.plateau and stalled(self._history()) >= s.plateau:
-            return StopReason.PLATEAU
         return StopReason.NONE
 
     def _history(self) -> list[Past]:
@@ -180,6 +195,20 @@ class Loop:
         if n == 1:
             return self.first, False
         last, history = self.rounds[-1], self._history()
+        notes = self._notes(last)
+        since, every = stalled(history), self.run.settings.restart_after
+        fresh = bool(every and since and since % every == 0 and self.run.best)
+        if fresh:
+            notes.append(f"No measurable gain in {since} rounds. Start again from round {self.run.best.round}'s "
+                         "candidate, the best (pinned above), with a different approach: another split of "
+                         "the work over the hardware, fewer passes over memory, another kernel structure.")
+        text = feedback_text(self.prompts, last.n, last.eval, self.thresholds, history[:-1],
+                             last.sample.approach, notes, self.hidden_warnings, cpu=self.run.settings.device == "cpu")
+        return text, fresh
+
+    def _notes(self, last: Round) -> list[str]:
+        """What the feedback on round `last` adds: a repeated candidate, the round's other samples, why
+        there is no ncu profile."""
         notes = []
         if last.sample.same_as is not None:
             notes.append(f"This file is identical to round {last.sample.same_as}'s: its verdict is repeated "
@@ -192,15 +221,7 @@ class Loop:
         note = self._fallback_note(last)
         if note:
             notes.append(f"{note}.")
-        since, every = stalled(history), self.run.settings.restart_after
-        fresh = bool(every and since and since % every == 0 and self.run.best)
-        if fresh:
-            notes.append(f"No measurable gain in {since} rounds. Start again from round {self.run.best.round}'s "
-                         "candidate, the best (pinned above), with a different approach: another split of "
-                         "the work over the hardware, fewer passes over memory, another kernel structure.")
-        text = feedback_text(self.prompts, last.n, last.eval, self.thresholds, history[:-1],
-                             last.sample.approach, notes, self.hidden_warnings, cpu=self.run.settings.device == "cpu")
-        return text, fresh
+        return notes
 
     def _fallback_note(self, rnd: Round) -> str:
         """Why there is no ncu profile, where round `rnd` is the first to say it."""
@@ -237,8 +258,7 @@ class Loop:
         s = self.run.settings
         k = s.samples
         members = search.beam(self.rounds, s.beam) if s.beam else []
-        cpu = s.device == "cpu"
-        plans = [(search.direction(n, i, k, cpu), search.draw(members, self.run.id, n, i)) for i in range(k)]
+        plans = [(self._direction(n, i, k), search.draw(members, self.run.id, n, i)) for i in range(k)]
 
         def ask(i: int) -> Sample:
             direction, parent = plans[i]
@@ -248,6 +268,10 @@ class Loop:
         self._evaluate(n, samples, self._arrivals(ask, k))
         return Round(n=n, prompt=prompt, samples=samples, chosen=pick(samples), started=started,
                      seconds=time.monotonic() - t0, fresh=fresh)
+
+    def _direction(self, n: int, i: int, k: int) -> str:
+        """What round n's sample i of k is asked to try (--samples K)."""
+        return search.direction(n, i, k, self.run.settings.device == "cpu")
 
     def _arrivals(self, ask: Callable[[int], Sample], k: int) -> Iterator[tuple[int, Sample]]:
         """A round's samples as their answers arrive: all asked at once where the proposer allows."""
@@ -398,10 +422,12 @@ def goal_reached(run: Run, thresholds: Thresholds) -> StopReason:
     return StopReason.NONE
 
 
-def settle(run: Run, store: RunStore, rounds: list[Round], thresholds: Thresholds, seconds: float) -> None:
-    """A stopping run's outcome and closing sentence (after any message of its own), recorded."""
+def settle(run: Run, store: RunStore, rounds: list[Round], thresholds: Thresholds, seconds: float,
+           summary: Optional[str] = None) -> None:
+    """A stopping run's outcome and closing sentence (`summary`, else conclusion's; after any message of its
+    own), recorded."""
     run.outcome = outcome(run.best, thresholds)
-    summary = conclusion(run, rounds, thresholds)
+    summary = summary or conclusion(run, rounds, thresholds)
     run.message = f"{run.message} {summary}".strip() if run.message else summary
     run.seconds = seconds
     store.save_run(run)

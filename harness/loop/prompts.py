@@ -39,7 +39,9 @@ FEEDBACK = "feedback.j2"
 CANDIDATE = "candidate.py.j2"  # the file a person starts from (human proposer)
 IDIOM = "idiom.py.j2"  # the quick-building example, included by FIRST and CANDIDATE
 IDIOM_CPU = "idiom_cpu.py.j2"  # its counterpart for --device cpu: C++ alone, for CPU tensors
-TEMPLATES = (SYSTEM, FIRST, FEEDBACK, CANDIDATE, IDIOM, IDIOM_CPU)
+# --red-team's: the model's role, the first prompt (the goal and how the judge checks and times), the feedback
+RED_TEAM_SYSTEM, RED_TEAM, RED_TEAM_FEEDBACK = "red_team_system.j2", "red_team.j2", "red_team_feedback.j2"
+TEMPLATES = (SYSTEM, FIRST, FEEDBACK, CANDIDATE, IDIOM, IDIOM_CPU, RED_TEAM_SYSTEM, RED_TEAM, RED_TEAM_FEEDBACK)
 
 
 class Reader(Enum):

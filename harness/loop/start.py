@@ -13,6 +13,7 @@ from ..results import Timing
 from ..runs.settings import Evaluation, Settings
 from ..runs.records import ProblemRef, Round, Run
 from ..runs.store import RunStore, utc_now
+from . import red_team
 from .loop import CEILING_SHARE, Loop, restore
 from .observer import Observer
 from .prompts import Prompts, Reader, first_prompt, system_prompt
@@ -85,10 +86,19 @@ def untimed_first(pool: Pool, prompts: Prompts, problem: Problem, settings: Sett
 def _first(pool: Pool, prompts: Prompts, problem: Problem, settings: Settings, trials: int,
            room: Optional[Headroom], reader: Reader = Reader.LOOP) -> str:
     facts, environment = pool.facts()  # the reference process starts on the first call; later ones read
+    if settings.red_team:
+        return red_team.first_prompt(prompts, problem, describe(settings.device), accept=settings.accept,
+                                     trials=trials, facts=facts, environment=environment)
     return first_prompt(prompts, problem, describe(settings.device), accept=settings.accept,
                         target=settings.target, trials=trials, facts=facts, environment=environment,
                         headroom=room, backward=pool.evaluators[0].backward, unmeasured=room is None,
                         reader=reader)
+
+
+def system_for(prompts: Prompts, settings: Settings) -> str:
+    """The system prompt of a run with these settings: --red-team's, or the kernel engineer's."""
+    return red_team.system_prompt(prompts) if settings.red_team else system_prompt(prompts,
+                                                                                   cpu=settings.device == "cpu")
 
 
 def ceiling_note(room: Headroom, target: float) -> str:
@@ -107,13 +117,16 @@ def drive(*, run: Run, store: RunStore, rounds: list[Round], proposer: Proposer,
     """The loop, evaluating through `pool`, until a stop rule holds."""
     text, warnings, room = first_for(pool, prompts, problem, run.settings, trials)
     run.ceiling = room.ceiling
-    if note := ceiling_note(room, run.settings.target):
+    if not run.settings.red_team and (note := ceiling_note(room, run.settings.target)):  # no speed goal to warn of
         observer.say(f"warning: {note}")
         if note not in run.notes:  # a resumed run measures again
             run.notes.append(note)
         store.event("ceiling", ceiling=room.ceiling, target=run.settings.target)
     # a resumed run goes on with the first prompt it was given
-    return Loop(run=run, store=store, rounds=rounds, proposer=proposer, evaluator=pool, prompts=prompts,
-                system=system_prompt(prompts, cpu=run.settings.device == "cpu"),
-                first=rounds[0].prompt if rounds else text, observer=observer,
-                elapsed=elapsed, hidden_warnings=warnings).execute()
+    loop = dict(run=run, store=store, rounds=rounds, proposer=proposer, evaluator=pool, prompts=prompts,
+                system=system_for(prompts, run.settings), first=rounds[0].prompt if rounds else text,
+                observer=observer, elapsed=elapsed, hidden_warnings=warnings)
+    if run.settings.red_team:  # the audit in processes of its own, on the pool's (first) device
+        with red_team.Auditor(problem, pool.evaluators[0].options) as auditor:
+            return red_team.RedTeamLoop(auditor=auditor, **loop).execute()
+    return Loop(**loop).execute()

@@ -14,6 +14,16 @@ from .records import Round, Run, Sample
 from .settings import cost_usd
 
 
+BREAK = ' <span class="badge bad">break</span>'  # a round whose candidate broke the judge (--red-team)
+
+
+def _breaks(rounds: list[Round]) -> str:
+    """The rounds that broke the judge, each a link to its own."""
+    broken = [f'<a href="#round-{r.n}">round {r.n}</a>' for r in rounds if r.broke]
+    return (f"{len(broken)} of {len(rounds)} round(s): " + ", ".join(broken) + esc(" (each kept under breaks/ in "
+            "the run)")) if broken else esc(f"none in {len(rounds)} round(s): the judge held")
+
+
 def run_chart(run: Run, rounds: list[Round]) -> Chart:
     """The speedup per round with its interval, the accept, target and ceiling lines, failed rounds on a strip."""
     s = run.settings
@@ -109,6 +119,8 @@ def _sample_html(rounds: list[Round], rnd: Round, index: int) -> str:
         ("approach", esc(sample.approach)),
         ("direction", esc(sample.direction)),
         ("same as", f"round {sample.same_as}'s candidate; its verdict repeated" if sample.same_as else ""),
+        ("audit", esc(sample.audit.text + (f": {sample.audit.why}" if sample.audit.why else "")) + BREAK * sample.broke
+         if sample.audit else ""),
         ("build", esc(_build(result)) if result.build else ""),
         ("tokens", esc(f"{sample.tokens.total} (prompt {sample.tokens.prompt}, completion "
                        f"{sample.tokens.completion})") if sample.tokens.total else ""),
@@ -138,7 +150,7 @@ def _round_html(run: Run, rounds: list[Round], rnd: Round) -> str:
     best = run.best is not None and run.best.round == rnd.n
     head = (f'<h3 id="round-{rnd.n}">Round {rnd.n} {badge(result.verdict.value)} '
             + (esc(speedup_text(result.speedup, result.speedup_interval)) if result.speedup is not None else "")
-            + (' <span class="badge info">best</span>' if best else "")
+            + (' <span class="badge info">best</span>' if best else "") + BREAK * rnd.broke
             + (' <span class="badge info">restarted from the best</span>' if rnd.fresh else "") + "</h3>")
     parts = [head, _sample_html(rounds, rnd, rnd.chosen)]
     others = [i for i in range(len(rnd.samples)) if i != rnd.chosen]
@@ -194,13 +206,14 @@ def run_page(run: Run, rounds: list[Round], damage: Optional[str] = None) -> str
                                      if v not in (None, False) and not (k == "clock" and s.device == "cpu")))
          if run.evaluation else ""),
         ("started", esc(run.created)),
+        ("breaks", _breaks(rounds) if s.red_team else ""),
     ])
     notes = "".join(f'<p class="note">note: {esc(n)}</p>' for n in run.notes)
     if damage:
         notes += f'<p class="note">The run directory is damaged: {esc(damage)}</p>'
     noted = any(rnd.sample.approach for rnd in rounds)
     columns = (["round", "verdict", "speedup [95%]", "candidate ms", "reference ms", "build"]
-               + ["tokens", "cost"] * asked + ["seconds"] + ["note"] * noted)
+               + ["tokens", "cost"] * asked + ["seconds"] + ["audit"] * s.red_team + ["note"] * noted)
     rows = []
     for rnd in rounds:
         r = rnd.eval
@@ -208,7 +221,8 @@ def run_page(run: Run, rounds: list[Round], damage: Optional[str] = None) -> str
         rows.append([f'<a href="#round-{rnd.n}">{rnd.n}</a>{star}', badge(r.verdict.value),
                      esc(speedup_text(r.speedup, r.speedup_interval)), _ms(r, "candidate"), _ms(r, "reference"),
                      esc(_build(r))] + [str(rnd.tokens.total), esc(_usd(cost_usd(rnd.tokens, s.prices)))] * asked
-                    + [f"{rnd.seconds:.1f}"] + [esc(rnd.sample.approach)] * noted)
+                    + [f"{rnd.seconds:.1f}"] + [esc(rnd.audit_text) + BREAK * rnd.broke] * s.red_team
+                    + [esc(rnd.sample.approach)] * noted)
     chart = svg_chart(run_chart(run, rounds)) if rounds else '<p class="note">No round finished.</p>'
     basis = next((basis_text(r.eval, each_round=True) for r in rounds if r.eval.speedup is not None), "")
     body = (f"<h1>{esc(run.problem.name)}</h1><p class=\"sub\">run {esc(run.id)}</p>"
@@ -216,6 +230,6 @@ def run_page(run: Run, rounds: list[Round], damage: Optional[str] = None) -> str
             f'<h2>Speedup per round</h2><section class="card">{chart}'
             + (f'<p class="note">Speedup over the reference: {esc(basis)}.</p>' if basis else "") + "</section>"
             f'<h2>Rounds</h2><section class="card">'
-            + table(columns, rows, tuple(range(2, len(columns) - noted))) + "</section>"
+            + table(columns, rows, tuple(range(2, len(columns) - noted - s.red_team))) + "</section>"
             + "".join(_round_html(run, rounds, rnd) for rnd in rounds))
     return page(f"{run.problem.name}: run {run.id}", body)

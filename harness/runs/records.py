@@ -30,6 +30,33 @@ class Sample:
     same_as: Optional[int] = None  # the round whose identical candidate's verdict this repeats
     direction: str = ""  # the direction this sample was asked to take (--samples K)
     parent: Optional["Parent"] = None  # the candidate it was asked to improve (--beam N)
+    audit: Optional["Audit"] = None  # the audit's second opinion, where --red-team judged it again
+
+    @property
+    def broke(self) -> bool:
+        """Whether it broke the judge (--red-team): see Audit.broke."""
+        return self.audit is not None and self.audit.broke
+
+
+@dataclass
+class Audit:
+    """The audit's second opinion on a sample the fast verdict passed (sweep/audit.py's, under --red-team)."""
+
+    agree: bool
+    check: str = ""  # where it disagrees: the check that caught what the fast verdict missed
+    why: str = ""  # where it disagrees, in one sentence
+    finding: str = ""  # what the audit found (the finding verdicts.judged names); "" where it found nothing
+    verdict: str = ""  # the audit's verdict
+    speedup: Optional[float] = None
+    interval: Optional[list[float]] = None
+    seconds: float = 0.0
+    # the fast verdict passed it at the acceptable speedup or more, and the audit disagrees
+    broke: bool = False
+
+    @property
+    def text(self) -> str:
+        """What the audit said, in a few words for a table."""
+        return "agree" if self.agree else f"disagree: {self.check}"
 
 
 @dataclass
@@ -71,6 +98,16 @@ class Round:
     def profile_seconds(self) -> float:
         """What profiling its samples cost (--profile)."""
         return sum(s.eval.profile.seconds for s in self.samples if s.eval and s.eval.profile)
+
+    @property
+    def broke(self) -> bool:
+        """Whether a sample of it broke the judge (--red-team)."""
+        return any(s.broke for s in self.samples)
+
+    @property
+    def audit_text(self) -> str:
+        """What the audit said of its samples, in a few words for a table; "-" where it judged none."""
+        return "; ".join(s.audit.text for s in self.samples if s.audit) or "-"
 
     @property
     def tokens(self) -> Tokens:

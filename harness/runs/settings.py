@@ -58,6 +58,8 @@ class Settings:
     runs_dir: str = "runs"
     files: list[str] = field(default_factory=list)
     command: Optional[str] = None  # the command proposer's program and its arguments, as a shell would take them
+    # the model is asked to break the judge; each candidate the fast verdict passes is audited (loop/red_team.py)
+    red_team: bool = False
     config: Optional[str] = None
 
 
