@@ -13,6 +13,7 @@ import pytest
 
 from conftest import HERE, PROBLEMS, REPO
 from harness import EvalOptions, Verdict, evaluate, evaluate_batch
+from harness.degenerate import Kind
 
 ADVERSARIAL = HERE / "adversarial"
 SMALL = PROBLEMS / "small_layernorm.py"
@@ -277,7 +278,8 @@ def test_strict_policy_rejects_before_building(cpu_options, name, says):
 def test_constant_output_on_a_degenerate_problem_is_flagged(cpu_results):
     result = cpu_results[DEGENERATE]
     assert result.verdict is Verdict.CORRECT, result.explanation  # a constant is this problem's right answer...
-    assert any("the same value everywhere" in w for w in result.warnings), result.warnings  # ...so say so
+    assert [d.kind for d in result.problem_degenerate] == [Kind.CONSTANT]  # ...so the problem is flagged at load
+    assert any("the same value everywhere" in w for w in result.warnings), result.warnings  # and by its lint
 
 
 @pytest.mark.parametrize("attempt", params(ALONE))
