@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import jinja2
 
+from ..degenerate import problem_text
 from ..errors import HarnessError
 from ..integrity.roofline import roofline_text
 
@@ -135,7 +136,8 @@ def first_prompt(prompts: Prompts, problem: "Problem", device: "DeviceInfo", *, 
     """The problem, the rules, and the facts the reference process found: hardware, measured
     peaks, how the inputs arrive, versions; and the reference's own time against its floor.
     `backward`: the backward pass is checked and timed too, and the contract for it is given.
-    `unmeasured`: the reference was not timed (a dry run), and the prompt says where its time goes."""
+    `unmeasured`: the reference was not timed (a dry run), and the prompt says where its time goes.
+    A degenerate problem (facts.degenerate) is said to be one, plainly, after its source."""
     reference = None
     if headroom is not None:
         reference = {"ms": headroom.reference_ms, "host_ms": headroom.host_ms, "ceiling": headroom.ceiling,
@@ -145,6 +147,7 @@ def first_prompt(prompts: Prompts, problem: "Problem", device: "DeviceInfo", *, 
                           accept=accept, target=target, trials=trials, hardware=facts.hardware,
                           inputs=facts.inputs, peaks=facts.peaks, environment=environment,
                           reference=reference, unmeasured=unmeasured, backward=backward,
+                          degenerate=problem_text(facts.degenerate),
                           grad_tolerance=grad_tolerance_text(problem, facts.grad_allowance) if backward else ""
                           ).strip() + "\n"
 
