@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Optional
 
+from ..degenerate import tags
 from ..engine.processes.footprint import in_process_need
 from ..engine.processes.protocol import ReferenceReady
 from ..results import EvalResult, from_dict, to_dict
@@ -81,6 +82,9 @@ class SweepRecord:
     retimed: str = ""
     reference_gap: Optional[float] = None
     rests_on_alone: bool = False
+    # why the problem's speedups measure nothing (degenerate.tags: "constant (1)", ...); "" for a problem that is
+    # not degenerate. The summary leaves such records out of fast_p and the geometric mean, and lists them apart
+    degenerate: str = ""
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -125,7 +129,9 @@ def record_of(job: Job, result: EvalResult, ready: Optional[ReferenceReady] = No
                        read_again=result.check.read_again if result.check else 0,
                        retimed="slowdown" if result.retimed_for_slowdown else "gap" * ("retimed_for_gap" in result.details),
                        reference_gap=result.details.get("reference_gap"),
-                       rests_on_alone=bool(result.details.get("rests_on_alone")))
+                       rests_on_alone=bool(result.details.get("rests_on_alone")),
+                       # the reference process's finding where the result has none (its build failed first)
+                       degenerate=tags(result.problem_degenerate or (ready.degenerate if ready else [])))
 
 
 def problem_failure(job: Job, explanation: str, seconds: float = 0.0, skipped: bool = False) -> SweepRecord:
