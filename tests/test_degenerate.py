@@ -222,4 +222,6 @@ def test_a_sweep_leaves_degenerate_problems_out_of_fast_p_and_lists_them_apart(t
     assert (apart["problem"], apart["degenerate"]) == ("2_degenerate_softmax", "constant (1)")
     assert apart["speedup"] == records["2_degenerate_softmax"].speedup is not None
     assert ("level2: 1 evaluation(s) on degenerate problems, whose speedups measure nothing, left out of the "
-            "figures above: 2_degenerate_softmax (") in said, said
+            "figures above:\n  2_degenerate_softmax (copy): correct ") in said, said
+    (line,) = [line for line in said.splitlines() if line.startswith("  2_degenerate_softmax (copy)")]
+    assert line.endswith(", constant (1)"), said

@@ -76,7 +76,7 @@ class Apart:
     @property
     def text(self) -> str:
         speedup = f" {speedup_text(self.speedup, self.interval)}" if self.speedup is not None else ""
-        return f"{self.problem} ({self.candidate}): {self.verdict}{speedup}; {self.degenerate}"
+        return f"{self.problem} ({self.candidate}): {self.verdict}{speedup}, {self.degenerate}"
 
 
 def counted(records: list[SweepRecord]) -> list[SweepRecord]:
