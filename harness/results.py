@@ -10,6 +10,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from .degenerate import Degenerate
 from .profiles import Profile
 from .serial import from_dict, from_json, to_dict, to_json  # noqa: F401  the round-trip, where the types are
 
@@ -332,6 +333,9 @@ class EvalResult:
     # CUDA: why the candidate's forward cannot be captured in a CUDA graph; None where it can or was not tried
     not_capturable: Optional[str] = None
     profile: Optional[Profile] = None  # one forward's kernels, for a correct candidate under --profile
+    # why the problem's speedups measure nothing (degenerate.py), as its reference process found it; the verdict
+    # is the candidate's own, the speedup is not read as one
+    problem_degenerate: list[Degenerate] = field(default_factory=list)
     # Everything else an evaluation notes, for a person (static findings, the exception, the exit status);
     # eval.json files written before the fields above hold those here too.
     details: dict[str, Any] = field(default_factory=dict)

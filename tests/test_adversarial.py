@@ -17,6 +17,7 @@ from harness import EvalOptions, Verdict, evaluate, evaluate_batch
 from harness.cli.sweep import corpus_end
 from harness.sweep.jobs import Job, corpus_cases, corpus_jobs
 from harness.sweep.records import record_of
+from harness.degenerate import Kind
 
 ADVERSARIAL = HERE / "adversarial"
 SMALL = PROBLEMS / "small_layernorm.py"
@@ -184,6 +185,12 @@ def test_the_corpus_sweep_finds_every_cpu_case_caught(cpu_results, faulty_result
     summary = json.loads((tmp_path / "summary.json").read_text())["invariants"]
     assert {t["invariant"] for t in summary} == invariants and not any(t["missed"] for t in summary)
     assert sorted(label for t in summary for label in t["caught"]) == sorted(job.label for job in CPU_JOBS)
+
+
+def test_constant_output_on_a_degenerate_problem_is_flagged_at_load(cpu_results):
+    """A constant is this problem's right answer (correct, by its header), so the problem itself is flagged."""
+    result = next(r for r in cpu_results.values() if r.candidate.endswith("constant_output.py"))
+    assert [d.kind for d in result.problem_degenerate] == [Kind.CONSTANT]
 
 
 HONEST_GPU = ["two_streams_joined", "graph_wrapper", "autograd_function", "waited_side_stream", "host_busy"]

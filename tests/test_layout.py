@@ -2,7 +2,7 @@
 compared only in loop/proposers/, where the kinds live.
 
     cli -> agent -> loop -> sweep -> export -> runs -> engine -> integrity -> leaves (results, profiles, tokens, stats,
-    problem, device, errors, files, version, pages, torch_install)
+    problem, device, errors, files, version, pages, torch_install, degenerate)
 
 Inside engine/, its sub-packages (building/, processes/, checking/, timing/, profiling/, workers/) and
 its top modules import one another without a circle either.
@@ -19,7 +19,7 @@ from harness.loop.proposers.kinds import KINDS
 
 PACKAGE = Path(harness.__file__).parent
 LEAVES = ("results", "serial", "profiles", "tokens", "stats", "problem", "device", "errors", "files", "version", "pages",
-          "torch_install")
+          "torch_install", "degenerate")
 LAYERS = ("integrity", "engine", "runs", "export", "sweep", "loop", "agent", "cli")  # lowest first
 
 

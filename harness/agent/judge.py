@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from ..degenerate import Degenerate
 from ..engine.building.builder import Built
 from ..engine.options import EvalOptions
 from ..engine.profiling.profile import Profiler, ProfileRequest
@@ -55,6 +56,7 @@ class Description:
     environment: Optional[Environment] = None
     warnings: list[str] = field(default_factory=list)  # the problem's own
     peaks: Optional[Peaks] = None  # the device's, measured where the problem declares its bytes or flops
+    degenerate: list[Degenerate] = field(default_factory=list)  # why its speedups measure nothing; `text` says it too
 
 
 @dataclass
@@ -134,7 +136,7 @@ class Judge:
         text += f"\nThe reference alone, on each clock this device has: {clocks}.\n"
         return Description(problem.path, text, self.options.device, list(facts.inputs), tolerance_text(problem),
                            dict(warm.reference), room, room.ceiling, list(facts.hardware), environment, warnings,
-                           facts.peaks)
+                           facts.peaks, list(facts.degenerate))
 
     def start_run(self, problem: str, accept: float = Thresholds.accept, target: float = Thresholds.target,
                   options: Optional[dict[str, Any]] = None, job: Optional[Job] = None) -> Started:

@@ -8,6 +8,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from ..degenerate import problem_text
 from ..engine.timing.speedups import basis_text, shown
 from ..integrity.roofline import roofline_text
 from ..results import CLOCK_NAMES, Clock, EvalResult, Verdict, clears, speedup_text, tolerance_text
@@ -60,6 +61,8 @@ def eval_panel(result: EvalResult) -> Panel:
     summary.add_column(style="dim")
     summary.add_column()
     summary.add_row("verdict", verdict_text(result.verdict))
+    if result.problem_degenerate:
+        summary.add_row("problem", Text(problem_text(result.problem_degenerate), style="bold yellow"))
     if result.speedup is not None:
         # colored by what its interval is sure of: green clear of 1.5x, red surely slower, else yellow
         high = result.speedup_interval[1] if result.speedup_interval else result.speedup
@@ -67,6 +70,8 @@ def eval_panel(result: EvalResult) -> Panel:
             "red" if high < 1 else "yellow")
         count = len(result.benchmark_shapes)
         over = f", geometric mean over {count} benchmark shapes" if count else ""
+        if result.problem_degenerate:
+            style, over = "yellow", over + " (means nothing: the problem is degenerate)"
         summary.add_row("speedup", Text(speedup_text(result.speedup, result.speedup_interval) + over, style=style))
     for baseline in shown(result.baselines)[1:] if result.baselines else []:
         summary.add_row("", f"{speedup_text(baseline.speedup, baseline.interval)} over {baseline.label}")

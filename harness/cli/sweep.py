@@ -271,6 +271,10 @@ def sweep_main(args: argparse.Namespace, console: Console) -> int:
         if s.skipped:
             console.print(f"{s.level}: {len(s.skipped)} problem(s) skipped under --backward, their outputs having no "
                           f"gradient: {', '.join(s.skipped)}.")
+        if s.degenerate:
+            console.print(Text(f"{s.level}: {len(s.degenerate)} evaluation(s) on degenerate problems, whose speedups "
+                               "measure nothing, left out of the figures above:" +
+                               "".join(f"\n  {apart.text}" for apart in s.degenerate), "yellow"), soft_wrap=True)
         if s.broken_problems:
             console.print(f"[red]{s.level}: {len(s.broken_problems)} problem(s) failed themselves, their candidates "
                           f"not run: {', '.join(s.broken_problems)} (see {log.path}).[/red]")

@@ -132,6 +132,7 @@ class Evaluator:
             result.environment = children.environment
             result.warnings.extend(children.problem_warnings)
             result.grad_allowance = dict(children.reference_info.grad_allowance)
+            result.problem_degenerate = list(children.reference_info.degenerate)
             children.await_ready(worker, result)
 
         def check() -> None:

@@ -126,7 +126,7 @@ def _identical(a: list, b: list) -> bool:
 def identical(a, b) -> bool:
     """Bit for bit the same output, NaN where NaN."""
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        return a.shape == b.shape and a.dtype == b.dtype and all(map(_same_slice, _slices(a), _slices(b)))
+        return a.shape == b.shape and a.dtype == b.dtype and all(map(same_slice, _slices(a), _slices(b)))
     return a == b
 
 
@@ -137,7 +137,8 @@ def _slices(t: torch.Tensor) -> Iterator[torch.Tensor]:
     return (flat[i:i + CHUNK] for i in range(0, flat.numel(), CHUNK))
 
 
-def _same_slice(a: torch.Tensor, b: torch.Tensor) -> bool:
+def same_slice(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal value for value, NaN where NaN (integrity/degenerate.py compares with it too)."""
     # NaN (unequal to itself) needs the slower look
     return torch.equal(a, b) or (a.is_floating_point() and bool(torch.isclose(a, b, rtol=0, atol=0,
                                                                               equal_nan=True).all()))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Optional
 
+from ..degenerate import problem_text
 from ..integrity.roofline import roofline_text
 from ..results import CLOCK_NAMES, CheckResult, Clock, EvalResult, Verdict, clears, speedup_text, tolerance_text
 from ..engine.timing.speedups import faster_of, shown
@@ -44,8 +45,9 @@ class Thresholds:
     target: float = 2.0
 
     def reached(self, result: EvalResult) -> bool:
-        return result.ok and result.speedup is not None and clears(result.speedup, result.speedup_interval,
-                                                                   self.target)
+        """The target cleared; never on a degenerate problem, whose speedups measure nothing."""
+        return (result.ok and result.speedup is not None and not result.problem_degenerate
+                and clears(result.speedup, result.speedup_interval, self.target))
 
 
 def correctness_lines(check: Optional[CheckResult], tolerance: str = "") -> list[str]:
@@ -184,7 +186,9 @@ def advice(result: EvalResult, thresholds: Thresholds, best: Optional[tuple[int,
     v, s = result.verdict, result.speedup
     words = _CPU_WORDS if cpu else _GPU_WORDS
     if v is Verdict.CORRECT and s is not None:
-        if thresholds.reached(result):
+        if result.problem_degenerate:
+            text = f"{problem_text(result.problem_degenerate)} No speedup on it finishes the task, {s:.2f}x included."
+        elif thresholds.reached(result):
             text = f"{s:.2f}x clears the target of {thresholds.target}x" + (": the task is done." if reader.rounds
                                                                              else ".")
         elif s >= thresholds.accept:

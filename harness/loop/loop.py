@@ -62,7 +62,7 @@ def outcome(best: Optional[Best], thresholds: Thresholds) -> Outcome:
     """What the run's best clears (results.clears: its interval, where it has one)."""
     if best is None:
         return Outcome.NO_CORRECT
-    if clears(best.speedup, best.interval, thresholds.target):
+    if clears(best.speedup, best.interval, thresholds.target) and not best.degenerate:
         return Outcome.TARGET
     return Outcome.ACCEPTED if clears(best.speedup, best.interval, thresholds.accept) else Outcome.BELOW_ACCEPT
 
@@ -99,6 +99,9 @@ def conclusion(run: Run, rounds: list[Round], thresholds: Thresholds) -> str:
         bar = next((b for b in (thresholds.target, thresholds.accept) if best.speedup >= b
                     and not clears(best.speedup, best.interval, b)), None)
         unsure = f" (its 95% interval reaches below {bar}x)" if bar else ""
+        if best.degenerate:  # the target is out of reach: no speedup on the problem measures anything
+            return (f"{stop}: best {shown} in round {best.round}, which measures nothing: the problem is "
+                    "degenerate, so no speedup on it counts.")
         return (f"{stop}: best {shown} in round {best.round} is {verdict}, "
                 f"short of the {thresholds.target}x target{unsure}.")
     counts: dict[str, int] = {}
@@ -386,7 +389,8 @@ def absorb(run: Run, store: RunStore, rnd: Round) -> None:
                 result.speedup, result.speedup_interval) > assured(run.best.speedup, run.best.interval)):
             where = store.round_dir(rnd.n, i).relative_to(store.path)
             run.best = Best(round=rnd.n, sample=i, speedup=result.speedup,
-                            candidate=str(where / CANDIDATE_FILE), interval=result.speedup_interval)
+                            candidate=str(where / CANDIDATE_FILE), interval=result.speedup_interval,
+                            degenerate=bool(result.problem_degenerate))
     run.rounds.append(RoundSummary(n=rnd.n, verdict=rnd.eval.verdict,
                                    speedup=rnd.eval.speedup if rnd.eval.ok else None,
                                    tokens=rnd.tokens.total, seconds=rnd.seconds,
@@ -413,11 +417,14 @@ def keep_round(run: Run, store: RunStore, rnd: Round, seconds: float) -> None:
 
 
 def goal_reached(run: Run, thresholds: Thresholds) -> StopReason:
-    """TARGET or CEILING where the run's best reaches one, NONE (falsy) while it reaches neither."""
+    """TARGET or CEILING where the run's best reaches one, NONE (falsy) while it reaches neither, or it is
+    on a degenerate problem."""
     best = run.best
-    if best and clears(best.speedup, best.interval, thresholds.target):
+    if best is None or best.degenerate:
+        return StopReason.NONE
+    if clears(best.speedup, best.interval, thresholds.target):
         return StopReason.TARGET
-    if best and run.ceiling and best.speedup >= CEILING_SHARE * run.ceiling:
+    if run.ceiling and best.speedup >= CEILING_SHARE * run.ceiling:
         return StopReason.CEILING
     return StopReason.NONE
 

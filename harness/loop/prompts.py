@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import jinja2
 
+from ..degenerate import problem_text
 from ..errors import HarnessError
 from ..integrity.roofline import flops_text, roofline_text
 
@@ -159,7 +160,8 @@ def first_prompt(prompts: Prompts, problem: "Problem", device: "DeviceInfo", *, 
     peaks, how the inputs arrive, versions; and the reference's own time against its floor.
     `backward`: the backward pass is checked and timed too, and the contract for it is given.
     `unmeasured`: the reference was not timed (a dry run), and the prompt says where its time goes.
-    `reader`: an agent is asked to send its file, not to end an answer with it."""
+    `reader`: an agent is asked to send its file, not to end an answer with it.
+    A degenerate problem (facts.degenerate) is said to be one, plainly, after its source."""
     reference = None
     if headroom is not None:
         reference = {"ms": headroom.reference_ms, "host_ms": headroom.host_ms, "ceiling": headroom.ceiling,
@@ -170,6 +172,7 @@ def first_prompt(prompts: Prompts, problem: "Problem", device: "DeviceInfo", *, 
                           inputs=facts.inputs, peaks=facts.peaks, environment=environment,
                           peaks_flops=flops_text(facts.peaks.tflops_fp32) if facts.peaks else "",
                           reference=reference, unmeasured=unmeasured, backward=backward, agent=reader.agent,
+                          degenerate=problem_text(facts.degenerate),
                           grad_tolerance=grad_tolerance_text(problem, facts.grad_allowance) if backward else ""
                           ).strip() + "\n"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Optional
 
+from ..degenerate import problem_text
 from ..device import describe
 from ..engine.pool import Pool
 from ..integrity.roofline import Headroom, headroom
@@ -122,6 +123,8 @@ def drive(*, run: Run, store: RunStore, rounds: list[Round], proposer: Proposer,
         if note not in run.notes:  # a resumed run measures again
             run.notes.append(note)
         store.event("ceiling", ceiling=room.ceiling, target=run.settings.target)
+    if degenerate := problem_text(pool.facts()[0].degenerate):  # the first prompt tells the model too
+        observer.say(f"warning: {degenerate}")
     # a resumed run goes on with the first prompt it was given
     loop = dict(run=run, store=store, rounds=rounds, proposer=proposer, evaluator=pool, prompts=prompts,
                 system=system_for(prompts, run.settings), first=rounds[0].prompt if rounds else text,

@@ -143,6 +143,7 @@ class Best:
     speedup: float
     candidate: str  # path relative to the run directory
     interval: Optional[list[float]] = None  # the speedup's, 95% (None in runs recorded before it was kept)
+    degenerate: bool = False  # on a degenerate problem (EvalResult.problem_degenerate): its speedup measures nothing
 
 
 class Status(enum.StrEnum):

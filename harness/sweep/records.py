@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Optional
 
+from ..degenerate import tags
 from ..engine.processes.footprint import in_process_need
 from ..engine.processes.protocol import ReferenceReady
 from ..results import EvalResult, from_dict, to_dict
@@ -86,6 +87,9 @@ class SweepRecord:
     invariant: str = ""
     expected: str = ""
     caught: Optional[bool] = None
+    # why the problem's speedups measure nothing (degenerate.tags: "constant (1)", ...); "" for a problem that is
+    # not degenerate. The summary leaves such records out of fast_p and the geometric mean, and lists them apart
+    degenerate: str = ""
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -130,7 +134,10 @@ def record_of(job: Job, result: EvalResult, ready: Optional[ReferenceReady] = No
                        read_again=result.check.read_again if result.check else 0,
                        retimed="slowdown" if result.retimed_for_slowdown else "gap" * ("retimed_for_gap" in result.details),
                        reference_gap=result.details.get("reference_gap"),
-                       rests_on_alone=bool(result.details.get("rests_on_alone")), **_case_fields(job, result))
+                       rests_on_alone=bool(result.details.get("rests_on_alone")),
+                       # the reference process's finding where the result has none (its build failed first)
+                       degenerate=tags(result.problem_degenerate or (ready.degenerate if ready else [])),
+                       **_case_fields(job, result))
 
 
 def _case_fields(job: Job, result: Optional[EvalResult]) -> dict:

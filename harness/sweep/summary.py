@@ -3,6 +3,9 @@
 mean speedup of the correct ones; and fast_p counting only speedups whose 95% interval lies
 above p. Pure functions of the records.
 
+Records on a degenerate problem (SweepRecord.degenerate: its speedups measure nothing) are left out of
+every figure and listed apart with their speedups (LevelSummary.degenerate), so a trainer drops them.
+
 fast_p differs from KernelBench's in one way: a speedup counts as above p only beyond the
 harness's resolution (RESOLUTION, 0.1%). A copy of the reference reads 1.0003x as often as
 0.9997x, so KernelBench's count would give copies a fast_1 near 50% (40% over 100 level 1
@@ -15,6 +18,7 @@ from typing import Optional
 
 from ..engine.children import DEVICE_WAITS
 from ..engine.timing.speedups import RESOLUTION
+from ..results import speedup_text
 from ..stats import geomean
 from .jobs import COPY
 from .records import NOT_EVALUATED, PROBLEM_ERROR, SKIPPED, SweepRecord
@@ -59,6 +63,28 @@ def seconds_of(records: list[SweepRecord]) -> Optional[Seconds]:
 
 
 @dataclass
+class Apart:
+    """A record on a degenerate problem, left out of its level's figures."""
+
+    problem: str
+    candidate: str
+    verdict: str
+    speedup: Optional[float]
+    interval: Optional[list[float]]
+    degenerate: str  # SweepRecord.degenerate
+
+    @property
+    def text(self) -> str:
+        speedup = f" {speedup_text(self.speedup, self.interval)}" if self.speedup is not None else ""
+        return f"{self.problem} ({self.candidate}): {self.verdict}{speedup}, {self.degenerate}"
+
+
+def counted(records: list[SweepRecord]) -> list[SweepRecord]:
+    """The evaluations a level's figures count: its problems loaded, none degenerate."""
+    return [r for r in records if r.verdict not in NOT_EVALUATED and not r.degenerate]
+
+
+@dataclass
 class LevelSummary:
     level: str
     evaluations: int  # of problems that loaded
@@ -76,6 +102,7 @@ class LevelSummary:
     fast_p_second: Optional[dict[str, float]] = None
     second_clock: str = ""
     seconds: Optional[Seconds] = None  # where its candidates' seconds went
+    degenerate: list[Apart] = field(default_factory=list)  # left out of every figure above
 
 
 def fast_p(speedups: list[Optional[float]], p: float) -> float:
@@ -94,7 +121,7 @@ def fast_p_sure(records: list[SweepRecord], p: float) -> float:
 
 
 def summarize_level(level: str, records: list[SweepRecord]) -> LevelSummary:
-    evaluated = [r for r in records if r.verdict not in NOT_EVALUATED]
+    evaluated = counted(records)
     eager = [r.speedup if r.correct else None for r in evaluated]
     compiled = [r.speedup_compile if r.correct else None for r in evaluated]
     timed_compile = any(r.speedup_compile is not None for r in evaluated)
@@ -115,7 +142,9 @@ def summarize_level(level: str, records: list[SweepRecord]) -> LevelSummary:
         sorted({r.problem for r in records if r.verdict == SKIPPED}),
         "/".join(sorted({r.clock for r in evaluated if r.correct and r.clock})),
         {f"{p:g}": fast_p(second, p) for p in P_VALUES} if seconds else None, "/".join(sorted(seconds)),
-        seconds_of(evaluated))
+        seconds_of(evaluated),
+        [Apart(r.problem, r.candidate, r.verdict, r.speedup if r.correct else None, r.interval if r.correct else None,
+               r.degenerate) for r in records if r.degenerate and r.verdict not in NOT_EVALUATED])
 
 
 def summarize(records: list[SweepRecord]) -> list[LevelSummary]:
@@ -249,7 +278,7 @@ def fast_p_curves(records: list[SweepRecord]) -> list[Curve]:
     ps = [P_MAX * i / (P_STEPS - 1) for i in range(P_STEPS)]
     curves = []
     for level in sorted({r.level for r in records}):
-        evaluated = [r for r in records if r.level == level and r.verdict not in NOT_EVALUATED]
+        evaluated = counted([r for r in records if r.level == level])
         if not evaluated:
             continue
         eager = [r.speedup if r.correct else None for r in evaluated]

@@ -14,6 +14,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from ...degenerate import Degenerate
 from ...integrity.roofline import Peaks
 from ...results import CheckResult, Timing
 
@@ -220,6 +221,9 @@ class ReferenceReady(Reply):
     benchmark_shapes: list[dict[str, Any]] = field(default_factory=list)
     # under --backward: why the problem has no backward to check (no output has a gradient); "" when it has
     no_backward: str = ""
+    # why its speedups measure nothing (integrity/degenerate.py): an output that ignores the inputs or repeats
+    # along a dimension, under --backward no gradient reaching the inputs; empty for a problem that is not degenerate
+    degenerate: list[Degenerate] = field(default_factory=list)
     # under --backward with ReferenceSpec.grad_rounding: what each gradient's atol gains, by label
     grad_allowance: dict[str, float] = field(default_factory=dict)
     # the load's wall seconds by step (the CUDA context, the wait for the device, the model, ...; the lint's,

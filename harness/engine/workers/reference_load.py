@@ -13,7 +13,7 @@ import torch
 
 from ...device import cpu_info
 from ...files import new_seed
-from ...integrity import lint, precision
+from ...integrity import degenerate, lint, precision
 from ...integrity.digest import changed, checksum, digest
 from ...integrity.guards import pytorch_default_numerics
 from ...problem import Shapes, benchmark_shapes, shape_variants
@@ -159,10 +159,35 @@ def load(conn, spec: ReferenceSpec, device: torch.device, laps: Laps) -> tuple[R
     random_draws = ref.random_draws = lint.draws_random(ref.model, sample, ref.state.restore)
     laps.lap("random_draws")
     allowance_note = _plan_backward(ref, sample, probe, random_draws, info) if spec.backward else ""
-    del sample
     laps.lap("backward")
     info.warnings += [note for note in (random_draws, allowance_note) if note]
+    _find_degenerate(ref, sample, info)
+    laps.lap("degenerate")
     return ref, info
+
+
+def _find_degenerate(ref: ReferenceProcess, sample: list, info: ReferenceReady) -> None:
+    """Whether the problem's outputs ignore its inputs or repeat along a dimension (integrity/degenerate.py):
+    the sample's outputs made again, then fresh draws, the sample let go (emptied: the caller's list) before
+    the first, so that the load's peak stays one input draw and two outputs."""
+    def forward(inputs: list) -> list:
+        ref.state.restore()
+        with torch.no_grad():
+            return as_list(ref.model(*inputs))
+
+    def draw() -> list:
+        sample.clear()
+        return forward(inputs_from_seed(ref.problem, ref.device, new_seed()))
+
+    try:
+        info.degenerate[:0] = degenerate.find(forward(sample), draw)  # before --backward's finding
+    except Exception as exc:  # noqa: BLE001 - an auxiliary check: the problem loads without it
+        said = (str(exc).splitlines() or [""])[0][:160]
+        info.warnings.append(f"the check for a degenerate problem could not run: {type(exc).__name__}: {said}")
+    finally:
+        sample.clear()
+        ref.state.restore()
+        free_cache(ref.device)
 
 
 def _first_forward(ref: ReferenceProcess, probe: int, info: ReferenceReady, laps: Laps) -> list:
@@ -204,9 +229,11 @@ def _plan_backward(ref: ReferenceProcess, sample: list, probe: int, random_draws
     ref.layout = layout = {"labels": backward.labels(len(found), sample, names), "first_gradient": len(found)}
     note = ""
     if not info.no_backward:  # a trial's peak (saved activations, gradients) is the workspace the fit counts
-        _, trial_peak = peak_above(device, lambda: len(backward.trial(ref.training(), sample, probe, device,
-                                                                      digest, changed)[0]))
+        inputs = slice(len(found), len(found) + sum(map(backward.is_leaf_input, sample)))
+        stuck, trial_peak = peak_above(device, lambda: degenerate.no_gradient(
+            backward.trial(ref.training(), sample, probe, device, digest, changed)[0][inputs]))
         info.workspace_bytes = max(info.workspace_bytes, trial_peak - info.output_bytes)
+        info.degenerate += [stuck] if stuck else []
         ref.state.restore()
         if ref.spec.grad_rounding:
             layout["allowance"], note = grad_allowance(model, sample, probe, device, layout, random_draws)
