@@ -120,12 +120,13 @@ class Judge:
 
     def _describe(self, problem: Problem, warm: Warm, thresholds: Thresholds, job: Job, reader: Reader) -> Description:
         pool = warm.pool
-        if not warm.reference:  # measured once per pool: the reference's time does not change
-            with job.watching(), self.devices.timing(pool.evaluators[:1], job) as evaluator:
-                job.phase("loading the problem")
-                pool.facts()
-                job.phase("timing the reference")
-                warm.reference = evaluator.time_reference_clocks()
+        # the figure the problem's evaluations share (timing/alone.py): the same timing, anew once 5 minutes old
+        # or once an evaluation timed it again, so it agrees with what later evaluations read alone
+        with job.watching(), self.devices.timing(pool.evaluators[:1], job) as evaluator:
+            job.phase("loading the problem")
+            pool.facts()
+            job.phase("timing the reference")
+            warm.reference = evaluator.time_reference_clocks()
         facts, environment = pool.facts()
         first = pool.evaluators[0]
         settings = Settings(accept=thresholds.accept, target=thresholds.target, device=self.options.device)
