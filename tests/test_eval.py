@@ -259,6 +259,16 @@ def test_cli_bad_problem_is_a_usage_error(tmp_path, cache_dir):
     assert "no_model.py" in result.stderr and "Traceback" not in result.stdout + result.stderr
 
 
+def test_a_clock_given_for_a_cpu_is_said_to_change_nothing(tmp_path, cache_dir):
+    """--clock names a GPU's clock: on a CPU it is taken, said to have no effect, and the record's clock is
+    the host's, the one a CPU has."""
+    out = tmp_path / "r.json"
+    result = run_cli("eval", str(PROBLEMS / "small_layernorm.py"), str(CANDIDATES / "py_correct.py"), "--clock",
+                     "latency", "--json", str(out), cache_dir=cache_dir)
+    assert "--clock latency has no effect on a CPU" in result.stderr, result.stderr
+    assert json.loads(out.read_text())["clock"] == "host"
+
+
 def test_fork_bomb_is_stopped_whole(cpu_options, tmp_path, monkeypatch):
     from harness.engine.processes.ownership import running
 

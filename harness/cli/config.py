@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import sys
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -346,9 +347,14 @@ def add_eval_options(parser: argparse.ArgumentParser) -> None:
 
 
 def eval_options(args: argparse.Namespace, evaluation: Optional[Evaluation] = None) -> EvalOptions:
-    """EvalOptions from the flags; `evaluation` (a run's) fills what they leave out, defaults the rest."""
+    """EvalOptions from the flags; `evaluation` (a run's) fills what they leave out, defaults the rest. A
+    --clock given for a CPU is said, on stderr, to change nothing there."""
     evaluation = evaluation or evaluation_options(args)[0]
-    return evaluation.options(EvalOptions(device=args.device or default_device(), build_timeout=args.build_timeout,
+    device = args.device or default_device()
+    if device == "cpu" and getattr(args, "clock", None):
+        print(f"note: --clock {args.clock} has no effect on a CPU: a CPU has one clock, the host's time per call, "
+              "and every speedup there is read on it.", file=sys.stderr)
+    return evaluation.options(EvalOptions(device=device, build_timeout=args.build_timeout,
                                           run_timeout=args.run_timeout, cache_dir=args.cache_dir,
                                           max_host_memory=args.max_host_memory, max_processes=args.max_processes))
 
@@ -356,11 +362,7 @@ def eval_options(args: argparse.Namespace, evaluation: Optional[Evaluation] = No
 def take_free_gpu(options: EvalOptions, gpus: Optional[list[int]], say: Callable[[str], None]) -> EvalOptions:
     """`options` on a GPU no other harness process is timing on, where none is pinned (by `gpus`,
     --device cuda:N, or CUDA_VISIBLE_DEVICES leaving one), with `say` told when it is not simply the
-    first. Chosen once, at the start, so the reference process and every worker share it. A clock other
-    than the default, given for a CPU, is said to change nothing there."""
-    if options.device == "cpu" and options.clock != EvalOptions.clock:
-        say(f"--clock {options.clock} has no effect on a CPU: a CPU has one clock, the host's time per call, "
-            "and every speedup there is read on it.")
+    first. Chosen once, at the start, so the reference process and every worker share it."""
     visible = visible_gpus() if not gpus and options.device == "cuda" else []
     if len(visible) < 2:
         return options
