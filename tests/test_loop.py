@@ -651,8 +651,10 @@ def test_a_resumed_run_keeps_the_accept_its_target_lowered_and_says_so(tmp_path,
 def test_human_proposer_evaluates_each_save(tmp_path, cache_dir, capsys):
     runs = tmp_path / "runs"
     result = {}
+    # two rounds at most: a loaded machine's few samples may leave the fast round's interval below the target,
+    # and the run would then wait for a third save
     thread = threading.Thread(target=lambda: result.setdefault("rc", main(
-        [str(PROBLEM), "--proposer", "human", "--runs-dir", str(runs), *eval_flags(cache_dir)])),
+        [str(PROBLEM), "--proposer", "human", "--rounds", "2", "--runs-dir", str(runs), *eval_flags(cache_dir)])),
         daemon=True)
     thread.start()
 
@@ -673,9 +675,11 @@ def test_human_proposer_evaluates_each_save(tmp_path, cache_dir, capsys):
     wait_for("*/rounds/001/round.json")
     edited.write_text(FAST)
     thread.join(120)
-    assert not thread.is_alive() and result["rc"] == 0, events()
     path = edited.parent
-    assert [r["verdict"] for r in run_json(path)["rounds"]] == ["incorrect", "correct"]
+    record = run_json(path)
+    acceptable = record["best"]["interval"][0] >= 1.5  # what the exit status promises: 0 where the best is
+    assert not thread.is_alive() and result["rc"] == (0 if acceptable else 1), events()
+    assert [r["verdict"] for r in record["rounds"]] == ["incorrect", "correct"]
     assert (path / "rounds" / "002" / "candidate.py").read_text() == FAST
     out = capsys.readouterr().out
     assert "## Round 1: incorrect" in out and f"Edit and save {edited}" in out

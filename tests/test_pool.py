@@ -127,5 +127,6 @@ def test_the_reference_alone_is_timed_once_and_shared_by_the_next_candidates(cpu
         assert first.verdict is second.verdict is Verdict.CORRECT
         assert "reference_alone_age_s" not in first.details
         assert 0 <= second.details["reference_alone_age_s"] <= second.seconds + first.seconds
-        assert second.reference_alone_ms == first.reference_alone_ms  # the same figures
+        if "retimed_for_gap" not in second.details:  # the same figures, unless load had them timed afresh
+            assert second.reference_alone_ms == first.reference_alone_ms
         assert reference_starts == [SMALL.stem]

@@ -17,6 +17,7 @@ from harness.engine.pool import Builds
 from harness.results import from_dict, to_dict
 from harness.sweep.sweep import by_problem, pending
 from harness.sweep.jobs import COPY_SUFFIX, Job, SuiteError, copy_jobs, find_jobs, problem_id, problem_levels
+from harness.sweep.jobs import SOURCE_FILE
 from harness.sweep.records import EVENTS_FILE, PROBLEM_ERROR, RESULTS_FILE, SweepRecord, ResultLog, read_records
 from harness.sweep.summary import (P_MAX, LevelSummary, copy_check, copy_sentences, fast_p, fast_p_curves, fast_p_sure,
                                    geomean, seconds_rows, summarize, summary_rows)
@@ -398,7 +399,7 @@ def test_each_bench_has_a_results_folder_of_its_own(tmp_path):
     assert all(f.name.endswith(("-level1", "-level1-2")) for f in folders), folders
     for folder in folders:
         assert sorted(p.name for p in folder.iterdir()) == sorted([RESULTS_FILE, EVENTS_FILE, "fast_p.png",
-                                                                   "summary.json"])
+                                                                   "summary.json", SOURCE_FILE])
         events = [json.loads(line) for line in (folder / EVENTS_FILE).read_text().splitlines()]
         assert events and all(e["t"] > 0 and e["slot"] for e in events)
         assert any(e["text"].endswith(": correct") for e in events), events
