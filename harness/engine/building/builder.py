@@ -144,10 +144,10 @@ class Builder:
         cached = entry.recorded()
         if cached and cached.ok:
             return BuildResult(ok=True, seconds=0.0, cached=True, key=entry.key, log_path=cached.log_path,
-                               extensions=cached.extensions)
+                               extensions=cached.extensions, headers=cached.headers)
         if cached:  # a compile error belongs to the source: the same file fails the same way again
             raise BuildFailed(BuildResult(False, 0.0, cached=True, key=entry.key, log_path=cached.log_path,
-                                          first_errors=cached.first_errors))
+                                          first_errors=cached.first_errors, headers=cached.headers))
         started = time.monotonic()
         entry.dir.mkdir(parents=True, exist_ok=True)
         child = Child("build", entry.log_path, env={**self.options.child_env(entry), **self.cores.build_env()},
@@ -167,13 +167,14 @@ class Builder:
         if done.error:
             log = log_tail(entry.log_path)
             errors = first_errors(on_candidate_lines(log, path.name, source, generated_files(log, entry.extensions)))
-            failed = BuildResult(False, seconds, key=entry.key, log_path=str(entry.log_path), first_errors=errors)
+            failed = BuildResult(False, seconds, key=entry.key, log_path=str(entry.log_path), first_errors=errors,
+                                 headers=done.headers)
             if done.error == "compile_error" and errors:
                 entry.record(failed)
             raise BuildFailed(failed, done)
         # the child names its extensions' directories: only names of the keyed form are kept
         extensions = [key for key in done.extensions if isinstance(key, str) and EXTENSION_NAME.fullmatch(key)]
         record = BuildResult(True, seconds, cached=not done.compiled, key=entry.key, log_path=str(entry.log_path),
-                             extensions=extensions)
+                             extensions=extensions, headers=done.headers)
         entry.record(record)
         return record

@@ -23,8 +23,9 @@ from ...results import BuildResult
 from ...torch_install import torch_cuda, torch_version
 
 # Bump when the way candidates are built changes, so old cache entries are not reused. 2: extensions
-# built in directories keyed by load_inline's arguments (scheme 1 built them inside the entry).
-BUILD_SCHEME = "2"
+# built in directories keyed by load_inline's arguments (scheme 1 built them inside the entry). 3: lean
+# headers (headers.py).
+BUILD_SCHEME = "3"
 BUILD_RECORD = "build.json"
 # Where a child's load_inline builds its extensions (extensions.py); unset, load_inline is torch's own.
 EXTENSIONS_ENV = "HARNESS_EXTENSIONS_DIR"
@@ -62,7 +63,18 @@ class BuildEntry:
         env = {"TORCH_EXTENSIONS_DIR": str(self.dir / "ext"), EXTENSIONS_ENV: str(self.extensions)}
         if self.arch not in ("cpu", "unknown"):
             env["TORCH_CUDA_ARCH_LIST"] = self.arch
+            if self.compiles_only():
+                from .nogpu import compile_only_env, cuda_home
+
+                env.update(compile_only_env(self.cache_dir, cuda_home()))
         return env
+
+    def compiles_only(self) -> bool:
+        """Whether its CUDA extensions are compiled and linked, not loaded: built for a GPU arch with a torch
+        that has no CUDA, where a CUDA toolkit is found (nogpu.py)."""
+        from .nogpu import cuda_home
+
+        return self.arch not in ("cpu", "unknown") and torch_cuda() is None and cuda_home() is not None
 
     def recorded(self) -> Optional[BuildResult]:
         from ...results import from_json

@@ -1,0 +1,138 @@
+"""Lean torch headers (engine/building/lean.py): a candidate's umbrella includes replaced by the
+per-operator headers its code uses, as a pure rewrite of source text; what it will not rewrite, and why."""
+from harness.engine.building.lean import (BINDING, CORE, REPLACED, code_only, lean_arguments, lean_source,
+                                          op_declarations, prelude)
+
+# Operators with a header, each to its declarations as a prelude holds them
+OPS = {name: f"namespace at {{ /* {name}'s wrappers */ }}\n" for name in
+       ("empty", "empty_like", "zeros", "matmul", "max", "relu")}
+
+KERNEL = r"""
+#include <torch/extension.h>
+#include <cuda_runtime.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+// torch::nn::Linear named in a comment, and "at::native::foo" in a string: neither is code
+template <typename scalar_t>
+__global__ void relu_kernel(const scalar_t* x, scalar_t* y, int64_t n) {
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] > scalar_t(0) ? x[i] : scalar_t(0);
+}
+
+torch::Tensor relu_cuda(torch::Tensor x) {
+    TORCH_CHECK(x.is_cuda(), "x must be CUDA: at::native::foo");
+    const at::cuda::OptionalCUDAGuard guard(device_of(x));
+    auto y = torch::empty_like(x);
+    auto sums = torch::zeros({x.size(0)}, x.options().dtype(torch::kFloat32));
+    cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "relu_cuda", ([&] {
+        relu_kernel<scalar_t><<<1, 256, 0, stream>>>(x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), x.numel());
+    }));
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return y;
+}
+"""
+
+
+def test_umbrellas_become_the_headers_the_code_uses_and_every_line_keeps_its_number():
+    lean = lean_source(KERNEL, OPS, implicit=True)
+    assert lean.reason == ""
+    assert lean.headers == (CORE, "ATen/DeviceGuard.h", "ATen/Dispatch.h", "ATen/ops/empty_like.h", "ATen/ops/zeros.h",
+                            "c10/cuda/CUDAException.h", "c10/cuda/CUDAGuard.h", "c10/cuda/CUDAStream.h")
+    head = prelude(lean.headers, code_only(KERNEL), OPS) + "#include <cuda.h>\n#include <cuda_runtime.h>\n"
+    assert lean.text.startswith(head)
+    assert OPS["empty_like"] in head and OPS["zeros"] in head and "ATen/ops/empty_like.h" not in head
+    body = lean.text[len(head):].split("\n")
+    original = KERNEL.split("\n")
+    assert len(body) == len(original)
+    changed = {i: (a, b) for i, (a, b) in enumerate(zip(original, body)) if a != b}
+    assert changed == {1: ("#include <torch/extension.h>", REPLACED.format("<torch/extension.h>")),
+                       3: ("#include <ATen/cuda/CUDAContext.h>", REPLACED.format("<ATen/cuda/CUDAContext.h>"))}
+    assert "torch/extension.h" not in head and "torch/types.h" not in head
+
+
+def test_a_per_operator_header_stands_as_its_own_declarations():
+    header = ("#pragma once\n#include <ATen/Context.h>\n#include <ATen/DeviceGuard.h>\n#include <optional>\n\n"
+              "#include <ATen/ops/zeros_ops.h>\n\nnamespace at {\ninline at::Tensor zeros(at::IntArrayRef size);\n}\n")
+    assert op_declarations(header) == ("\n#include <ATen/ops/zeros_ops.h>\n\nnamespace at {\n"
+                                       "inline at::Tensor zeros(at::IntArrayRef size);\n}\n")
+
+
+def test_torch_spellings_stay_and_only_the_dtype_names_used_are_defined():
+    text = lean_source(KERNEL, OPS, implicit=True).text
+    assert "namespace torch {\nusing namespace at;" in text
+    assert "constexpr auto kFloat32 = at::kFloat;" in text
+    assert "kFloat64" not in text and "kI32" not in text  # unused: nvcc would warn of them
+
+
+def test_names_no_header_declares_keep_the_source_as_written():
+    cases = {
+        "auto w = torch::zeros({4}, torch::TensorOptions().requires_grad(true));": "requires_grad",
+        "auto t = torch::tensor({1.0, 2.0});": "torch::tensor",
+        "torch::nn::Linear fc(4, 4);": "torch::nn::Linear",
+        "auto y = at::native::relu(x);": "at::native::relu",
+        "auto y = torch::frobnicate(x);": "torch::frobnicate",
+        "torch::cuda::synchronize();": "torch::cuda::synchronize",
+        "TORCH_LIBRARY(my_ops, m) { m.def(\"f\", f); }": "TORCH_LIBRARY",
+        "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"f\", &f); }": "pybind11",
+    }
+    for line, named in cases.items():
+        source = f"#include <torch/extension.h>\ntorch::Tensor f(torch::Tensor x) {{\n    {line}\n    return x;\n}}\n"
+        lean = lean_source(source, OPS)
+        assert named in lean.reason, (line, lean.reason)
+        assert lean.text == source and lean.headers == ()
+
+
+def test_what_comments_and_strings_say_is_not_code():
+    commented = "// #include <torch/extension.h>\n/* torch::nn::Linear */\n__global__ void k() {}\n"
+    assert lean_source(commented, OPS).reason == "it includes no umbrella torch header"
+    assert code_only('x = 1\'000\'000; s = "a\\"b"; c = \'"\';') == 'x = 1\'000\'000; s =       ; c =    ;'
+
+
+def test_raw_cuda_gets_no_torch_header_at_all():
+    raw = "__global__ void add(float* x, int n) { int i = threadIdx.x; if (i < n) x[i] = max(x[i], 0.f); }\n"
+    lean = lean_source(raw, OPS, implicit=True)  # load_inline would have put torch/types.h before it
+    assert lean.reason == "" and lean.headers == ()
+    assert "ATen" not in lean.text and "namespace torch" not in lean.text
+
+
+def test_other_cuda_helpers_and_unqualified_calls():
+    source = ("#include <torch/extension.h>\nusing namespace at;\n"
+              "Tensor f(Tensor a, Tensor b) { auto p = at::cuda::getCurrentDeviceProperties();\n"
+              "  at::NoGradGuard no_grad; std::cout << a; return matmul(a, b); }\n")
+    headers = lean_source(source, OPS).headers
+    assert {"ATen/cuda/CUDAContext.h", "ATen/core/grad_mode.h", "ATen/core/Formatting.h",
+            "ATen/ops/matmul.h"} <= set(headers)
+
+
+def test_load_inline_arguments_get_lean_sources_in_load_inlines_own_layout():
+    cpp = ["torch::Tensor relu_cuda(torch::Tensor x);"]
+    arguments = {"name": "relu", "cpp_sources": cpp, "cuda_sources": KERNEL, "functions": ["relu_cuda"],
+                 "use_pch": True, "no_implicit_headers": False}
+    lean = lean_arguments(arguments, OPS)
+    assert lean.reason == ""
+    passed = lean.arguments
+    assert passed["no_implicit_headers"] is True and passed["use_pch"] is False
+    [main] = passed["cpp_sources"]
+    assert main.startswith(f"#include <{BINDING}>\n#include <{CORE}>\n") and main.endswith(cpp[0])
+    [cu] = passed["cuda_sources"]
+    assert cu == lean_source(KERNEL, OPS, implicit=True).text
+    assert BINDING in lean.headers and "ATen/ops/empty_like.h" in lean.headers
+    assert arguments["cpp_sources"] is cpp and cpp == ["torch::Tensor relu_cuda(torch::Tensor x);"]  # untouched
+
+
+def test_a_source_that_stays_gets_the_headers_load_inline_would_have_put():
+    blocked = KERNEL.replace("return y;", "PYBIND11_MODULE(x, m) {}\n    return y;")
+    lean = lean_arguments({"name": "r", "cpp_sources": "int f();", "cuda_sources": [blocked]}, OPS)
+    assert "cuda.cu: it uses pybind11" in lean.reason
+    assert lean.arguments["cuda_sources"] == ["#include <torch/types.h>", "#include <cuda.h>",
+                                              "#include <cuda_runtime.h>", blocked]
+    # told to add none, the candidate's own sources are all there is: raw CUDA stays as it is
+    quick = lean_arguments({"name": "q", "cpp_sources": ["#include <torch/extension.h>\nint f();"],
+                            "cuda_sources": ["__global__ void k() {}"], "no_implicit_headers": True}, OPS)
+    assert quick.arguments["cuda_sources"] == ["__global__ void k() {}"]
+    assert quick.arguments["cpp_sources"][0].startswith(f"#include <{BINDING}>")
+    both = lean_arguments({"name": "b", "cpp_sources": "torch::nn::Linear l(1, 1);", "cuda_sources": blocked}, OPS)
+    assert both.arguments is None
+    assert both.reason.startswith("main.cpp: it uses torch::nn::Linear") and "cuda.cu: it uses pybind11" in both.reason
