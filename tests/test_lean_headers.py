@@ -1,11 +1,11 @@
 """Lean torch headers (engine/building/lean.py): a candidate's umbrella includes replaced by the
 per-operator headers its code uses, as a pure rewrite of source text; what it will not rewrite, and why."""
-from harness.engine.building.lean import (BINDING, CORE, REPLACED, code_only, lean_arguments, lean_source,
-                                          op_declarations, prelude)
+from harness.engine.building.lean import (BINDING, CORE, OPERATORS, REPLACED, code_only, declarations_of,
+                                          lean_arguments, lean_source, prelude)
 
-# Operators with a header, each to its declarations as a prelude holds them
-OPS = {name: f"namespace at {{ /* {name}'s wrappers */ }}\n" for name in
-       ("empty", "empty_like", "zeros", "matmul", "max", "relu")}
+# The headers a prelude may hold as their declarations, each as it would hold it
+OPS = {header: f"namespace at {{ /* {header}'s declarations */ }}\n" for header in
+       (OPERATORS, *(f"ATen/ops/{name}.h" for name in ("empty", "empty_like", "zeros", "matmul", "max", "relu")))}
 
 KERNEL = r"""
 #include <torch/extension.h>
@@ -38,11 +38,14 @@ torch::Tensor relu_cuda(torch::Tensor x) {
 def test_umbrellas_become_the_headers_the_code_uses_and_every_line_keeps_its_number():
     lean = lean_source(KERNEL, OPS, implicit=True)
     assert lean.reason == ""
-    assert lean.headers == (CORE, "ATen/DeviceGuard.h", "ATen/Dispatch.h", "ATen/ops/empty_like.h", "ATen/ops/zeros.h",
-                            "c10/cuda/CUDAException.h", "c10/cuda/CUDAGuard.h", "c10/cuda/CUDAStream.h")
+    assert lean.headers == (CORE, "ATen/ops/empty_like.h", OPERATORS, "ATen/DeviceGuard.h", "ATen/Dispatch.h",
+                            "ATen/ops/zeros.h", "c10/cuda/CUDAException.h", "c10/cuda/CUDAGuard.h",
+                            "c10/cuda/CUDAStream.h")
     head = prelude(lean.headers, code_only(KERNEL), OPS) + "#include <cuda.h>\n#include <cuda_runtime.h>\n"
     assert lean.text.startswith(head)
-    assert OPS["empty_like"] in head and OPS["zeros"] in head and "ATen/ops/empty_like.h" not in head
+    # per-operator headers and the operators held as their declarations, the operators after them
+    assert head.index(OPS["ATen/ops/empty_like.h"]) < head.index(OPS[OPERATORS])
+    assert OPS["ATen/ops/zeros.h"] in head and "#include <ATen/ops/" not in head
     body = lean.text[len(head):].split("\n")
     original = KERNEL.split("\n")
     assert len(body) == len(original)
@@ -55,8 +58,16 @@ def test_umbrellas_become_the_headers_the_code_uses_and_every_line_keeps_its_num
 def test_a_per_operator_header_stands_as_its_own_declarations():
     header = ("#pragma once\n#include <ATen/Context.h>\n#include <ATen/DeviceGuard.h>\n#include <optional>\n\n"
               "#include <ATen/ops/zeros_ops.h>\n\nnamespace at {\ninline at::Tensor zeros(at::IntArrayRef size);\n}\n")
-    assert op_declarations(header) == ("\n#include <ATen/ops/zeros_ops.h>\n\nnamespace at {\n"
+    assert declarations_of(header) == ("\n#include <ATen/ops/zeros_ops.h>\n\nnamespace at {\n"
                                        "inline at::Tensor zeros(at::IntArrayRef size);\n}\n")
+
+
+def test_beside_a_torch_header_that_includes_an_operators_header_the_headers_are_included():
+    source = "#include <torch/extension.h>\n#include <ATen/native/Resize.h>\ntorch::Tensor f(torch::Tensor x) " \
+             "{ return torch::zeros({2}, x.options()); }\n"
+    text = lean_source(source, OPS).text
+    assert "#include <ATen/ops/zeros.h>" in text and f"#include <{OPERATORS}>" in text
+    assert OPS["ATen/ops/zeros.h"] not in text  # held as declarations, they would stand twice
 
 
 def test_torch_spellings_stay_and_only_the_dtype_names_used_are_defined():
@@ -115,7 +126,7 @@ def test_load_inline_arguments_get_lean_sources_in_load_inlines_own_layout():
     passed = lean.arguments
     assert passed["no_implicit_headers"] is True and passed["use_pch"] is False
     [main] = passed["cpp_sources"]
-    assert main.startswith(f"#include <{BINDING}>\n#include <{CORE}>\n") and main.endswith(cpp[0])
+    assert f"#include <{BINDING}>\n#include <{CORE}>\n" in main and main.endswith(cpp[0])
     [cu] = passed["cuda_sources"]
     assert cu == lean_source(KERNEL, OPS, implicit=True).text
     assert BINDING in lean.headers and "ATen/ops/empty_like.h" in lean.headers
@@ -132,7 +143,7 @@ def test_a_source_that_stays_gets_the_headers_load_inline_would_have_put():
     quick = lean_arguments({"name": "q", "cpp_sources": ["#include <torch/extension.h>\nint f();"],
                             "cuda_sources": ["__global__ void k() {}"], "no_implicit_headers": True}, OPS)
     assert quick.arguments["cuda_sources"] == ["__global__ void k() {}"]
-    assert quick.arguments["cpp_sources"][0].startswith(f"#include <{BINDING}>")
+    assert f"#include <{BINDING}>" in quick.arguments["cpp_sources"][0]
     both = lean_arguments({"name": "b", "cpp_sources": "torch::nn::Linear l(1, 1);", "cuda_sources": blocked}, OPS)
     assert both.arguments is None
     assert both.reason.startswith("main.cpp: it uses torch::nn::Linear") and "cuda.cu: it uses pybind11" in both.reason

@@ -18,7 +18,7 @@ from ...torch_install import torch_cuda
 from ..options import EvalOptions
 from ..phases import Notify
 from .builder import Builder
-from .nogpu import cuda_home
+from .nogpu import compiles_only, cuda_home
 
 # The arch a CUDA candidate is built for where no GPU says (an H100's).
 DEFAULT_ARCH = "9.0"
@@ -64,7 +64,7 @@ def build_alone(problem: str | Path, candidate: str | Path, arch: Optional[str] 
     result, entry = built.result, built.entry
     build = result.build
     ok = not built.failed
-    compiled_only = bool(ok and entry and entry.compiles_only() and build and any(
+    compiled_only = bool(ok and entry and compiles_only(arch) and build and any(
         (entry.extensions / key / "cuda.cu").exists() for key in build.extensions))
     return BuildAlone(str(problem), str(path), arch, ok, time.monotonic() - started, build.headers if build else None,
                       compiled_only, None if ok else result.verdict, "" if ok else result.explanation, build)

@@ -24,6 +24,7 @@ from ..processes.protocol import BuildDone, BuildSpec
 from ..verdicts import Deadline, judged, read_reply, received
 from .cache import BuildEntry, first_errors, log_tail
 from .extensions import EXTENSION_NAME
+from .nogpu import compile_only_env, compiles_only, cuda_home
 from .pch import pch_lock_path, start_pch_aside
 from .places import generated_files, on_candidate_lines
 
@@ -150,7 +151,9 @@ class Builder:
                                           first_errors=cached.first_errors, headers=cached.headers))
         started = time.monotonic()
         entry.dir.mkdir(parents=True, exist_ok=True)
-        child = Child("build", entry.log_path, env={**self.options.child_env(entry), **self.cores.build_env()},
+        env = {**self.options.child_env(entry), **self.cores.build_env(),
+               **(compile_only_env(entry.cache_dir, cuda_home()) if compiles_only(entry.arch) else {})}
+        child = Child("build", entry.log_path, env=env,
                       limits=self.limits, registry=self.registry, forked=self.options.forked())
         limit = self.options.build_timeout
         with _BUILDS_LOCK:

@@ -63,18 +63,7 @@ class BuildEntry:
         env = {"TORCH_EXTENSIONS_DIR": str(self.dir / "ext"), EXTENSIONS_ENV: str(self.extensions)}
         if self.arch not in ("cpu", "unknown"):
             env["TORCH_CUDA_ARCH_LIST"] = self.arch
-            if self.compiles_only():
-                from .nogpu import compile_only_env, cuda_home
-
-                env.update(compile_only_env(self.cache_dir, cuda_home()))
         return env
-
-    def compiles_only(self) -> bool:
-        """Whether its CUDA extensions are compiled and linked, not loaded: built for a GPU arch with a torch
-        that has no CUDA, where a CUDA toolkit is found (nogpu.py)."""
-        from .nogpu import cuda_home
-
-        return self.arch not in ("cpu", "unknown") and torch_cuda() is None and cuda_home() is not None
 
     def recorded(self) -> Optional[BuildResult]:
         from ...results import from_json

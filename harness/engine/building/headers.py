@@ -14,7 +14,7 @@ from ...files import write_atomic
 from ...results import Headers, from_json, to_json
 from ...torch_install import torch_dir
 from .cache import first_errors
-from .lean import lean_arguments, op_declarations
+from .lean import OPERATORS, declarations_of, lean_arguments
 
 HEADERS_RECORD = "headers.json"
 # What torch's load_inline raises where ninja failed (it carries the compilers' output).
@@ -47,16 +47,18 @@ def _record(directory: Path, choice: HeadersChoice) -> None:
 
 
 class TorchOps(Mapping):
-    """The operators with a header of their own in torch's install (ATen/ops/NAME.h beside NAME_ops.h),
-    each to its declarations as a lean prelude holds them (lean.op_declarations), read when first asked."""
+    """The headers a lean prelude may hold as their declarations (lean.declarations_of), by path: torch's
+    per-operator headers (ATen/ops/NAME.h beside NAME_ops.h) and its tensor operators; each read when
+    first asked."""
 
     def __init__(self, include: Path):
-        self.ops = include / "ATen" / "ops"
-        self.names = frozenset(p.name[:-len("_ops.h")] for p in self.ops.glob("*_ops.h"))
+        self.include = include
+        self.names = frozenset({OPERATORS, *(f"ATen/ops/{p.name[:-len('_ops.h')]}.h"
+                                             for p in (include / "ATen" / "ops").glob("*_ops.h"))})
         self.read: dict[str, str] = {}
 
-    def __contains__(self, name: object) -> bool:
-        return name in self.names
+    def __contains__(self, header: object) -> bool:
+        return header in self.names
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names)
@@ -64,12 +66,12 @@ class TorchOps(Mapping):
     def __len__(self) -> int:
         return len(self.names)
 
-    def __getitem__(self, name: str) -> str:
-        if name not in self.names:
-            raise KeyError(name)
-        if name not in self.read:
-            self.read[name] = op_declarations((self.ops / f"{name}.h").read_text())
-        return self.read[name]
+    def __getitem__(self, header: str) -> str:
+        if header not in self.names:
+            raise KeyError(header)
+        if header not in self.read:
+            self.read[header] = declarations_of((self.include / header).read_text())
+        return self.read[header]
 
 
 @functools.lru_cache(maxsize=1)

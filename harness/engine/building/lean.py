@@ -4,21 +4,33 @@ PyTorch builds its own operators. nvcc's front ends parse torch's headers twice 
 compiler once more, so a `.cu` that includes `<torch/extension.h>` takes several times as long to
 compile as the same code with `<ATen/core/Tensor.h>` and the few `<ATen/ops/NAME.h>` it calls.
 
-A per-operator header stands in a lean source as its own declarations (op_declarations): the includes
+A per-operator header stands in a lean source as its own declarations (declarations_of): the includes
 every generated per-operator header shares (ATen/Context.h, DeviceGuard.h, TensorUtils.h, ...) cost
-more to parse than the few inline wrappers it declares, which do not use them.
+more to parse than the few inline wrappers it declares, which do not use them. The tensor's operators
+(`x / n`, `a * b`: ATen/TensorOperators.h) stand in every lean source that uses torch, the same way:
+no text says where code uses them.
 
-Pure text in, text out: the caller gives the operators that have a header, each with its declarations
-(`ops`, read from torch's install: headers.py), and builds the original where the lean source does not
-compile (headers.py)."""
+Pure text in, text out: the caller gives the headers a prelude may hold as their declarations, by path
+(`ops`: every ATen/ops/NAME.h and ATen/TensorOperators.h, read from torch's install by headers.py), and
+builds the original where the lean source does not compile (headers.py)."""
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
-# What replaces every umbrella: the tensor class with its methods, TORCH_CHECK, options and dtypes.
+# What replaces every umbrella: the tensor class with its methods, TORCH_CHECK, options and dtypes; its
+# operators, and the one operator they call.
 CORE = "ATen/core/Tensor.h"
+OPERATORS = "ATen/TensorOperators.h"
+_CORE = (CORE, "ATen/ops/empty_like.h", OPERATORS)
+# Defined first, as PyTorch builds itself: torch's headers include the operators they use, not ATen/Functions.h.
+_PER_OPERATOR = "#ifndef AT_PER_OPERATOR_HEADERS\n#define AT_PER_OPERATOR_HEADERS\n#endif"
+# Torch headers left in a source that include no per-operator header: beside them, a prelude may hold
+# per-operator headers as their declarations without defining an inline function twice.
+_INLINE_SAFE = re.compile(r"c10/|ATen/cuda/|ATen/core/|ATen/(Dispatch|Dispatch_v2|DeviceGuard|TensorUtils|Context|"
+                          r"AccumulateType|OpMathType|ceil_div|Parallel)\.h")
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]((?:torch|ATen|c10)/[^>"]+)[>"]', re.MULTILINE)
 # What load_inline's bindings in main.cpp need of torch/extension.h: torch::wrap_pybind_function and, through
 # torch/csrc/utils/pybind.h, every pybind11 header and type caster torch/extension.h brings.
 BINDING = "torch/csrc/Exceptions.h"
@@ -38,7 +50,8 @@ _BLOCKERS = (
     (re.compile(r"\btorch\s*::\s*tensor\b"), "it calls torch::tensor, whose dtype inference differs from at::tensor's"),
 )
 # torch:: namespaces of the C++ frontend and ATen's internals, which no per-operator header declares.
-_FOREIGN = frozenset({"nn", "autograd", "jit", "optim", "data", "serialize", "python", "utils", "native"})
+# (at::indexing's header includes ATen/Functions.h: lean would save nothing.)
+_FOREIGN = frozenset({"nn", "autograd", "jit", "optim", "data", "serialize", "python", "utils", "native", "indexing"})
 
 # Names (after torch::, at:: or c10::) that need a header of their own; None: ATen/core/Tensor.h declares them.
 _SYMBOLS: dict[str, Optional[str]] = {
@@ -56,7 +69,6 @@ _SYMBOLS: dict[str, Optional[str]] = {
     "globalContext": "ATen/Context.h",
     "NoGradGuard": "ATen/core/grad_mode.h", "AutoGradMode": "ATen/core/grad_mode.h", "GradMode": "ATen/core/grad_mode.h",
     "parallel_for": "ATen/Parallel.h", "get_num_threads": "ATen/Parallel.h",
-    "indexing": "ATen/TensorIndexing.h",
     "philox_cuda_state": "ATen/cuda/CUDAGeneratorImpl.h", "PhiloxCudaState": "ATen/cuda/PhiloxCudaState.h",
     "cuda::getCurrentCUDAStream": "c10/cuda/CUDAStream.h", "cuda::getDefaultCUDAStream": "c10/cuda/CUDAStream.h",
     "cuda::getStreamFromPool": "c10/cuda/CUDAStream.h", "cuda::getStreamFromExternal": "c10/cuda/CUDAStream.h",
@@ -164,8 +176,8 @@ def _header_of(root: str, path: list[str], ops: Mapping[str, str]) -> tuple[Opti
             return _SYMBOLS[known], ""
     if path[0] == "cuda":
         return _CUDA_UMBRELLA, ""
-    if len(path) == 1 and path[0] in ops:
-        return f"ATen/ops/{path[0]}.h", ""
+    if len(path) == 1 and _op(path[0]) in ops:
+        return _op(path[0]), ""
     if path[0][:1].isupper() or re.fullmatch(r"k[A-Z]\w*", path[0]):
         return None, ""  # a type or a constant: Tensor, ScalarType::Float, Half, kFloat, kCUDA
     return None, f"it uses {name}, which no per-operator header declares"
@@ -188,33 +200,37 @@ def chosen_headers(code: str, ops: Mapping[str, str]) -> tuple[list[str], str]:
         name = match[1]
         if name in _SYMBOLS and _SYMBOLS[name]:
             found.add(_SYMBOLS[name])
-        elif name in ops:
-            found.add(f"ATen/ops/{name}.h")
+        elif _op(name) in ops:
+            found.add(_op(name))
     for match in _MACRO.finditer(code):
         found.update(header for prefix, header in _MACROS if match[0].startswith(prefix))
     if _STREAMS.search(code):  # a tensor printed
         found.add("ATen/core/Formatting.h")
-    return [CORE, *sorted(found - {CORE})], ""
+    return [*_CORE, *sorted(found - set(_CORE))], ""
 
 
-def op_declarations(header: str) -> str:
-    """A generated per-operator header (ATen/ops/NAME.h) as a lean prelude holds it: without `#pragma once`
-    and the includes every such header shares, its own NAME_ops.h kept. Of what those includes declare,
-    the wrappers use at::Reduction alone (ATen/core/Reduction.h, which the prelude includes)."""
+def _op(name: str) -> str:
+    return f"ATen/ops/{name}.h"
+
+
+def declarations_of(header: str) -> str:
+    """A generated per-operator header (ATen/ops/NAME.h), or ATen/TensorOperators.h, as a lean prelude holds
+    it: without `#pragma once` and its includes, a per-operator header's own NAME_ops.h kept. Of what
+    those includes declare, the wrappers use at::Reduction alone (ATen/core/Reduction.h, in the prelude)."""
     return re.sub(r"^#pragma once\n|^#include <(?!ATen/ops/\w+_ops\.h>)[^>\n]+>\n", "", header, flags=re.MULTILINE)
 
 
-def prelude(headers: list[str] | tuple[str, ...], code: str, ops: Mapping[str, str]) -> str:
-    """What stands first in a lean source: the headers chosen (a per-operator one as its declarations in
-    `ops`), the standard library, and torch:: as at:: with the spellings of torch/types.h `code` uses."""
-    called = [h[len("ATen/ops/"):-len(".h")] for h in headers if h.startswith("ATen/ops/")]
-    includes = [f"#include <{h}>" for h in (*headers, *_STANDARD) if not h.startswith("ATen/ops/")]
-    includes += ["#include <ATen/core/Reduction.h>"] if called else []
-    includes += [ops[name].rstrip("\n") for name in called]
+def prelude(headers: list[str] | tuple[str, ...], code: str, ops: Mapping[str, str], inline: bool = True) -> str:
+    """What stands first in a lean source: the headers chosen (with `inline`, each that `ops` holds as its
+    declarations there, the operators last), the standard library, and torch:: as at:: with the
+    spellings of torch/types.h that `code` uses."""
+    held = sorted((h for h in headers if inline and h in ops), key=lambda h: (h == OPERATORS, h))
+    includes = [f"#include <{h}>" for h in (*headers, *_STANDARD) if h not in held]
     if not headers:
         return "\n".join([*includes, ""])
+    includes += ["#include <ATen/core/Reduction.h>"] * bool(held) + [ops[h].rstrip("\n") for h in held]
     aliases = [line for name, line in _TORCH_ALIASES.items() if re.search(rf"\b{name}\b", code)]
-    return "\n".join([*includes, "namespace torch {", "using namespace at;", "using std::nullopt;",
+    return "\n".join([_PER_OPERATOR, *includes, "namespace torch {", "using namespace at;", "using std::nullopt;",
                       "using std::optional;", *aliases, "}  // namespace torch", ""])
 
 
@@ -238,12 +254,15 @@ def lean_source(text: str, ops: Mapping[str, str], implicit: bool = False, bindi
     if reason:
         return LeanSource(text, reason=reason)
     if binding:
-        headers = [BINDING, *(headers or [CORE])]
+        headers = [BINDING, *(headers or _CORE)]
+    # a torch header left in the source that includes a per-operator header would define its wrappers again
+    inline = all(_INLINE_SAFE.match(m[1]) for m in _INCLUDE.finditer(code_only(text, strings=False))
+                 if not _UMBRELLA.match(m[0]))
     body = list(text)
     for match in reversed(umbrellas):
         body[match.start():match.end()] = REPLACED.format(f"<{match[1]}>")
     first = "".join(f"{line}\n" for line in _IMPLICIT_CU[1:]) if implicit and not binding else ""
-    return LeanSource(prelude(headers, code, ops) + first + "".join(body), tuple(headers))
+    return LeanSource(prelude(headers, code, ops, inline) + first + "".join(body), tuple(headers))
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import types
 from pathlib import Path
 from typing import Optional
 
+from ...torch_install import torch_cuda
 from .cache import file_lock
 
 # Set in a build child (to CUDA's home): compile CUDA extensions, link them against stand-ins, load none.
@@ -51,6 +52,12 @@ def cuda_home() -> Optional[str]:
         if found and (Path(found) / "bin" / "nvcc").exists() and (Path(found) / "include" / "cuda_runtime.h").exists():
             return found
     return None
+
+
+def compiles_only(arch: str) -> bool:
+    """Whether a build for `arch` compiles and links its CUDA extensions, not loading them: for a GPU arch
+    with a torch that has no CUDA, where a CUDA toolkit is found."""
+    return arch not in ("cpu", "unknown") and torch_cuda() is None and cuda_home() is not None
 
 
 def stand_ins(directory: Path) -> Path:
