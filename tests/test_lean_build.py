@@ -142,9 +142,24 @@ def test_a_lean_build_that_fails_builds_as_written_once(tmp_path, cpu_options):
     assert any("ExpandingArray" in line for line in choice.lean_errors), choice.lean_errors
     assert not any("ExpandingArray" in line for line in result.build.first_errors)
     built = {p.name: p.stat().st_mtime_ns for p in extension.iterdir() if p.suffix in (".o", ".so")}
+    # built as written under the name a fresh process gives it, so the worker's import found it built
+    assert [name for name in built if name.endswith(".so")] == ["expanding_relu.so"]
 
     # another file with the same sources goes straight to the build as written: nothing compiles
     again = Builder(load_problem(problem), cpu_options).build(copy)
     assert not again.failed, again.result.explanation
     assert again.result.build.cached and again.result.build.headers is Headers.FULL
     assert {p.name: p.stat().st_mtime_ns for p in extension.iterdir() if p.suffix in (".o", ".so")} == built
+
+
+def test_harness_build_prints_the_compilers_first_errors_on_the_candidates_lines(tmp_path, cache_dir):
+    out = tmp_path / "build.json"
+    done = subprocess.run([sys.executable, "-m", "harness", "build", str(PROBLEMS / "small_layernorm.py"),
+                           str(CANDIDATES / "cpp_compile_error.py"), "--cache-dir", str(cache_dir), "--json", str(out)],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "cpp_compile_error.py did not build (compile_error;" in done.stdout
+    assert "cpp_compile_error.py line 24, column 9 (main.cpp:20:9): error: expected" in done.stdout
+    said = json.loads(out.read_text())
+    assert not said["ok"] and said["verdict"] == "compile_error" and said["headers"] == "full"
+    assert said["arch"] == "cpu" and not said["compiled_only"]

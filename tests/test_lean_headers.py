@@ -86,7 +86,6 @@ def test_names_no_header_declares_keep_the_source_as_written():
         "auto y = torch::frobnicate(x);": "torch::frobnicate",
         "torch::cuda::synchronize();": "torch::cuda::synchronize",
         "TORCH_LIBRARY(my_ops, m) { m.def(\"f\", f); }": "TORCH_LIBRARY",
-        "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"f\", &f); }": "pybind11",
     }
     for line, named in cases.items():
         source = f"#include <torch/extension.h>\ntorch::Tensor f(torch::Tensor x) {{\n    {line}\n    return x;\n}}\n"
@@ -133,17 +132,28 @@ def test_load_inline_arguments_get_lean_sources_in_load_inlines_own_layout():
     assert arguments["cpp_sources"] is cpp and cpp == ["torch::Tensor relu_cuda(torch::Tensor x);"]  # untouched
 
 
-def test_a_source_that_stays_gets_the_headers_load_inline_would_have_put():
-    blocked = KERNEL.replace("return y;", "PYBIND11_MODULE(x, m) {}\n    return y;")
+def test_a_source_that_cannot_be_lean_keeps_the_whole_build_as_written():
+    blocked = KERNEL.replace("return y;", "auto w = torch::nn::functional::relu(y);\n    return w;")
     lean = lean_arguments({"name": "r", "cpp_sources": "int f();", "cuda_sources": [blocked]}, OPS)
-    assert "cuda.cu: it uses pybind11" in lean.reason
-    assert lean.arguments["cuda_sources"] == ["#include <torch/types.h>", "#include <cuda.h>",
-                                              "#include <cuda_runtime.h>", blocked]
-    # told to add none, the candidate's own sources are all there is: raw CUDA stays as it is
+    assert lean.arguments is None
+    assert lean.reason == "cuda.cu: it uses torch::nn::functional::relu, which needs torch's full headers"
+    both = lean_arguments({"name": "b", "cpp_sources": "torch::jit::script::Module m;", "cuda_sources": blocked}, OPS)
+    assert both.arguments is None
+    assert both.reason.startswith("main.cpp: it uses torch::jit::script::Module") and "cuda.cu: it uses" in both.reason
+
+
+def test_bindings_written_in_the_cu_get_what_they_need():
+    bound = KERNEL + "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"relu\", &relu_cuda); }\n"
+    lean = lean_source(bound, OPS, implicit=True)
+    assert lean.reason == "" and lean.headers[0] == BINDING
+
+
+def test_told_to_add_no_headers_raw_cuda_stays_and_main_cpp_is_lean():
     quick = lean_arguments({"name": "q", "cpp_sources": ["#include <torch/extension.h>\nint f();"],
                             "cuda_sources": ["__global__ void k() {}"], "no_implicit_headers": True}, OPS)
     assert quick.arguments["cuda_sources"] == ["__global__ void k() {}"]
     assert f"#include <{BINDING}>" in quick.arguments["cpp_sources"][0]
-    both = lean_arguments({"name": "b", "cpp_sources": "torch::nn::Linear l(1, 1);", "cuda_sources": blocked}, OPS)
-    assert both.arguments is None
-    assert both.reason.startswith("main.cpp: it uses torch::nn::Linear") and "cuda.cu: it uses pybind11" in both.reason
+    assert quick.reason == "cuda.cu: it includes no umbrella torch header"
+    raw = lean_arguments({"name": "p", "cpp_sources": ["#include <pybind11/pybind11.h>"],
+                          "cuda_sources": ["__global__ void k() {}"], "no_implicit_headers": True}, OPS)
+    assert raw.arguments is None  # nothing to make lean

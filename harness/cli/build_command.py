@@ -15,8 +15,8 @@ DESCRIPTION = ("Build a candidate as an evaluation would (the static check, then
                "child), and run nothing: on any machine with the compilers, a GPU or not. Where torch has no CUDA, "
                "CUDA sources are compiled with the CUDA toolkit found (nvcc on PATH, or CUDA_HOME) and linked "
                "against stand-ins for torch's CUDA libraries, not loaded. Prints the compiler's first errors as "
-               "`harness eval` does, the build's seconds and the torch headers used (lean: the .cu's umbrella "
-               "includes replaced by the per-operator headers its code uses; full: as written). The build lands in "
+               "`harness eval` does, the build's seconds and the torch headers used (lean: the sources' umbrella "
+               "includes replaced by the per-operator headers their code uses; full: as written). The build lands in "
                "the cache. Exit 0 where it built, 1 where it did not.")
 
 

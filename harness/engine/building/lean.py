@@ -1,6 +1,6 @@
-"""Lean torch headers for a candidate's CUDA source: its umbrella includes (`<torch/extension.h>`,
-`<torch/types.h>`, `<ATen/ATen.h>`, ...) replaced by the per-operator headers its code uses, as
-PyTorch builds its own operators. nvcc's front ends parse torch's headers twice and the host
+"""Lean torch headers for a candidate's sources (load_inline's cuda.cu and main.cpp): their umbrella
+includes (`<torch/extension.h>`, `<torch/types.h>`, `<ATen/ATen.h>`, ...) replaced by the per-operator
+headers their code uses, as PyTorch builds its own operators. nvcc's front ends parse torch's headers twice and the host
 compiler once more, so a `.cu` that includes `<torch/extension.h>` takes several times as long to
 compile as the same code with `<ATen/core/Tensor.h>` and the few `<ATen/ops/NAME.h>` it calls.
 
@@ -37,9 +37,10 @@ BINDING = "torch/csrc/Exceptions.h"
 # Includes that pull in every operator (or, for CUDAContext.h, cuBLAS, cuSPARSE and ATen's context).
 _UMBRELLA = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"](torch/(extension|torch|all|types)\.h|ATen/(ATen|Functions)\.h'
                        r'|ATen/cuda/CUDAContext\.h)[>"][^\n]*$', re.MULTILINE)
-# What load_inline puts before the sources where it is not told otherwise (no_implicit_headers).
-_IMPLICIT_MAIN = ("#include <torch/extension.h>",)
-_IMPLICIT_CU = ("#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>")
+# What load_inline puts after its implicit torch header in a .cu (where not told otherwise: no_implicit_headers).
+_IMPLICIT_CU = ("#include <cuda.h>", "#include <cuda_runtime.h>")
+# Why a source stays as it is, already lean.
+NO_UMBRELLA = "it includes no umbrella torch header"
 
 # Code whose meaning needs torch's own headers: the source is built as written.
 _PYBIND = re.compile(r"\bPYBIND11_\w+|\bpybind11::|\bpy::")
@@ -123,8 +124,8 @@ _BARE_TORCH = re.compile(r"\b(Tensor|TensorOptions)\b|\busing\s+namespace\s+(tor
 
 @dataclass(frozen=True)
 class LeanSource:
-    """A CUDA source with lean headers: its `text` and the torch `headers` its prelude includes. Where
-    it stays as written, `reason` says why and `text` is the source as it was."""
+    """A source with lean headers: its `text` and the torch `headers` its prelude includes. Where it
+    stays as written, `reason` says why and `text` is the source as it was."""
 
     text: str
     headers: tuple[str, ...] = ()
@@ -238,22 +239,20 @@ def lean_source(text: str, ops: Mapping[str, str], implicit: bool = False, bindi
     """`text` with its umbrella torch includes replaced by the headers its code uses. `implicit`: load_inline
     would put its own umbrella before it (torch/types.h before a .cu, torch/extension.h before main.cpp).
     `binding`: it is main.cpp, where load_inline's pybind11 bindings follow it, so its prelude holds what
-    they need (BINDING). Every line of `text` keeps its number below the prelude (and below cuda.h and
+    they need (BINDING), as it does for a source that uses pybind11 itself. Every line of `text` keeps its number below the prelude (and below cuda.h and
     cuda_runtime.h, which load_inline puts after its implicit header in a .cu); `reason` says why it
     stays as written where it does."""
     umbrellas = list(_UMBRELLA.finditer(code_only(text, strings=False)))
     if not umbrellas and not implicit:
-        return LeanSource(text, reason="it includes no umbrella torch header")
+        return LeanSource(text, reason=NO_UMBRELLA)
     code = code_only(text)
-    if not binding and _PYBIND.search(code):  # main.cpp's prelude has pybind11, a .cu's does not
-        return LeanSource(text, reason="it uses pybind11, which main.cpp has (its bindings), not a .cu")
     for pattern, reason in _BLOCKERS:
         if pattern.search(code):
             return LeanSource(text, reason=reason)
     headers, reason = chosen_headers(code, ops)
     if reason:
         return LeanSource(text, reason=reason)
-    if binding:
+    if binding or _PYBIND.search(code):  # bindings of the source's own too: pybind11 with torch's casters
         headers = [BINDING, *(headers or _CORE)]
     # a torch header left in the source that includes a per-operator header would define its wrappers again
     inline = all(_INLINE_SAFE.match(m[1]) for m in _INCLUDE.finditer(code_only(text, strings=False))
@@ -261,14 +260,14 @@ def lean_source(text: str, ops: Mapping[str, str], implicit: bool = False, bindi
     body = list(text)
     for match in reversed(umbrellas):
         body[match.start():match.end()] = REPLACED.format(f"<{match[1]}>")
-    first = "".join(f"{line}\n" for line in _IMPLICIT_CU[1:]) if implicit and not binding else ""
+    first = "".join(f"{line}\n" for line in _IMPLICIT_CU) if implicit and not binding else ""
     return LeanSource(prelude(headers, code, ops, inline) + first + "".join(body), tuple(headers))
 
 
 @dataclass(frozen=True)
 class LeanBuild:
-    """load_inline's arguments with lean sources (None where every source stays as written), the torch
-    headers their preludes include, and why a source stays as written."""
+    """load_inline's arguments with lean sources (None where the build stays as written), the torch headers
+    their preludes include, and why a source stays as written."""
 
     arguments: Optional[dict]
     headers: tuple[str, ...] = ()
@@ -276,26 +275,26 @@ class LeanBuild:
 
 
 def lean_arguments(arguments: dict, ops: Mapping[str, str]) -> LeanBuild:
-    """load_inline's arguments with main.cpp and the .cu each lean where it can be, in load_inline's own
-    layout: it is told to add no headers (no_implicit_headers), the preludes stand for the ones it
-    would add."""
+    """load_inline's arguments with main.cpp and the .cu lean, in load_inline's own layout: it is told to add
+    no headers (no_implicit_headers), the preludes stand for the ones it would add. None where a source
+    that includes torch's umbrella headers (or would get them from load_inline) cannot be rewritten: the
+    build is then as written, whole, so a lean build never compiles an umbrella header."""
     implicit = not arguments.get("no_implicit_headers")
     cpp, cuda = _as_list(arguments.get("cpp_sources")), _as_list(arguments.get("cuda_sources"))
-    main = lean_source("\n".join(cpp), ops, implicit, binding=True)
-    cu = lean_source("\n".join(cuda), ops, implicit) if cuda else None
-    reasons = [f"{name}: {source.reason}" for name, source in (("main.cpp", main), ("cuda.cu", cu))
-               if source is not None and source.reason]
-    if main.reason and (cu is None or cu.reason):
-        return LeanBuild(None, reason="; ".join(reasons))
-    # a source that stays as written gets the headers load_inline would have put before it
-    lean = {**arguments, "no_implicit_headers": True,
-            "cpp_sources": [*(_IMPLICIT_MAIN if implicit else ()), *cpp] if main.reason else [main.text],
+    sources = {"main.cpp": lean_source("\n".join(cpp), ops, implicit, binding=True)}
+    if cuda:
+        sources["cuda.cu"] = lean_source("\n".join(cuda), ops, implicit)
+    kept = {name: source.reason for name, source in sources.items() if source.reason}
+    reason = "; ".join(f"{name}: {why}" for name, why in kept.items())
+    if len(kept) == len(sources) or any(why != NO_UMBRELLA for why in kept.values()):
+        return LeanBuild(None, reason=reason)
+    main, cu = sources["main.cpp"], sources.get("cuda.cu")
+    lean = {**arguments, "no_implicit_headers": True, "cpp_sources": cpp if main.reason else [main.text],
             # torch's precompiled header is of torch/extension.h, which a lean main.cpp does not include
             "use_pch": arguments.get("use_pch", False) if main.reason else False}
     if cu is not None:
-        lean["cuda_sources"] = [*(_IMPLICIT_CU if implicit else ()), *cuda] if cu.reason else [cu.text]
-    headers = sorted({*main.headers, *(cu.headers if cu else ())})
-    return LeanBuild(lean, tuple(headers), "; ".join(reasons))
+        lean["cuda_sources"] = cuda if cu.reason else [cu.text]
+    return LeanBuild(lean, tuple(sorted({h for source in sources.values() for h in source.headers})), reason)
 
 
 def _as_list(value) -> list[str]:
