@@ -279,6 +279,8 @@ def lean_arguments(arguments: dict, ops: Mapping[str, str]) -> LeanBuild:
     no headers (no_implicit_headers), the preludes stand for the ones it would add. None where a source
     that includes torch's umbrella headers (or would get them from load_inline) cannot be rewritten: the
     build is then as written, whole, so a lean build never compiles an umbrella header."""
+    if _as_list(arguments.get("sycl_sources")):  # load_inline's implicit header for them is not replaced here
+        return LeanBuild(None, reason="it has SYCL sources")
     implicit = not arguments.get("no_implicit_headers")
     cpp, cuda = _as_list(arguments.get("cpp_sources")), _as_list(arguments.get("cuda_sources"))
     sources = {"main.cpp": lean_source("\n".join(cpp), ops, implicit, binding=True)}
