@@ -12,7 +12,7 @@ def build_role(conn, header: dict) -> None:
     try:
         module = import_candidate(from_dict(BuildSpec, header))
     except BaseException as exc:  # noqa: BLE001 - SystemExit from a candidate is a result too
-        channel.send(conn, {**error_message(classify_import_error(exc), exc), "headers": headers_of(BUILT)})
+        channel.send(conn, {**error_message(classify_import_error(exc), exc), "headers": to_dict(headers_of(BUILT))})
         return
     ok = isinstance(getattr(module, "ModelNew", None), type)
     done = BuildDone(ok=True, extensions=[b.key for b in BUILT], compiled=any(b.compiled for b in BUILT),
