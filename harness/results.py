@@ -46,6 +46,13 @@ _SENTENCES = {
 }
 
 
+class Headers(str, enum.Enum):
+    """The torch headers a build's CUDA source was compiled with (engine/building/lean.py)."""
+
+    LEAN = "lean"  # its umbrella includes replaced by the per-operator headers its code uses
+    FULL = "full"  # as written
+
+
 @dataclass
 class BuildResult:
     ok: bool
@@ -55,6 +62,7 @@ class BuildResult:
     log_path: str = ""
     first_errors: list[str] = field(default_factory=list)
     extensions: list[str] = field(default_factory=list)  # its extensions' directories in the cache's extensions/
+    headers: Optional[Headers] = None  # full where any extension was built as written; None: none was built
 
 
 @dataclass

@@ -50,6 +50,7 @@ LONGEST_FIRST = ("test_ray.py",  # 177 s
                  "test_build_ahead.py",  # 82
                  "test_mcp.py",  # 76
                  "test_shapes.py",  # 76
+                 "test_lean_build.py",  # 70 (alone; its nvcc compiles of torch's headers, one full)
                  "test_quickstart.py",  # 65
                  "test_backward.py")  # 60
 

@@ -17,6 +17,7 @@ from harness.engine.building.cache import BuildEntry, first_errors
 from harness.engine.building.extensions import extension_dir, extension_key, normalized
 from harness.engine.building.places import Place, candidate_place, literals, on_candidate_lines
 from harness.problem import load_problem
+from harness.results import Headers
 
 SMALL = PROBLEMS / "small_layernorm.py"
 FORWARD = "        return ext.layer_norm(x, self.weight, self.bias, 1e-5)\n"
@@ -58,6 +59,7 @@ def test_python_only_changes_reuse_the_build_and_a_cpp_change_rebuilds(tmp_path,
     assert base.entry.key != joined.entry.key  # two files, two entries ...
     assert base.result.build.extensions == joined.result.build.extensions  # ... one extension
     assert sorted([base.result.build.cached, joined.result.build.cached]) == [False, True]
+    assert base.result.build.headers is joined.result.build.headers is Headers.LEAN  # main.cpp made lean
     [key] = base.result.build.extensions
     directory = extension_dir(base.entry.extensions, key)
     built = products(directory)

@@ -3,13 +3,14 @@ count the torch headers each compiled source includes.
 
 A CPU-only torch refuses CUDA sources (its CUDA_HOME is None) and has no CUDA
 libraries to link against. This points torch at the CUDA toolkit given and links
-against empty stand-ins for libc10_cuda and libtorch_cuda, so the real
+against empty stand-ins for libc10_cuda and libtorch_cuda (the harness's own,
+harness/engine/building/nogpu.py, as `harness build` uses them), so the real
 load_inline build (the same ninja file, flags and compilers) runs to the end.
 The pybind and ctypes idioms then import for real; the seed and quick idioms
 build but cannot load on a CPU torch (their wrappers call into torch's CUDA
 library), which is reported as such.
 
-    python bench/idioms/cpu_build.py [--idioms seed,quick,pybind,ctypes] [--cuda-home /usr/local/cuda]
+    PYTHONPATH=$PWD python bench/idioms/cpu_build.py [--idioms seed,quick,pybind,ctypes] [--cuda-home /usr/local/cuda]
                                      [--arch 9.0] [--work DIR]
 """
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from generate import IDIOMS, write_idioms
+from harness.engine.building.nogpu import stand_ins
 
 # Runs in a child: import one candidate with torch told where CUDA is.
 DRIVER = r"""
@@ -42,9 +44,6 @@ except ImportError as exc:
 
 TORCH_HEADER_DIRS = re.compile(r"/include/(torch|ATen|c10|caffe2)/")
 
-# The one header a CUDA build of torch generates for c10/cuda and a CPU build lacks.
-CUDA_CMAKE_MACROS = "#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n"
-
 
 @dataclass
 class IdiomBuild:
@@ -55,20 +54,6 @@ class IdiomBuild:
     load_error: str = ""
     error: str = ""
     torch_headers: dict[str, int] = field(default_factory=dict)  # source -> torch headers it includes
-
-
-def stand_ins(directory: Path) -> Path:
-    """Empty libc10_cuda.so and libtorch_cuda.so, so the link line torch writes
-    resolves, and include/c10/cuda/impl/cuda_cmake_macros.h."""
-    directory.mkdir(parents=True, exist_ok=True)
-    empty = directory / "empty.c"
-    empty.write_text("")
-    for name in ("c10_cuda", "torch_cuda"):
-        subprocess.run(["cc", "-shared", "-fPIC", str(empty), "-o", str(directory / f"lib{name}.so")], check=True)
-    macros = directory / "include" / "c10" / "cuda" / "impl" / "cuda_cmake_macros.h"
-    macros.parent.mkdir(parents=True, exist_ok=True)
-    macros.write_text(CUDA_CMAKE_MACROS)
-    return directory
 
 
 def included_torch_headers(build_dir: Path, env: dict) -> dict[str, int]:

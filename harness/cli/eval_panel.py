@@ -85,7 +85,8 @@ def eval_panel(result: EvalResult) -> Panel:
         summary.add_row("host", result.host_share.text)
     if result.build:
         b = result.build
-        summary.add_row("build", "cached" if b.cached else f"{b.seconds:.1f} s" + ("" if b.ok else " (failed)"))
+        said = "cached" if b.cached else f"{b.seconds:.1f} s" + ("" if b.ok else " (failed)")
+        summary.add_row("build", said + (f"; {b.headers.value} torch headers" if b.headers else ""))
     if result.model_mode:
         summary.add_row("models", f"{result.model_mode} mode" + (" (as constructed, as KernelBench runs them)"
                                                                  if result.model_mode == "train" else ""))

@@ -19,6 +19,7 @@ from ..errors import HarnessError
 from ..version import __version__
 from .sweep import DESCRIPTION as SWEEP_DESCRIPTION, add_sweep_arguments, sweep_main
 from .breaks_command import DESCRIPTION as BREAKS_DESCRIPTION, HELP as BREAKS_HELP, add_breaks_arguments, breaks_main
+from .build_command import DESCRIPTION as BUILD_DESCRIPTION, HELP as BUILD_HELP, add_build_arguments, build_main
 from .config import COUNT, add_eval_options, device_choice, eval_options, parse_gpus, pin_gpu, take_free_gpu
 from .display import print_error
 from .mcp_command import DESCRIPTION as MCP_DESCRIPTION, add_mcp_arguments, mcp_main
@@ -296,6 +297,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the full result as JSON (a list when there are several candidates)")
     add_eval_options(p)
     p.set_defaults(handler=cmd_eval)
+    p = add_command(commands, "build", help=BUILD_HELP, description=BUILD_DESCRIPTION)
+    add_build_arguments(p)
+    p.set_defaults(handler=build_main)
     p = add_command(commands, "doctor", help="check GPUs, torch, compilers and the build cache; say how to fix "
                     "what is missing (exit 1 when something the device needs is missing)")
     p.add_argument("--device", type=device_choice, default=None, metavar="cuda|cuda:N|cpu",
@@ -361,7 +365,7 @@ class _Signalled:
 
 
 # The commands that start processes of their own; the others (listings, show, promote, ...) end nothing.
-STARTS_PROCESSES = frozenset({"eval", "doctor", "profile", "run", "sweep", "replay", "mcp", "audit"})
+STARTS_PROCESSES = frozenset({"eval", "build", "doctor", "profile", "run", "sweep", "replay", "mcp", "audit"})
 
 
 def _end_leftovers(args: argparse.Namespace, console: Console) -> None:

@@ -24,6 +24,7 @@ from ..processes.protocol import BuildDone, BuildSpec
 from ..verdicts import Deadline, judged, read_reply, received
 from .cache import BuildEntry, first_errors, log_tail
 from .extensions import EXTENSION_NAME
+from .nogpu import compile_only_env, compiles_only, cuda_home
 from .pch import pch_lock_path, start_pch_aside
 from .places import generated_files, on_candidate_lines
 
@@ -144,13 +145,15 @@ class Builder:
         cached = entry.recorded()
         if cached and cached.ok:
             return BuildResult(ok=True, seconds=0.0, cached=True, key=entry.key, log_path=cached.log_path,
-                               extensions=cached.extensions)
+                               extensions=cached.extensions, headers=cached.headers)
         if cached:  # a compile error belongs to the source: the same file fails the same way again
             raise BuildFailed(BuildResult(False, 0.0, cached=True, key=entry.key, log_path=cached.log_path,
-                                          first_errors=cached.first_errors))
+                                          first_errors=cached.first_errors, headers=cached.headers))
         started = time.monotonic()
         entry.dir.mkdir(parents=True, exist_ok=True)
-        child = Child("build", entry.log_path, env={**self.options.child_env(entry), **self.cores.build_env()},
+        env = {**self.options.child_env(entry), **self.cores.build_env(),
+               **(compile_only_env(entry.cache_dir, cuda_home()) if compiles_only(entry.arch) else {})}
+        child = Child("build", entry.log_path, env=env,
                       limits=self.limits, registry=self.registry, forked=self.options.forked())
         limit = self.options.build_timeout
         with _BUILDS_LOCK:
@@ -167,13 +170,14 @@ class Builder:
         if done.error:
             log = log_tail(entry.log_path)
             errors = first_errors(on_candidate_lines(log, path.name, source, generated_files(log, entry.extensions)))
-            failed = BuildResult(False, seconds, key=entry.key, log_path=str(entry.log_path), first_errors=errors)
+            failed = BuildResult(False, seconds, key=entry.key, log_path=str(entry.log_path), first_errors=errors,
+                                 headers=done.headers)
             if done.error == "compile_error" and errors:
                 entry.record(failed)
             raise BuildFailed(failed, done)
         # the child names its extensions' directories: only names of the keyed form are kept
         extensions = [key for key in done.extensions if isinstance(key, str) and EXTENSION_NAME.fullmatch(key)]
         record = BuildResult(True, seconds, cached=not done.compiled, key=entry.key, log_path=str(entry.log_path),
-                             extensions=extensions)
+                             extensions=extensions, headers=done.headers)
         entry.record(record)
         return record

@@ -23,8 +23,9 @@ from ...results import BuildResult
 from ...torch_install import torch_cuda, torch_version
 
 # Bump when the way candidates are built changes, so old cache entries are not reused. 2: extensions
-# built in directories keyed by load_inline's arguments (scheme 1 built them inside the entry).
-BUILD_SCHEME = "2"
+# built in directories keyed by load_inline's arguments (scheme 1 built them inside the entry). 3: lean
+# headers (headers.py).
+BUILD_SCHEME = "3"
 BUILD_RECORD = "build.json"
 # Where a child's load_inline builds its extensions (extensions.py); unset, load_inline is torch's own.
 EXTENSIONS_ENV = "HARNESS_EXTENSIONS_DIR"

@@ -3,7 +3,8 @@ builds in a directory of the cache named by the hash of its own arguments (name,
 flags, include paths, ...) and of the toolchain that compiles them, whatever else the candidate's
 file says. So a candidate that changes only its Python finds its extension built (ninja has nothing
 to do), and two candidates with the same sources share one build, one at a time under its lock.
-The key is taken from the values passed, after the candidate's code computed them."""
+The key is taken from the values passed, after the candidate's code computed them; the headers the
+extension is built with (lean or as written, headers.py) are its directory's own choice."""
 from __future__ import annotations
 
 import functools
@@ -18,16 +19,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from ...results import Headers
 from .cache import EXTENSIONS_ENV, file_lock
+from .headers import build_with_headers, read_choice
+from .nogpu import COMPILE_ONLY_ENV
 
-# Bump when what goes into the key changes.
-KEY_SCHEME = "1"
+# Bump when what goes into the key changes, or what a key's directory builds. 2: lean headers (headers.py).
+KEY_SCHEME = "2"
 # Arguments that change nothing built: where it goes and what is printed or kept meanwhile.
 _UNKEYED = ("build_directory", "verbose", "keep_intermediates")
 _SOURCES = ("cpp_sources", "cuda_sources", "sycl_sources")
 _LISTS = ("extra_cflags", "extra_cuda_cflags", "extra_sycl_cflags", "extra_ldflags", "extra_include_paths")
 # Environment that torch's build reads: compilers, CUDA's place, the GPU arch list.
-_BUILD_ENV = ("CXX", "CC", "PYTORCH_NVCC", "TORCH_CUDA_ARCH_LIST", "CUDA_INC_PATH", "CUDNN_HOME")
+# Compiled only, against stand-ins (nogpu.py), is another build than one loaded.
+_BUILD_ENV = ("CXX", "CC", "PYTORCH_NVCC", "TORCH_CUDA_ARCH_LIST", "CUDA_INC_PATH", "CUDNN_HOME", COMPILE_ONLY_ENV)
 # A keyed directory's name: the key's first 24 hex digits.
 EXTENSION_NAME = re.compile(r"[0-9a-f]{24}")
 # What a build leaves that the compiler or linker wrote: the objects and the library.
@@ -36,11 +41,13 @@ _PRODUCTS = (".o", ".so")
 
 @dataclass
 class ExtensionBuilt:
-    """One load_inline call of this process: its directory's name (the key's first 24 hex digits)
-    and whether a compiler or linker ran for it."""
+    """One load_inline call of this process: its directory's name (the key's first 24 hex digits),
+    whether a compiler or linker ran for it, and the headers it was built with (None: its call raised
+    before any was chosen)."""
 
     key: str
     compiled: bool
+    headers: Optional[Headers] = None
 
 
 # This process's load_inline calls, in order (the build role reports them).
@@ -54,6 +61,12 @@ def _as_list(value: Any) -> list:
     if value is None:
         return []
     return [value] if isinstance(value, str) else [str(v) if isinstance(v, os.PathLike) else v for v in value]
+
+
+def headers_of(built: list[ExtensionBuilt]) -> Optional[Headers]:
+    """A build's headers: full where any extension was built as written, else lean where any was built."""
+    chosen = {b.headers for b in built}
+    return Headers.FULL if Headers.FULL in chosen else (Headers.LEAN if Headers.LEAN in chosen else None)
 
 
 def normalized(arguments: dict) -> dict:
@@ -146,10 +159,17 @@ def key_builds() -> None:
             # torch's own lock file, where a build killed mid-way left it (older torch waits on it forever)
             (directory / "lock").unlink(missing_ok=True)
             before = _products(directory)
+            built = ExtensionBuilt(directory.name, False)
             try:
-                return original(**{**arguments, "build_directory": str(directory)})
+                module, built.headers = build_with_headers(original, {**arguments, "build_directory": str(directory)},
+                                                           directory)
+                return module
             finally:
-                BUILT.append(ExtensionBuilt(directory.name, _products(directory) != before))
+                built.compiled = _products(directory) != before
+                if built.headers is None:  # it raised: what its record says it was built with
+                    choice = read_choice(directory)
+                    built.headers = choice.headers if choice else None
+                BUILT.append(built)
 
     load_inline.keyed = True
     cpp_extension.load_inline = load_inline

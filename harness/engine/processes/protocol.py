@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 from ...degenerate import Degenerate
 from ...integrity.roofline import Peaks
-from ...results import CheckResult, Timing
+from ...results import CheckResult, Headers, Timing
 
 
 class Command(str, enum.Enum):
@@ -186,6 +186,7 @@ class BuildDone(Reply):
     ok: bool = False
     extensions: list[str] = field(default_factory=list)  # its load_inline calls' keyed directories, in order
     compiled: bool = False  # a compiler or linker ran for one of them (else each was built before)
+    headers: Optional[Headers] = None  # what they were built with (building/extensions.headers_of); on an error too
 
 
 @dataclass

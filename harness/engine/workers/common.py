@@ -24,6 +24,8 @@ from ...integrity.guards import full_precision
 from ...results import to_dict
 from ..building.cache import file_lock
 from ..building.extensions import key_builds
+from ..building.headers import build_failed
+from ..building.nogpu import compile_only
 from ..processes.protocol import BuildSpec, Reply
 from .memory import tensor_bytes
 
@@ -71,6 +73,7 @@ def serialize_pch_builds(lock_path: str | None) -> None:
 def import_candidate(spec: BuildSpec):
     """Import (and so build) the candidate under the cache entry's lock."""
     serialize_pch_builds(spec.pch_lock)
+    compile_only()
     key_builds()
     with file_lock(spec.lock):
         # A build killed mid-way leaves torch's own lock file behind, and the
@@ -83,8 +86,7 @@ def import_candidate(spec: BuildSpec):
 
 
 def classify_import_error(exc: BaseException) -> str:
-    text = str(exc)
-    if "Error building extension" in text or "PreCompile Header fail" in text:
+    if build_failed(exc) or "PreCompile Header fail" in str(exc):
         return "compile_error"
     return "import_error"
 
