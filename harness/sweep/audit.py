@@ -59,7 +59,7 @@ class AuditItem:
     verdict: str
     speedup: Optional[float] = None
     interval: Optional[list[float]] = None
-    seconds: Optional[float] = None  # what the fast verdict took past its build, where known (judged())
+    seconds: Optional[float] = None  # what the fast verdict took past its build, where known (past_build)
 
 
 @dataclass
@@ -103,7 +103,7 @@ def compared(item: AuditItem, result: EvalResult, seconds: float) -> AuditRecord
     if fast_ok and result.verdict is not Verdict.CORRECT:
         agree = False
         check = CHECKS.get(result.details.get("finding", ""), f"the audit's {result.verdict.value}")
-        why = _first_sentence(result.explanation)
+        why = result.explanation.removeprefix(result.verdict.sentence).strip().split("\n")[0][:300]
     elif not fast_ok and result.verdict is Verdict.CORRECT:
         agree, check = False, REPEAT
         why = f"the fast verdict was {item.verdict}, and the audit found it correct"
@@ -116,7 +116,7 @@ def compared(item: AuditItem, result: EvalResult, seconds: float) -> AuditRecord
                        item.seconds, round(seconds, 3))
 
 
-def judged(phases: dict[str, float]) -> Optional[float]:
+def past_build(phases: dict[str, float]) -> Optional[float]:
     """The seconds a verdict took past its build (which an audit of the same file finds cached): what the fast
     verdict's and the audit's costs compare on; None where no phase was recorded."""
     return round(sum(t for name, t in phases.items() if name != "build"), 3) if phases else None
@@ -143,7 +143,7 @@ def audit(items: Iterable[AuditItem], options: EvalOptions,
             with Evaluator(problem, strict) as evaluator:
                 for item in group:
                     result = evaluator.evaluate(item.candidate)
-                    keep(compared(item, result, judged(result.phase_seconds) or result.seconds))
+                    keep(compared(item, result, past_build(result.phase_seconds) or result.seconds))
                     done += 1
         except ProblemError as exc:  # the problem itself fails now: its verdicts cannot be audited
             for item in group[done:]:
@@ -156,12 +156,6 @@ def audit(items: Iterable[AuditItem], options: EvalOptions,
 def _above(fast: list[Optional[float]], audited: list[Optional[float]]) -> bool:
     """Whether the fast interval lies wholly above the audit's."""
     return None not in fast and None not in audited and fast[0] > audited[1]
-
-
-def _first_sentence(text: str) -> str:
-    rest = text.split(". ", 1)
-    body = rest[1] if len(rest) > 1 and rest[0].startswith("The candidate") else text
-    return body.split("\n")[0][:300]
 
 
 def _figure(verdict: str, speedup: Optional[float], interval: Optional[list[float]]) -> str:
@@ -198,7 +192,7 @@ def _of_results(path: Path) -> list[AuditItem]:
         raise AuditError(f"Result file {path} names no problem or candidate file for {len(missing)} result(s): "
                          "audit a file that harness eval --json wrote.")
     return [AuditItem(Path(r.candidate).name, Path(r.problem), Path(r.candidate), r.verdict.value, r.speedup,
-                      r.speedup_interval, judged(r.phase_seconds)) for r in results]
+                      r.speedup_interval, past_build(r.phase_seconds)) for r in results]
 
 
 def _of_sweep(folder: Path, scratch: Path) -> list[AuditItem]:
@@ -209,7 +203,7 @@ def _of_sweep(folder: Path, scratch: Path) -> list[AuditItem]:
         raise AuditError(f"Sweep folder {folder}: {len(lost)} record(s) name candidates its {SOURCE_FILE} no longer "
                          f"finds (the first: {'/'.join(lost[0].key)}); the files moved since it ran.")
     return [AuditItem("/".join(r.key), jobs[r.key].problem, jobs[r.key].candidate, r.verdict, r.speedup, r.interval,
-                      judged(r.phases)) for r in records]
+                      past_build(r.phases)) for r in records]
 
 
 def _of_run(run: str, runs_dir: Path) -> tuple[list[AuditItem], Path]:
@@ -220,6 +214,6 @@ def _of_run(run: str, runs_dir: Path) -> tuple[list[AuditItem], Path]:
         raise AuditError(f"Run {store.path} was of problem {problem}, which is no longer there.")
     items = [AuditItem(f"{store.id} round {rnd.n}", problem, store.round_dir(rnd.n, rnd.chosen) / CANDIDATE_FILE,
                        rnd.eval.verdict.value, rnd.eval.speedup, rnd.eval.speedup_interval,
-                       judged(rnd.eval.phase_seconds))
+                       past_build(rnd.eval.phase_seconds))
              for rnd in rounds if (store.round_dir(rnd.n, rnd.chosen) / CANDIDATE_FILE).is_file()]
     return items, store.path / AUDIT_FILE

@@ -39,7 +39,7 @@ from ..engine.pool import Builds, Pool
 from ..errors import HarnessError
 from ..files import write_atomic
 from ..problem import Problem, ProblemError, load_problem
-from .audit import AuditItem, AuditRecord, audit, judged
+from .audit import AuditItem, AuditRecord, audit, past_build
 from .jobs import Job
 from .records import ResultLog, SweepRecord
 from .sweep import by_problem, evaluate_problem, join, pending
@@ -213,7 +213,7 @@ class Judge:
             for record in records:
                 job = self._job(self._asked[record.key], scratch)
                 items.append(AuditItem("/".join(record.key), job.problem, job.candidate, record.verdict,
-                                       record.speedup, record.interval, judged(record.phases)))
+                                       record.speedup, record.interval, past_build(record.phases)))
             return audit(items, options or self.options, on_record)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
