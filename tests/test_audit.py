@@ -69,3 +69,19 @@ def test_a_trainer_audits_the_rewards_it_paid(cpu_options, monkeypatch):
     assert audited[SMALL.name].agree
     caught = audited[MATMUL_MEAN.name]
     assert not caught.agree and caught.check == CHECKS["LowerPrecision"]
+
+
+def test_what_the_fast_verdict_samples_the_audit_checks_every_time(cpu_options, tmp_path):
+    """A bfloat16 GEMM on half its calls at random: the fast verdict's one float64 trial meets it half the time;
+    the audit's fifteen, all but once in 30,000. Whatever the fast verdict was, the audit's is incorrect by the
+    precision check, and where the fast verdict passed it, they disagree."""
+    from harness.sweep.audit import AuditItem, audit
+
+    candidate = ATTACKS / "bf16_gemm_some_calls.py"
+    fast = evaluate(MATMUL_MEAN, candidate, cpu_options)
+    (record,) = audit([AuditItem("some", MATMUL_MEAN, candidate, fast.verdict.value, fast.speedup,
+                                 fast.speedup_interval)], cpu_options)
+    assert record.audit_verdict == "incorrect", record.why
+    assert record.agree == (fast.verdict is Verdict.INCORRECT)
+    if not record.agree:
+        assert record.check == CHECKS["LowerPrecision"] and "float64" in record.why
