@@ -1,10 +1,8 @@
 """Builds with lean torch headers, for real: `harness build` of a KernelBench-style CUDA candidate on a machine
-without a GPU (nvcc against torch's headers, linked against stand-ins) against the same .cu compiled with the
-full header; and a candidate whose lean build fails, built as written once and remembered so."""
-import ast
+without a GPU (nvcc against torch's headers, linked against stand-ins); and a candidate whose lean build
+fails, built as written once and remembered so."""
 import json
 import os
-import shlex
 import subprocess
 import sys
 import time
@@ -16,37 +14,12 @@ from harness import Evaluator, Verdict
 from harness.engine.building.builder import Builder
 from harness.engine.building.extensions import extension_dir
 from harness.engine.building.headers import read_choice
-from harness.engine.building.nogpu import compile_only_env, cuda_home
+from harness.engine.building.nogpu import cuda_home
 from harness.problem import load_problem
 from harness.results import Headers
 from harness.torch_install import torch_cuda
 
 RELU = CANDIDATES / "cuda_relu.py"
-
-
-def literal(path, name: str) -> str:
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
-            return ast.literal_eval(node.value)
-    raise AssertionError(f"{path.name} has no module-level {name}")
-
-
-def full_header_compile(extension, cache, work) -> float:
-    """Seconds of nvcc on the candidate's .cu as load_inline writes it without the harness (its implicit
-    torch/types.h, cuda.h and cuda_runtime.h, then the source with its torch/extension.h), with the flags
-    torch's build file gave the lean build."""
-    flags = dict(line.split(" = ", 1) for line in (extension / "build.ninja").read_text().splitlines()
-                 if " = " in line)
-    cu = work / "full.cu"
-    cu.write_text("\n".join(["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>",
-                             literal(RELU, "cuda_source")]))
-    command = [flags["nvcc"], *shlex.split(flags["cuda_cflags"]), "-c", str(cu), "-o", str(work / "full.o"),
-               *shlex.split(flags["cuda_post_cflags"])]
-    started = time.monotonic()
-    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **compile_only_env(cache, cuda_home())})
-    seconds = time.monotonic() - started
-    assert done.returncode == 0, done.stderr[-3000:]
-    return seconds
 
 
 @pytest.mark.skipif(torch_cuda() is not None or cuda_home() is None, reason="needs a CPU-only torch and nvcc")
@@ -70,9 +43,7 @@ def test_harness_build_compiles_lean_and_says_so(tmp_path):
     assert choice.headers is Headers.LEAN and "ATen/ops/empty_like.h" in choice.included
     assert "torch/extension.h" not in (extension / "cuda.cu").read_text().split("// (lean build")[0]
 
-    # how much sooner it compiles is measured by bench/lean_headers.py, not asserted here: a loaded machine
-    # moves both figures; that the full header still compiles the same source is
-    assert full_header_compile(extension, cache, tmp_path) > 0
+    # how much sooner than as written it compiles is bench/lean_headers.py's to measure, not a test's to assert
 
     again = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr

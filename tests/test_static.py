@@ -67,6 +67,7 @@ EXPECTED = {
     "try_except_fallback": {"fallback", "reference_op"},
     # the judge's invariants catch these at run time; the source shows what it can
     "bf16_gemm_mean": {"lower_precision"},
+    "bf16_gemm_some_calls": {"lower_precision"},
     "detached_hog": {"background_work", "process_exit"},
     "escapes_subreaper": {"background_work", "process_exit"},
     "global_pre_hook": {"reference_op"},

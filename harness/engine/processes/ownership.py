@@ -187,11 +187,18 @@ def reap(stopped: set[int], spare: Optional[int] = None) -> None:
     held a GPU context takes 0.1-0.2 s to be torn down). Orphans reparented to this process are reaped;
     `spare` (a child a Popen waits for) is left to its Popen."""
     _wait_while(stopped, running, 2.0, 0.01)
-    for pid in stopped - {spare}:
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
+    left, deadline = stopped - {spare}, time.monotonic() + 2.0
+    while left and time.monotonic() < deadline:
+        for pid in list(left):
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    left.discard(pid)
+            except ChildProcessError:  # another's child: reparented to this one once its killed parent is gone
+                fields = _stat(pid)
+                if not fields or int(fields[1]) not in stopped:  # gone, or a live parent's to reap
+                    left.discard(pid)
+        if left:
+            time.sleep(0.01)
 
 
 STOPPED, GONE = ("T", "t"), ("Z", "X")  # process states (/proc/PID/stat): stopped (or traced); a zombie, dead
