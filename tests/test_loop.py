@@ -375,7 +375,8 @@ def test_a_round_directory_holds_the_runs_own_files_alone(tmp_path, cache_dir):
     done = subprocess.run([sys.executable, "-m", "harness", "run", str(PROBLEM), "--files", str(cands / "slow.py"),
                            str(cands / "fast.py"), "--runs-dir", str(runs), "--profile", *eval_flags(cache_dir)],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
+    # 0 at the target, 1 below it: which one is the machine's load (an interval reaching below 1.5x), not the files'
+    assert done.returncode in (0, 1) and "Run stored in" in done.stdout, done.stdout + done.stderr
     path = only_run(runs)
     assert [r["verdict"] for r in run_json(path)["rounds"]] == ["correct", "correct"]
     for round_dir in (path / "rounds").iterdir():

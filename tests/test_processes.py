@@ -183,6 +183,39 @@ def test_a_round_of_the_kill_waits_until_its_processes_have_stopped(monkeypatch)
         busy.wait()
 
 
+# In a process of its own, a subreaper as the harness is: a parent and its child killed together, reap's waits cut
+# to nothing (as a teardown slower than them, under load, would), so that the child comes to this process only
+# after reap has returned. (With LATE_REAP_S = 0 too, the child is left a zombie: "left".)
+LATE_ORPHAN = """
+import os, subprocess, sys, time
+from harness.engine.processes import ownership
+ownership.become_subreaper()
+ownership.REAP_S = 0.0
+ownership._wait_while = lambda *args: None
+parent = subprocess.Popen([sys.executable, "-c", "import os, time\\nif os.fork() == 0:\\n    time.sleep(600)\\n"
+                           "time.sleep(600)"])
+deadline = time.monotonic() + 60
+while not ownership.descendants(parent.pid) and time.monotonic() < deadline:
+    time.sleep(0.01)
+(child,) = ownership.descendants(parent.pid)
+ownership.reap(ownership.kill_processes({parent.pid}), spare=parent.pid)
+parent.wait()
+deadline = time.monotonic() + 30
+while ownership._stat(child) and time.monotonic() < deadline:
+    time.sleep(0.05)
+print("left" if ownership._stat(child) else "gone", ownership._stat(child))
+"""
+
+
+def test_a_killed_process_that_comes_to_the_harness_after_the_reap_is_reaped_all_the_same():
+    """A killed parent torn down late (under load) hands its killed child, now a zombie, to the harness, its
+    subreaper, after reap stopped waiting: a thread reaps it as it comes, so a long-lived harness (harness mcp)
+    collects no zombies."""
+    done = subprocess.run([sys.executable, "-c", LATE_ORPHAN], capture_output=True, text=True, timeout=120,
+                          cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0 and done.stdout.startswith("gone"), done.stdout + done.stderr
+
+
 def test_old_logs_are_removed_by_age_and_size(tmp_path):
     from harness.engine.processes.child import LOG_KEEP_BYTES, prune_logs
 

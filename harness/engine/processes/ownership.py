@@ -185,20 +185,42 @@ def _until_stopped(pids: set[int]) -> None:
 def reap(stopped: set[int], spare: Optional[int] = None) -> None:
     """Until the killed processes are gone (briefly: SIGKILL lands asynchronously, and a process that
     held a GPU context takes 0.1-0.2 s to be torn down). Orphans reparented to this process are reaped;
-    `spare` (a child a Popen waits for) is left to its Popen."""
+    `spare` (a child a Popen waits for) is left to its Popen. What is still to be reaped after REAP_S (a
+    killed parent torn down late, under load, hands its zombies to this process later) is reaped by a
+    thread of its own as it comes, so that no zombie is left to a long-lived harness."""
     _wait_while(stopped, running, 2.0, 0.01)
-    left, deadline = stopped - {spare}, time.monotonic() + 2.0
+    left, deadline = _unreaped(stopped - {spare}, stopped), time.monotonic() + REAP_S
     while left and time.monotonic() < deadline:
-        for pid in list(left):
-            try:
-                if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                    left.discard(pid)
-            except ChildProcessError:  # another's child: reparented to this one once its killed parent is gone
-                fields = _stat(pid)
-                if not fields or int(fields[1]) not in stopped:  # gone, or a live parent's to reap
-                    left.discard(pid)
-        if left:
-            time.sleep(0.01)
+        time.sleep(0.01)
+        left = _unreaped(left, stopped)
+    if left:
+        threading.Thread(target=_reap_late, args=(left, stopped), name="harness-reaper", daemon=True).start()
+
+
+REAP_S = 2.0  # how long reap waits for the killed processes itself
+LATE_REAP_S = 600.0  # how long a thread goes on reaping what reap left
+
+
+def _unreaped(pids: set[int], killed: set[int]) -> set[int]:
+    """Those of `pids` still to be reaped here: a zombie of this process now, or one whose parent was
+    killed too and is not yet gone (it comes to this process, their subreaper, once its parent is)."""
+    left = set()
+    for pid in pids:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] != pid:
+                left.add(pid)  # ours, still being torn down
+        except ChildProcessError:  # another's child: reparented to this one once its killed parent is gone
+            fields = _stat(pid)
+            if fields and int(fields[1]) in killed:
+                left.add(pid)
+    return left
+
+
+def _reap_late(left: set[int], killed: set[int]) -> None:
+    deadline = time.monotonic() + LATE_REAP_S
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = _unreaped(left, killed)
 
 
 STOPPED, GONE = ("T", "t"), ("Z", "X")  # process states (/proc/PID/stat): stopped (or traced); a zombie, dead
