@@ -25,10 +25,13 @@ SMALL = PROBLEMS / "small_layernorm.py"
 CPU_JOBS = corpus_jobs(ADVERSARIAL, "cpu")
 # Under --policy strict, read from the source: refused unrun, on any device, so judged on the CPU only
 STRICT = [job for job in CPU_JOBS if job.expect.strict]
-BACKWARD = [job for job in CPU_JOBS if job.case.backward and not job.expect.strict]
+# Under the audit (every check at its strictest): what it catches that the fast verdict lets through
+AUDITED = [job for job in CPU_JOBS if job.expect.audit]
+BACKWARD = [job for job in CPU_JOBS if job.case.backward and not job.expect.strict and not job.expect.audit]
 # Wrong one call in 20: judged under a short timing, where only the floor of checked calls meets it
 FAULTY = "wrong_every_20th"
-FORWARD = [job for job in CPU_JOBS if not job.expect.strict and not job.case.backward and job.label != FAULTY]
+FORWARD = [job for job in CPU_JOBS if not (job.expect.strict or job.expect.audit or job.case.backward)
+           and job.label != FAULTY]
 # These made the harness raise once: each gets an evaluator of its own, so that an exception takes no other
 # case's result with it.
 ALONE = {"forged_zero_time", "alters_trial_inputs"}
@@ -167,11 +170,24 @@ def test_strict_policy_rejects_before_building(strict_results, job):
     assert result.build is None  # refused on its source: nothing was imported or compiled
 
 
+@pytest.fixture(scope="module")
+def audit_results(cpu_options):
+    options = dataclasses.replace(cpu_options, time_cap=0.3).audited()
+    return {job.label: evaluate(job.problem, job.candidate, options) for job in AUDITED}
+
+
+@pytest.mark.parametrize("job", params(AUDITED))
+def test_the_audit_catches_what_its_header_names(audit_results, job):
+    """Under the audit: caught by a check the fast verdict does not make (test_audit.py shows the fast
+    verdict passing them)."""
+    assert_expected(audit_results[job.label], job)
+
+
 def test_the_corpus_sweep_finds_every_cpu_case_caught(cpu_results, faulty_result, backward_results,
-                                                       strict_results, tmp_path):
+                                                       strict_results, audit_results, tmp_path):
     """The evaluations above, as the corpus sweep (harness sweep --adversarial) records and tallies them:
     every CPU case caught, a row an invariant in the printed table and in summary.json."""
-    results = cpu_results | backward_results | strict_results | {FAULTY: faulty_result}
+    results = cpu_results | backward_results | strict_results | audit_results | {FAULTY: faulty_result}
     records = [record_of(job, results[job.label]) for job in CPU_JOBS]
     assert all(r.invariant == job.case.invariant and r.expected for r, job in zip(records, CPU_JOBS))
     console = Console(record=True, width=200)
@@ -199,7 +215,9 @@ HONEST_GPU = ["two_streams_joined", "graph_wrapper", "autograd_function", "waite
 @pytest.fixture(scope="module")
 def gpu_results(cache_dir):
     options = EvalOptions(device="cuda", cache_dir=cache_dir, time_cap=2.0)
-    results = evaluate_all(GPU_JOBS, options, lanes=1)
+    results = evaluate_all([job for job in GPU_JOBS if not job.expect.audit], options, lanes=1)
+    results |= {job.label: evaluate(job.problem, job.candidate, options.audited())
+                for job in GPU_JOBS if job.expect.audit}
     controls = evaluate_batch(SMALL, [HERE / "candidates" / f"{name}.py" for name in HONEST_GPU], options)
     return results | dict(zip(HONEST_GPU, controls))
 

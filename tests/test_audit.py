@@ -85,3 +85,26 @@ def test_what_the_fast_verdict_samples_the_audit_checks_every_time(cpu_options, 
     assert record.agree == (fast.verdict is Verdict.INCORRECT)
     if not record.agree:
         assert record.check == CHECKS["LowerPrecision"] and "float64" in record.why
+
+
+def test_a_kernel_right_only_at_randns_scale_passes_the_fast_verdict_and_the_audit_names_the_inputs(cpu_options,
+                                                                                                  tmp_path):
+    """A softmax that does not subtract each row's maximum: the fast verdict's inputs never overflow it; the
+    audit's, scaled by a thousand, do, and the float64 reference there is finite. A copy of the reference stays
+    correct on every distribution."""
+    from harness.sweep.audit import AuditItem, audit
+
+    problem, candidate = PROBLEMS / "softmax_rows.py", ATTACKS / "unstable_softmax.py"
+    fast = evaluate(problem, candidate, cpu_options)
+    assert fast.verdict is Verdict.CORRECT, fast.explanation
+    (record,) = audit([AuditItem("unstable", problem, candidate, fast.verdict.value, fast.speedup,
+                                 fast.speedup_interval)], cpu_options)
+    assert not record.agree and record.check == CHECKS["IncorrectOnInputs"], record.line
+    assert "scaled by 1000" in record.why and "non-finite" in record.why, record.why
+    copy = tmp_path / "copy.py"
+    copy.write_text("import torch\n\n\nclass ModelNew(torch.nn.Module):\n"
+                    "    def forward(self, x):\n        return torch.softmax(x, dim=-1)\n")
+    honest = evaluate(problem, copy, cpu_options.audited())
+    assert honest.verdict is Verdict.CORRECT, honest.explanation
+    assert honest.details["other_inputs"] == {"large": "passed", "small": "passed", "shifted": "passed",
+                                              "zeros": "passed"}

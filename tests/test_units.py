@@ -332,3 +332,18 @@ def test_input_digests_name_each_input_changed_in_place_and_only_those():
     inputs[4].resize_(3)  # a resize in place: a digest of another shape
     assert changed(before, digest(inputs)) == [0, 4]
     assert changed([1, "a"], [2, "b"]) == []  # what is not a tensor is not the digest's to compare
+
+
+def test_other_input_distributions_move_floating_point_tensors_alone_and_the_same_way_twice():
+    import torch
+
+    from harness.integrity.distributions import DISTRIBUTIONS, moved, named
+
+    x, index = torch.tensor([0.2, -0.7, 1.5]), torch.tensor([1, 2])
+    assert torch.equal(moved([x, index, 3], "large")[0], x * 1000) and moved([x, index, 3], "large")[1:] == [index, 3]
+    assert torch.equal(moved([x], "shifted")[0], x + 100)
+    assert moved([x], "zeros")[0].tolist() == [0.0, -0.699999988079071, 1.5]
+    assert torch.equal(moved([x], "small")[0], moved([x], "small")[0]) and moved([x], "")[0] is x
+    assert [d.name for d in DISTRIBUTIONS] == ["large", "small", "shifted", "zeros"]
+    with pytest.raises(KeyError, match="large, small, shifted, zeros"):
+        named("huge")

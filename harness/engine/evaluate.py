@@ -138,6 +138,8 @@ class Evaluator:
         def check() -> None:
             result.check = trials.check(children, worker, self.options.trials, result.warnings,
                                         lint=trials.lint_in_trials(children), exact=True)
+            if self.options.scrutiny.other_inputs:
+                trials.check_distributions(children, worker, result)
 
         def time_it() -> None:
             self.measure.candidate(worker, result, notify)

@@ -79,6 +79,15 @@ class IncorrectAtShapes(Finding):
 
 
 @dataclass(eq=False)
+class IncorrectOnInputs(Finding):
+    """An audit's: the candidate, right on the problem's inputs, is wrong on them moved to another
+    distribution (integrity/distributions.py), judged against float64 with eager's own error allowed."""
+
+    says: str  # how the inputs were moved: "scaled by 1000"
+    reason: str  # what was wrong there, as a shape's failure is said (verdicts.shape_reason)
+
+
+@dataclass(eq=False)
 class TimingsForged(Finding):
     """The timing reply does not hold the outputs of the calls it claims to have timed."""
 

@@ -3,7 +3,7 @@ it shares: the build cache, the logs, the limits on a candidate's processes, its
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
 
@@ -15,6 +15,8 @@ from .profiling.profile import TIME_LIMIT_S
 from .scrutiny import AUDIT, FAST, Scrutiny
 
 
+# An audit's trials, at least: three times the fast verdict's, every one against float64 too
+AUDIT_TRIALS = 15
 # Test-only: invariants the fast verdict skips (EvalOptions.weakened); the audit's tests weaken the judge with it.
 WEAKEN_VARIABLE = "HARNESS_TEST_WEAKEN"
 
@@ -70,6 +72,11 @@ class EvalOptions:
     @property
     def scrutiny(self) -> Scrutiny:
         return AUDIT if self.audit else FAST
+
+    def audited(self) -> "EvalOptions":
+        """These options at their strictest, as an audit judges: AUDIT's scrutiny, more trials (AUDIT_TRIALS),
+        the same device and clock."""
+        return replace(self, audit=True, trials=max(AUDIT_TRIALS, 3 * self.trials))
 
     def weakened(self, invariant: str) -> bool:
         """Whether the tests switched `invariant` off for the fast verdict ($HARNESS_TEST_WEAKEN, a comma list:

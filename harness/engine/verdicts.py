@@ -13,9 +13,10 @@ from ..integrity.refusals import first_refusal
 from ..results import (CLOCK_NAMES, BuildResult, CheckResult, Clock, EvalResult, Verdict, from_dict, speedup_text,
                        to_dict)
 from ..stats import geomean
-from .findings import (AtBenchmarkShape, BelowFloor, BuildFailed, Finding, HiddenWork, IncorrectAtShapes, InputsDiffer,
-                       LowerPrecision, NotPython, ReferenceOutOfMemory, ReusedOutputs, SlowedReference, StaticRefusal,
-                       StreamOrder, TimedOutputsDiffer, TimingsForged, TrialFailed, Unreadable)
+from .findings import (AtBenchmarkShape, BelowFloor, BuildFailed, Finding, HiddenWork, IncorrectAtShapes,
+                       IncorrectOnInputs, InputsDiffer, LowerPrecision, NotPython, ReferenceOutOfMemory, ReusedOutputs,
+                       SlowedReference, StaticRefusal, StreamOrder, TimedOutputsDiffer, TimingsForged, TrialFailed,
+                       Unreadable)
 from .processes.child import Child, ChildBrokeProtocol, ChildDied, ChildTimeout
 from .processes.protocol import Guarded, Reply
 
@@ -219,6 +220,12 @@ def _incorrect_at_shapes(found: IncorrectAtShapes) -> Stop:
                 f"at {found.count} other shape(s) (--shapes strict): {found.said}"[:3000])
 
 
+def _incorrect_on_inputs(found: IncorrectOnInputs) -> Stop:
+    return Stop(Verdict.INCORRECT, f"{Verdict.INCORRECT.sentence} It is correct on the problem's inputs but not on "
+                f"them {found.says}, judged against the reference computed in float64 with eager float32's own error "
+                f"there allowed: {found.reason}."[:3000])
+
+
 def _timings_forged(found: TimingsForged) -> Stop:
     return Stop(Verdict.REJECTED, f"{Verdict.REJECTED.sentence} Its timing reply does not hold the "
                 "outputs of the calls it claims to have timed: the reply was forged.")
@@ -301,7 +308,8 @@ def _at_benchmark_shape(found: AtBenchmarkShape) -> Stop:
 _JUDGES: dict[type, Callable[..., Stop]] = {
     Unreadable: _unreadable, NotPython: _not_python, StaticRefusal: _static_refusal, BuildFailed: _build_failed,
     ReferenceOutOfMemory: _reference_out_of_memory, InputsDiffer: _inputs_differ,
-    TrialFailed: _trial_failed, IncorrectAtShapes: _incorrect_at_shapes, TimingsForged: _timings_forged,
+    TrialFailed: _trial_failed, IncorrectAtShapes: _incorrect_at_shapes, IncorrectOnInputs: _incorrect_on_inputs,
+    TimingsForged: _timings_forged,
     TimedOutputsDiffer: _timed_outputs_differ, SlowedReference: _slowed_reference, BelowFloor: _below_floor,
     AtBenchmarkShape: _at_benchmark_shape, StreamOrder: _stream_order, ReusedOutputs: _reused_outputs,
     LowerPrecision: _lower_precision, HiddenWork: _hidden_work}

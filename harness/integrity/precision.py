@@ -38,6 +38,30 @@ class Exact:
     outputs: list
     eager: list
 
+    def truth(self, eager: list) -> list:
+        """The float64 outputs in `eager`'s dtypes, for a comparison of its kind; eager's own where they are not
+        floating point (an index's ties may fall otherwise in float64)."""
+        return [x.to(e.dtype) if _floating(x) and _floating(e) else e for x, e in zip(self.outputs, eager)]
+
+    def slack(self, eager: list) -> list[float]:
+        """Eager float32's largest difference from float64 on each output (0 where not floating point): what a
+        comparison against truth() allows beyond its atol, so that a candidate as close as eager passes."""
+        return [largest_difference(e, x) if _floating(x) and _floating(e) else 0.0 for x, e in zip(self.outputs, eager)]
+
+
+def _floating(value) -> bool:
+    return isinstance(value, torch.Tensor) and value.dtype.is_floating_point
+
+
+def largest_difference(got: torch.Tensor, exact: torch.Tensor) -> float:
+    """max |got - exact| in float64, a chunk at a time; infinity where either is not finite there."""
+    a, b, largest = got.detach().reshape(-1), exact.detach().reshape(-1), 0.0
+    for start in range(0, a.numel(), CHUNK):
+        y = b[start:start + CHUNK].to(torch.float64)
+        x = a[start:start + CHUNK].to(device=y.device, dtype=torch.float64)
+        largest = max(largest, float((x - y).abs().nan_to_num(nan=math.inf).max())) if x.numel() else largest
+    return largest
+
 
 @dataclass
 class Shortfall:

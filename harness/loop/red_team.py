@@ -21,7 +21,7 @@ from ..results import EvalResult, Verdict, clears, speedup_text, tolerance_text 
 from ..runs import breaks
 from ..runs.records import Audit, Round, Run, Sample, StopReason
 from ..runs.store import CANDIDATE_FILE
-from ..sweep.audit import AuditItem, audit_options, compared
+from ..sweep.audit import AuditItem, compared
 from .feedback import (HISTORY_ROWS, Thresholds, advice as kernel_advice, compiler_errors, correctness_lines,
                        explanation_text, sentence, time_lines)
 from .loop import Loop, stopped
@@ -52,11 +52,11 @@ def first_prompt(prompts: Prompts, problem: "Problem", device: "DeviceInfo", *, 
 
 
 class Auditor:
-    """The audit's evaluator of one run's problem, at audit_options: processes of its own, started for the first
+    """The audit's evaluator of one run's problem, at its options audited: processes of its own, started for the first
     candidate it judges, so that a run whose fast verdict passes nothing starts none."""
 
     def __init__(self, problem: "Problem", options: EvalOptions):
-        self.problem, self.options = problem, audit_options(options)
+        self.problem, self.options = problem, options.audited()
         self.evaluator: Optional[Evaluator] = None
 
     def __enter__(self) -> "Auditor":

@@ -1,7 +1,7 @@
 """A second opinion on verdicts already given: each candidate judged again in processes of the audit's own,
 with every invariant at its strictest (options.AUDIT: every timed call under the stream-order probe, a
-per-stream trace of every timing, float64 on every trial and three times the trials, ten times the checked
-calls), and its verdict and figure held against the first.
+per-stream trace of every timing, float64 on every trial and three times the trials, a trial on each other
+input distribution, ten times the checked calls), and its verdict and figure held against the first.
 
 A record agrees where both verdicts are failures, or both are `correct` and the first figure does not stand
 above the audit's beyond both intervals. It disagrees where the audit fails a candidate the fast verdict
@@ -10,7 +10,6 @@ the noise. A trainer audits the rewards it paid (Judge.audit); `harness audit` a
 sweep, and `harness run --red-team` keeps the candidates the fast verdict passed and the audit did not."""
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,8 +26,6 @@ from ..runs.store import CANDIDATE_FILE
 from .jobs import SOURCE_FILE, SweepSource
 from .records import RESULTS_FILE, read_records
 
-# An audit's trials, at least: three times the fast verdict's, every one against float64 too
-AUDIT_TRIALS = 15
 # The check that caught what the fast verdict missed, by what the audit found (verdicts.judged's "finding")
 CHECKS = {
     "StreamOrder": "stream order (every check trial and timed call probed)",
@@ -40,6 +37,7 @@ CHECKS = {
     "SlowedReference": "the reference beside the candidate against it alone",
     "BelowFloor": "the physical floor",
     "IncorrectAtShapes": "other shapes",
+    "IncorrectOnInputs": "other input distributions (each trial's inputs scaled, shifted or zeroed)",
 }
 REPEAT = "the evaluation repeated in new processes"
 AUDIT_FILE = "audit.json"  # beside what was audited: a run's or a sweep's folder, or a result file's
@@ -91,11 +89,6 @@ class AuditRecord:
         return f"disagree  {self.label}: {fast}; audit {audited}: {self.check}: {self.why}"
 
 
-def audit_options(options: EvalOptions) -> EvalOptions:
-    """The fast verdict's options at their strictest: AUDIT's scrutiny, more trials, the same device and clock."""
-    return dataclasses.replace(options, audit=True, trials=max(AUDIT_TRIALS, 3 * options.trials))
-
-
 def compared(item: AuditItem, result: EvalResult, seconds: float) -> AuditRecord:
     """The audit's `result` held against the fast verdict of `item`."""
     fast_ok = item.verdict == Verdict.CORRECT.value
@@ -125,8 +118,8 @@ def past_build(phases: dict[str, float]) -> Optional[float]:
 def audit(items: Iterable[AuditItem], options: EvalOptions,
           on_record: Optional[Callable[[AuditRecord], None]] = None) -> list[AuditRecord]:
     """Each item judged again, problem by problem, in an Evaluator of the audit's own (a reference process
-    and workers that never served the fast verdict), at audit_options."""
-    strict = audit_options(options)
+    and workers that never served the fast verdict), at the options audited."""
+    strict = options.audited()
     by_problem: dict[Path, list[AuditItem]] = {}
     for item in items:
         by_problem.setdefault(Path(item.problem).resolve(), []).append(item)

@@ -8,6 +8,7 @@ get. The header is read from the text alone (a case is untrusted code, never imp
     # device: cuda
     # expect: incorrect "does not wait for the caller's stream"
     # expect[strict]: rejected "reaches into the harness"   (optional: under --policy strict)
+    # expect[audit]: incorrect "not on them scaled by 1000"  (optional: under the audit, every check at its strictest)
     # options: backward                              (optional: judged under --backward)
 
 An expectation is one or more outcomes separated by `|`, each a verdict, then fragments in double quotes
@@ -34,10 +35,11 @@ INVARIANTS = (
     "output_form",  # plain tensors of the reference's dtype
     "parameters",  # moved off their initial values
     "forged_channel", "below_floor", "static_policy", "problem_lint",
+    "other_inputs",  # an audit's: the inputs moved to other magnitudes (integrity/distributions.py)
 )
 DEVICES = ("cpu", "cuda")
 OPTIONS = ("backward",)
-STRICT = "strict"  # the one qualifier of `expect`: the expectation under --policy strict
+STRICT, AUDIT = "strict", "audit"  # the qualifiers of `expect`: the expectation under --policy strict, under the audit
 KEYS = ("invariant", "problem", "device", "expect", "options")
 _LINE = re.compile(r"#\s*([a-z_]+)(?:\[([^\]]*)\])?:\s*(.*?)\s*$")
 _TOKEN = re.compile(r'"([^"]*)"|(\S+)')
@@ -45,7 +47,8 @@ _UNDER = re.compile(r"(\d+(?:\.\d*)?)x")
 FORMAT = ("A case's header is comment lines at the top of its file: `# invariant: NAME` (one of "
           + ", ".join(INVARIANTS) + "), `# problem: PATH` (`# problem[cuda]: PATH` for another on a device), "
           "`# device: cpu cuda` (one or both), and `# expect: VERDICT \"FRAGMENT\"` (outcomes separated by `|`, "
-          "`under 1.5x` for a speedup bound; `# expect[strict]:` under --policy strict); see docs/guards.md.")
+          "`under 1.5x` for a speedup bound; `# expect[strict]:` under --policy strict, `# expect[audit]:` under the "
+          "audit); see docs/guards.md.")
 
 
 class CorpusError(HarnessError):
@@ -76,16 +79,19 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Expectation:
-    """What a case must get: any one of `outcomes`; under --policy strict where `strict`."""
+    """What a case must get: any one of `outcomes`; under --policy strict where `strict`, under the audit (every
+    check at its strictest: harness audit) where `audit`."""
 
     outcomes: tuple[Outcome, ...]
     strict: bool = False
+    audit: bool = False
 
     def met(self, result: EvalResult) -> bool:
         return any(outcome.met(result) for outcome in self.outcomes)
 
     def __str__(self) -> str:
-        return " | ".join(map(str, self.outcomes)) + (" (under --policy strict)" if self.strict else "")
+        return " | ".join(map(str, self.outcomes)) + (" (under --policy strict)" if self.strict else "") + (
+            " (under the audit)" if self.audit else "")
 
 
 @dataclass(frozen=True)
@@ -168,12 +174,12 @@ def _problems(lines: list, devices: tuple[str, ...], fail) -> tuple[str, tuple[t
 def _expectations(lines: list, fail) -> tuple[Expectation, ...]:
     expectations, seen = [], set()
     for qualifier, value, number in lines:
-        if qualifier not in (None, STRICT) or qualifier in seen:
+        if qualifier not in (None, STRICT, AUDIT) or qualifier in seen:
             raise fail(f"gives `expect{f'[{qualifier}]' if qualifier else ''}` again or qualified other than "
-                       f"[{STRICT}]; a case has at most one expectation for each policy", number)
+                       f"[{STRICT}] or [{AUDIT}]; a case has at most one expectation for each way it is judged", number)
         seen.add(qualifier)
         try:
-            expectations.append(Expectation(parse_outcomes(value), qualifier == STRICT))
+            expectations.append(Expectation(parse_outcomes(value), qualifier == STRICT, qualifier == AUDIT))
         except ValueError as exc:
             raise fail(f"expects `{value}`, which does not read: {exc}", number) from None
     return tuple(expectations)

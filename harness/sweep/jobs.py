@@ -148,7 +148,7 @@ def run_jobs(runs: list[str], runs_dir: Path, level: str = "runs") -> list[Job]:
     return jobs
 
 
-STRICT_LABEL = " (strict)"  # after a case's name: its job under --policy strict
+STRICT_LABEL, AUDIT_LABEL = " (strict)", " (audit)"  # after a case's name: its job under --policy strict, the audit
 
 
 def corpus_cases(folder: Path) -> list[tuple[Path, Case]]:
@@ -180,9 +180,10 @@ def problem_of(case_file: Path, written: str) -> Path:
 
 def corpus_jobs(folder: Path, device: str) -> list[Job]:
     """A job for each expectation of each case whose attack exists on `device`, on its problem for that
-    device; the level is the corpus folder's name, a job under --policy strict labelled apart."""
+    device; the level is the corpus folder's name, a job under --policy strict or the audit labelled apart."""
     jobs = [Job(problem_of(path, case.problem_on(device)), folder.name, path,
-                case.name + (STRICT_LABEL if expect.strict else ""), case=case, expect=expect)
+                case.name + (STRICT_LABEL if expect.strict else AUDIT_LABEL if expect.audit else ""), case=case,
+                expect=expect)
             for path, case in corpus_cases(folder) for expect in case.expected_on(device)]
     if not jobs:
         raise SuiteError(f"Corpus directory {folder} holds no case whose attack exists on {device}.")
@@ -190,14 +191,18 @@ def corpus_jobs(folder: Path, device: str) -> list[Job]:
 
 
 def by_options(jobs: list[Job], options: EvalOptions) -> list[tuple[EvalOptions, list[Job]]]:
-    """The jobs by the options they are judged under: a corpus case's policy and backward pass are its
+    """The jobs by the options they are judged under: a corpus case's policy, backward pass and audit are its
     header's; every other job's are `options`."""
     groups: dict[tuple, list[Job]] = {}
     for job in jobs:
-        key = (job.expect.strict, job.case.backward) if job.case and job.expect else None
+        key = (job.expect.strict, job.case.backward, job.expect.audit) if job.case and job.expect else None
         groups.setdefault(key, []).append(job)
-    return [(options if key is None else replace(options, policy="strict" if key[0] else "warn", backward=key[1]),
-             group) for key, group in groups.items()]
+    return [(options if key is None else _as_expected(options, *key), group) for key, group in groups.items()]
+
+
+def _as_expected(options: EvalOptions, strict: bool, backward: bool, audit: bool) -> EvalOptions:
+    judged = replace(options, policy="strict" if strict else "warn", backward=backward)
+    return judged.audited() if audit else judged
 
 
 SOURCE_FILE = "sweep.json"  # in a sweep's results folder: what it evaluated, for `harness audit` to find again

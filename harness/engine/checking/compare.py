@@ -25,11 +25,12 @@ def compare(reference: Any, candidate: Any, candidate_devices: list[str],
             tolerances: Callable[[str], tuple[float, float]], labels: Optional[list[str]] = None,
             first_gradient: Optional[int] = None,
             grad_tolerances: Optional[Callable[[str], tuple[float, float]]] = None,
-            allowance: Optional[list[float]] = None) -> CheckResult:
+            allowance: Optional[list[float]] = None, slack: Optional[list[float]] = None) -> CheckResult:
     """One trial's verdict. `candidate_devices` are where the candidate's tensors lived. Under
     --backward (workers/backward.py) `labels` name each entry, and entries from `first_gradient`
     on are gradients, compared at `grad_tolerances`, each atol plus its `allowance` (the
-    reference's own rounding, backward.rounding_allowance)."""
+    reference's own rounding, backward.rounding_allowance). `slack`: each output's atol plus this
+    (against a float64 reference, eager's own error: precision.Exact.slack)."""
     refs, cands = as_list(reference), as_list(candidate)
     if len(refs) != len(cands):
         return CheckResult(False, reasons=[
@@ -68,6 +69,8 @@ def compare(reference: Any, candidate: Any, candidate_devices: list[str],
             return CheckResult(False, reasons=[f"{label} has " + "; ".join(problems)])
         tol = widened((grad_tolerances if gradient and grad_tolerances else tolerances)(
             str(ref.dtype).removeprefix("torch.")), allowance, i - first_gradient if gradient else None)
+        if slack and i < len(slack):
+            tol = (tol[0] + slack[i], tol[1])
         _compare_values(label, ref, cand.to(ref.device), tol, result)
         if not result.passed:
             return result

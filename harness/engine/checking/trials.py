@@ -1,17 +1,19 @@
-"""The correctness phases: trials on fresh inputs, the CUDA graph's capture and replay, and the
-problem's other shapes. Each trial is one round trip: the reference process draws inputs from a
-seed, the candidate's worker runs on the same seed's inputs, and the reference compares."""
+"""The correctness phases: trials on fresh inputs (an audit's on other input distributions too), the CUDA
+graph's capture and replay, and the problem's other shapes. Each trial is one round trip: the reference
+process draws inputs from a seed, the candidate's worker runs on the same seed's inputs, and the reference
+compares."""
 from __future__ import annotations
 
 import random
 from typing import Optional
 
 from ...files import new_seed
+from ...integrity.distributions import DISTRIBUTIONS
 from ...problem import ProblemError
 from ...results import CheckResult, EvalResult, ShapeVariant, to_dict
 from ..children import Children
-from ..findings import (Finding, IncorrectAtShapes, InputsDiffer, LowerPrecision, ReusedOutputs, StreamOrder,
-                        TrialFailed)
+from ..findings import (Finding, IncorrectAtShapes, IncorrectOnInputs, InputsDiffer, LowerPrecision, ReusedOutputs,
+                        StreamOrder, TrialFailed)
 from ..processes.child import Child, ChildDied
 from ..processes.footprint import footprint, gb, in_process_need
 from ..processes.protocol import Checked, Command, Reply, Request, TrialMade, TrialOutputs
@@ -47,8 +49,8 @@ def lint_in_trials(children: Children) -> bool:
 
 
 def _round_trip(children: Children, worker: Child, deadline: Deadline, command: Command, drawing: str,
-                running: str, lint: bool = False, exact: bool = False, **request) -> tuple[TrialMade, TrialOutputs,
-                                                                                          object]:
+                running: str, lint: bool = False, exact: bool = False, distribution: str = "",
+                **request) -> tuple[TrialMade, TrialOutputs, object]:
     """The reference draws a trial (with `lint`, one of the lint's draws too), the worker runs
     `command` on its seed: what each said, and the worker's outputs as they came (raw, for the
     reference to compare). Side by side, the harness draws the seed and both start at once, each
@@ -59,13 +61,14 @@ def _round_trip(children: Children, worker: Child, deadline: Deadline, command: 
     if side_by_side(children):
         seed = new_seed()
         children.reference.send(to_dict(Request(Command.MAKE_TRIAL, seed=seed, lint=lint, exact=exact,
-                                                keep_cache=True)))
-        worker.send(to_dict(Request(command, seed=seed, keep_cache=True, **request)))
+                                                keep_cache=True, distribution=distribution)))
+        worker.send(to_dict(Request(command, seed=seed, keep_cache=True, distribution=distribution, **request)))
         made = children.reference_says(deadline, TrialMade, drawing)
     else:
-        children.reference.send(to_dict(Request(Command.MAKE_TRIAL, lint=lint, exact=exact)))
+        children.reference.send(to_dict(Request(Command.MAKE_TRIAL, lint=lint, exact=exact,
+                                                distribution=distribution)))
         made = children.reference_says(deadline, TrialMade, drawing)
-        worker.send(to_dict(Request(command, seed=made.seed, **request)))
+        worker.send(to_dict(Request(command, seed=made.seed, distribution=distribution, **request)))
     reply, outputs = children.talk(worker, deadline, running, TrialOutputs, raw=True)
     refuse_on_guards(reply)
     return made, reply, outputs
@@ -78,17 +81,22 @@ def _compared(children: Children, outputs, deadline: Deadline, doing: str, more:
     return children.reference_says(deadline, Checked, doing)
 
 
+class Unusable(Exception):
+    """A trial at another distribution that cannot judge the candidate there; the message says why."""
+
+
 def check(children: Children, worker: Child, trials: int, warnings: list[str], deadline: Optional[Deadline] = None,
-          lint: bool = False, exact: bool = False) -> CheckResult:
+          lint: bool = False, exact: bool = False, distribution: str = "") -> CheckResult:
     """Trials on fresh inputs, each compared by the reference process; the first failure is a TrialFailed.
     On a GPU every trial runs under the stream-order probe (integrity/stream_order.py): a trial it makes
     wrong is run again on new inputs without it, and where that one is right the verdict says the
     candidate's work does not wait for the caller's stream (StreamOrder). With `exact`, one trial drawn
     at random is the numerics check's too (integrity/precision.py, LowerPrecision). A trial's outputs
     that share memory with the last trial's, which the worker still holds, end it (ReusedOutputs).
-    `lint`: its first trials are the problem lint's draws too (lint_in_trials). A trial whose outputs the
-    reference read other than the worker summed them runs again once, its outputs sent as bytes, not
-    CUDA IPC handles: a transfer lost on the way is the harness's fault, not the candidate's verdict, and
+    `lint`: its first trials are the problem lint's draws too (lint_in_trials). `distribution`: each trial's
+    inputs moved there (check_distributions), an Unusable where the reference cannot judge it. A trial whose
+    outputs the reference read other than the worker summed them runs again once, its outputs sent as bytes,
+    not CUDA IPC handles: a transfer lost on the way is the harness's fault, not the candidate's verdict, and
     `warnings` says so."""
     deadline = deadline or children.run_deadline()
     total, trial = CheckResult(True), 0
@@ -100,7 +108,9 @@ def check(children: Children, worker: Child, trials: int, warnings: list[str], d
         made, reply, outputs = _round_trip(children, worker, deadline, Command.TRIAL, f"drawing trial {trial + 1}",
                                            f"running trial {trial + 1}", lint=lint,
                                            exact=trial == numerics or (exact and every_exact),
-                                           by_host=bool(total.read_again), probe=probe)
+                                           distribution=distribution, by_host=bool(total.read_again), probe=probe)
+        if made.unusable:
+            raise Unusable(made.unusable)
         if reply.checksum != made.checksum and children.reference_info.reproducible:
             raise InputsDiffer()
         if reply.checksum != made.checksum:
@@ -148,6 +158,27 @@ def check(children: Children, worker: Child, trials: int, warnings: list[str], d
                             f"than eager float32 is (relative RMS error {found.candidate:.3g} against "
                             f"{found.eager:.3g}): lower precision, which the tolerance chosen allows")
     return total
+
+
+def check_distributions(children: Children, worker: Child, result: EvalResult) -> None:
+    """An audit's: a trial on the inputs moved to each other distribution (integrity/distributions.py), judged
+    against float64 with eager's own error there allowed; the first that fails is the verdict
+    (IncorrectOnInputs). Which were checked, and why any was skipped, goes in the result's details."""
+    if children.backward:
+        result.details["other_inputs"] = {"skipped": "not under --backward: a training step's gradients"}
+        return
+    deadline, said = children.run_deadline(), {}
+    result.details["other_inputs"] = said
+    for distribution in DISTRIBUTIONS:
+        try:
+            check(children, worker, 1, result.warnings, deadline, exact=True, distribution=distribution.name)
+        except Unusable as exc:
+            said[distribution.name] = f"skipped: {exc}"
+            continue
+        except (TrialFailed, LowerPrecision) as found:  # what else a trial finds is no distribution's doing
+            said[distribution.name] = "failed"
+            raise IncorrectOnInputs(distribution.says, shape_reason(found)) from None
+        said[distribution.name] = "passed"
 
 
 def _tolerance_chosen(children: Children) -> bool:

@@ -150,6 +150,8 @@ class Request:
     # TRIAL, on a GPU: the stream-order probe (integrity/stream_order.py): inputs made behind a spin on the
     # caller's stream, outputs read there as the call returns
     probe: bool = False
+    # MAKE_TRIAL, TRIAL: the seed's inputs moved to another distribution (integrity/distributions.py), an audit's
+    distribution: str = ""
 
 
 
@@ -249,6 +251,8 @@ class CandidateReady(Guarded):
 class TrialMade(Reply):
     seed: int = 0
     checksum: list = field(default_factory=list)
+    # a trial at another distribution that cannot judge the candidate: why (its reference is not finite there)
+    unusable: str = ""
 
 
 @dataclass

@@ -289,7 +289,7 @@ def run_trial(worker: CandidateWorker, request: Request) -> bool:
     previous, worker.kept = worker.kept, []
     try:  # inside the try: running out of memory here is still this candidate's run
         worker.state.restore()
-        inputs = inputs_from_seed(worker.problem, device, request.seed)
+        inputs = inputs_from_seed(worker.problem, device, request.seed, request.distribution)
         # taken before the candidate sees them: block sums, not a second copy of the inputs
         before = _digest(inputs)
         digest = _totals(before)

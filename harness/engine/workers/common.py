@@ -20,6 +20,7 @@ import torch
 # it held up every worker's start by its import, 0.34-0.43 s on an H200 host (Python 3.12, torch 2.11).
 from torch.utils import cpp_extension
 
+from ...integrity import distributions
 from ...integrity.guards import full_precision
 from ...results import to_dict
 from ..building.cache import file_lock
@@ -169,14 +170,16 @@ def to_device(values: list, device: torch.device) -> list:
     return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
 
 
-def inputs_from_seed(problem, device: torch.device, seed: int) -> list:
-    """The problem's inputs for a seed, made directly on the device; the same
-    seed gives the same inputs in any process on the same kind of device."""
+def inputs_from_seed(problem, device: torch.device, seed: int, distribution: str = "") -> list:
+    """The problem's inputs for a seed, made directly on the device, and moved to `distribution` where one is
+    named (an audit's: integrity/distributions.py); the same seed gives the same inputs in any process on the
+    same kind of device."""
     torch.manual_seed(seed)
     random.seed(seed)  # for problems that draw sizes or scalars with `random`
     with torch.device(device):
         values = problem.get_inputs()
-    return to_device(list(values), device) if isinstance(values, (list, tuple)) else values
+    values = to_device(list(values), device) if isinstance(values, (list, tuple)) else values
+    return distributions.moved(values, distribution) if distribution and isinstance(values, list) else values
 
 
 # Inputs up to this size are drawn into the same tensors call after call while timing.

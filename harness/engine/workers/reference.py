@@ -85,26 +85,40 @@ def make_trial(ref: ReferenceProcess, message: channel.Message) -> bool:
     too (the numerics check: integrity/precision.py). The worker makes the same inputs from the seed:
     8 bytes travel, not the tensors."""
     seed, device = message.header.get("seed") or new_seed(), ref.device
+    ref.distribution = message.header.get("distribution") or ""
     try:
         ref.outputs = ref.exact = None
         ref.state.restore()  # trial k sees the state the candidate's model sees: as constructed
-        inputs = inputs_from_seed(ref.problem, device, seed)
+        inputs = inputs_from_seed(ref.problem, device, seed, ref.distribution)
         check_inputs(inputs, "get_inputs()")
         digested = checksum(inputs)
         ref.outputs = ref.outputs_of(inputs, seed)
         if message.header.get("lint"):  # the harness asks only before the lint and not under --backward
             _lint_draw(ref, digested)
-        doubled = _doubled(ref, inputs) if message.header.get("exact") else None
+        doubled = _doubled(ref, inputs) if message.header.get("exact") or ref.distribution else None
         sync(device)
         del inputs  # before the float64 forward: its inputs in float64 are the copy it needs
         if doubled is not None:
             _exact(ref, doubled)
+        unusable = _unusable(ref) if ref.distribution else ""
         if not message.header.get("keep_cache"):
             free_cache(device)  # the worker draws the same inputs next: one copy on the device, not two
         ref.output_bytes = tensor_bytes(as_list(ref.outputs))
     except BaseException as exc:  # noqa: BLE001
         return ref.fail(exc)
-    return ref.send(TrialMade(seed=seed, checksum=digested, memory=memory_use(device)))
+    return ref.send(TrialMade(seed=seed, checksum=digested, memory=memory_use(device), unusable=unusable))
+
+
+def _unusable(ref: ReferenceProcess) -> str:
+    """Why the trial at another distribution cannot judge the candidate, or "": it is judged against the
+    reference in float64, which must be there, and finite where the reference is."""
+    if ref.exact is None:
+        return "the reference could not be run in float64 here"
+    outputs = [o for o in as_list(ref.outputs) + ref.exact.outputs
+               if isinstance(o, torch.Tensor) and o.dtype.is_floating_point]
+    if not all(bool(torch.isfinite(o).all()) for o in outputs):
+        return "the reference's outputs are not all finite there"
+    return ""
 
 
 def _doubled(ref: ReferenceProcess, inputs: list) -> Optional[list]:
@@ -151,9 +165,13 @@ def compare_outputs(ref: ReferenceProcess, message: channel.Message) -> bool:
         if differs:
             result = CheckResult(False, reasons=[READ_DIFFERS])
         else:
-            result = compare.compare(ref.outputs, candidate, channel.devices(tree),
-                                     lambda dtype: tolerance(ref.spec.tolerances, dtype),
-                                     grad_tolerances=lambda dtype: tolerance(ref.grads, dtype), **ref.layout)
+            # at another distribution, the truth is float64's, and eager's own error there is allowed beside atol
+            truth = ref.distribution and ref.exact is not None
+            outputs = as_list(ref.outputs)
+            result = compare.compare(ref.exact.truth(outputs) if truth else ref.outputs, candidate,
+                                     channel.devices(tree), lambda dtype: tolerance(ref.spec.tolerances, dtype),
+                                     grad_tolerances=lambda dtype: tolerance(ref.grads, dtype),
+                                     slack=ref.exact.slack(outputs) if truth else None, **ref.layout)
             if ref.exact is not None and result.passed:
                 labels = [f"output {i}" for i in range(len(ref.exact.outputs))]
                 found, figures = precision.shortfall(ref.exact, as_list(candidate), labels)
@@ -163,7 +181,7 @@ def compare_outputs(ref: ReferenceProcess, message: channel.Message) -> bool:
     keep = message.header.get("keep_cache") is True  # the harness's, which it sets on every comparison it relays
     message.tensors.clear()
     del candidate
-    ref.outputs = ref.exact = None
+    ref.outputs, ref.exact, ref.distribution = None, None, ""
     if not keep:
         free_cache(ref.device)
     return ref.send(Checked(check=result, read_differs=differs, memory=memory_use(ref.device),

@@ -115,6 +115,8 @@ class ReferenceProcess:
     # first use; its outputs for the trial drawn last where that trial is the check's, and eager's errors
     exact_model: Any = None
     exact: Optional[precision.Exact] = None
+    # the trial drawn last is at this other distribution (integrity/distributions.py): judged against float64
+    distribution: str = ""
     timing: Optional[party.Kept] = None  # a timing beside the candidate's, between its batches
 
     def take(self, model: torch.nn.Module) -> None:
