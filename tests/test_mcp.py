@@ -82,11 +82,42 @@ def children(pid: int, named: bool = False) -> dict[int, str]:
     return found
 
 
+def servers() -> list[int]:
+    """The `harness mcp` processes this process started (over stdio, children of its own)."""
+    found = []
+    for pid in children(os.getpid()):
+        try:
+            if b"harness\0mcp" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
 def server_pid() -> int:
-    """The `harness mcp` this process started (over stdio, a child of its own)."""
-    (pid,) = [pid for pid in children(os.getpid())
-              if b"harness\0mcp" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    (pid,) = servers()
     return pid
+
+
+class SeenChildren:
+    """The command line of every child of the harness server seen alive, polled in a thread: a zombie has
+    none left, so this is what names one in a failure's message."""
+
+    def __init__(self):
+        self.lines: dict[int, str] = {}
+        self.done = threading.Event()
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def _watch(self) -> None:
+        while not self.done.wait(0.05):
+            for server in servers():
+                for pid in children(server):
+                    try:
+                        line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                    except OSError:
+                        continue
+                    if line:
+                        self.lines.setdefault(pid, line[:200])
 
 
 def test_a_session_describes_evaluates_and_refuses_bad_input_in_one_paragraph(cache_dir, tmp_path):
@@ -284,6 +315,7 @@ def test_a_cancelled_evaluation_ends_its_candidate_and_frees_the_device(cache_di
     zombie, and none of those daemons runs on."""
     daemons = tmp_path / "daemons.txt"  # where tests/candidates/forks_sessions.py lists the daemons it starts
     unbuilt = (CANDIDATES / "cpp_layernorm.py").read_text() + f"\n# {uuid.uuid4()}: a build of its own\n"
+    seen = SeenChildren()
 
     async def session():
         async with stdio(*flags(cache_dir, tmp_path / "runs"), env={"DAEMON_PIDS": str(daemons)}) as client:
@@ -323,7 +355,9 @@ def test_a_cancelled_evaluation_ends_its_candidate_and_frees_the_device(cache_di
     assert seconds < 120
     assert flood.structured_content["result"]["verdict"] == "runtime_error", text(flood)
     assert not profiled.is_error and "Profile of one forward" in text(profiled), text(profiled)
-    assert not [state for state in left.values() if state.startswith("Z")], left
+    seen.done.set()
+    zombies = [pid for pid, state in left.items() if state.startswith("Z")]
+    assert not zombies, {pid: seen.lines.get(pid, "never seen alive") for pid in zombies}
     started = [int(pid) for pid in daemons.read_text().split()]
     assert len(started) >= 5 and not [pid for pid in started if running(pid)]
 

@@ -81,6 +81,7 @@ EXPECTED = {
     "side_stream_unwaited": {"side_stream"},
     "swaps_input_class": {"tensor_subclass"},
     "triton_tf32_dot": set(),  # a real Triton kernel: only its numbers tell
+    "unstable_softmax": {"no_kernel"},  # torch ops by hand, right at randn's scale: only other inputs tell
     "wrong_every_20th": {"reference_op"},
 }
 

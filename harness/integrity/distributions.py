@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
 
 @dataclass(frozen=True)
 class Distribution:
@@ -28,10 +26,12 @@ class Distribution:
 
     def move(self, values: list) -> list:
         """The drawn inputs moved (new tensors of the same dtype); what is not a floating-point tensor as it was."""
-        return [self._moved(v) if isinstance(v, torch.Tensor) and v.dtype.is_floating_point else v
+        import torch  # here: the harness's own process reads the names above and never imports torch
+
+        return [self._moved(torch, v) if isinstance(v, torch.Tensor) and v.dtype.is_floating_point else v
                 for v in values]
 
-    def _moved(self, tensor: torch.Tensor) -> torch.Tensor:
+    def _moved(self, torch, tensor):
         with torch.no_grad():
             moved = tensor * self.scale + self.shift
             if self.zeros_below:

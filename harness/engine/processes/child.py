@@ -264,8 +264,8 @@ class Child:
             reap(killed, spare=self.proc.pid)
             try:
                 self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
+            except subprocess.TimeoutExpired:  # torn down slowly (under load): reaped when it is gone, not left a zombie
+                threading.Thread(target=self.proc.wait, name="child-reap", daemon=True).start()
             self.conn.close()
             shutil.rmtree(self.scratch, ignore_errors=True)
             disown(self)

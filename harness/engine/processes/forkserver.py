@@ -126,6 +126,8 @@ class Server:
                 # disowned, by the next server(); this runs under ownership's lock, kill() takes it)
                 self.ready = False
                 self.proc.kill()
+                # reaped as it goes, not left a zombie until the next server() (there may be none)
+                threading.Thread(target=self.proc.wait, name="forkserver-reap", daemon=True).start()
                 return None
         return Forked(self, reply["pid"])
 
