@@ -95,7 +95,9 @@ def make_trial(ref: ReferenceProcess, message: channel.Message) -> bool:
         ref.outputs = ref.outputs_of(inputs, seed)
         if message.header.get("lint"):  # the harness asks only before the lint and not under --backward
             _lint_draw(ref, digested)
-        doubled = _doubled(ref, inputs) if message.header.get("exact") or ref.distribution else None
+        # at another distribution the comparison holds the float64 outputs in float32 too (Exact.truth)
+        extra = tensor_bytes(as_list(ref.outputs)) if ref.distribution else 0
+        doubled = _doubled(ref, inputs, extra) if message.header.get("exact") or ref.distribution else None
         sync(device)
         del inputs  # before the float64 forward: its inputs in float64 are the copy it needs
         if doubled is not None:
@@ -113,7 +115,8 @@ def _unusable(ref: ReferenceProcess) -> str:
     """Why the trial at another distribution cannot judge the candidate, or "": it is judged against the
     reference in float64, which must be there, and finite where the reference is."""
     if ref.exact is None:
-        return "the reference could not be run in float64 here"
+        return ("no float64 reference here (one that draws random numbers, a float64 copy too big for the memory "
+                "free, or an op without a float64 kernel)")
     outputs = [o for o in as_list(ref.outputs) + ref.exact.outputs
                if isinstance(o, torch.Tensor) and o.dtype.is_floating_point]
     if not all(bool(torch.isfinite(o).all()) for o in outputs):
@@ -121,14 +124,14 @@ def _unusable(ref: ReferenceProcess) -> str:
     return ""
 
 
-def _doubled(ref: ReferenceProcess, inputs: list) -> Optional[list]:
+def _doubled(ref: ReferenceProcess, inputs: list, extra: int = 0) -> Optional[list]:
     """The trial's inputs in float64, for the numerics check, where it can be made: not under --backward, not
     for a reference that draws random numbers, and where the float64 copies (the model's, the inputs', the
-    outputs') fit in half of what is free."""
+    outputs') and `extra` bytes fit in half of what is free."""
     if ref.spec.backward or ref.random_draws or ref.exact_model is False:
         return None
-    need = precision.needs_bytes(held_bytes(ref.model) if ref.exact_model is None else 0, tensor_bytes(inputs),
-                                 tensor_bytes(as_list(ref.outputs)))
+    need = extra + precision.needs_bytes(held_bytes(ref.model) if ref.exact_model is None else 0,
+                                         tensor_bytes(inputs), tensor_bytes(as_list(ref.outputs)))
     return precision.as_double(inputs) if need <= memory_available(ref.device) // 2 else None
 
 
