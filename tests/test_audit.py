@@ -108,3 +108,15 @@ def test_a_kernel_right_only_at_randns_scale_passes_the_fast_verdict_and_the_aud
     assert honest.verdict is Verdict.CORRECT, honest.explanation
     assert honest.details["other_inputs"] == {"large": "passed", "small": "passed", "shifted": "passed",
                                               "zeros": "passed"}
+    # tanh as 2*sigmoid(2x) - 1: equal in exact arithmetic, about 1,000x eager's relative error at a scale of
+    # 0.001 (a ten-millionth in absolute terms): on moved inputs the comparison with float64 judges, not the
+    # precision ratio
+    tanh, other = tmp_path / "tanh.py", tmp_path / "by_sigmoid.py"
+    tanh.write_text("import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+                    "        return torch.tanh(x)\n\n\ndef get_inputs():\n    return [torch.rand(16, 256)]\n\n\n"
+                    "def get_init_inputs():\n    return []\n")
+    other.write_text("import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+                     "        return 2.0 * torch.sigmoid(2.0 * x) - 1.0\n")
+    equal = evaluate(tanh, other, cpu_options.audited())
+    assert equal.verdict is Verdict.CORRECT and set(equal.details["other_inputs"].values()) == {"passed"}, \
+        equal.explanation

@@ -149,7 +149,10 @@ def check(children: Children, worker: Child, trials: int, warnings: list[str], d
             result.failed_trial, result.read_again = trial, total.read_again
             result.max_abs_error, result.max_rel_error = total.max_abs_error, total.max_rel_error
             raise TrialFailed(trial, result)
-        if checked.shortfall:
+        # The precision ratio decides on the problem's own inputs: on moved ones, mathematically equal formulas
+        # part by hundreds of eager's tiny relative error (2*sigmoid(2x)-1 for tanh at x ~ 1e-3, 760x), and the
+        # comparison with float64 there, eager's error allowed, is what judges
+        if checked.shortfall and not distribution:
             worst = next(f for f in checked.precision if f.get("output") == checked.shortfall)
             found = LowerPrecision(checked.shortfall, worst["candidate"], worst["eager"], worst["ratio"], worst["limit"])
             if not _tolerance_chosen(children):
@@ -175,7 +178,7 @@ def check_distributions(children: Children, worker: Child, result: EvalResult) -
         except Unusable as exc:
             said[distribution.name] = f"skipped: {exc}"
             continue
-        except (TrialFailed, LowerPrecision) as found:  # what else a trial finds is no distribution's doing
+        except TrialFailed as found:  # what else a trial finds is no distribution's doing
             said[distribution.name] = "failed"
             raise IncorrectOnInputs(distribution.says, shape_reason(found)) from None
         said[distribution.name] = "passed"
