@@ -120,3 +120,14 @@ def test_a_kernel_right_only_at_randns_scale_passes_the_fast_verdict_and_the_aud
     equal = evaluate(tanh, other, cpu_options.audited())
     assert equal.verdict is Verdict.CORRECT and set(equal.details["other_inputs"].values()) == {"passed"}, \
         equal.explanation
+    # a running sum as a matmul with a triangle of ones: within ulps of sums near 3e4 once randn is scaled by
+    # 1000, where CPU eager's cumsum is correctly rounded: atol follows the inputs' scale there
+    cumsum, scan = tmp_path / "cumsum.py", tmp_path / "scan.py"
+    cumsum.write_text("import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+                      "        return torch.cumsum(x, dim=1)\n\n\ndef get_inputs():\n    return [torch.randn(64, 1024)]"
+                      "\n\n\ndef get_init_inputs():\n    return []\n")
+    scan.write_text("import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+                    "        return x @ torch.triu(torch.ones(x.shape[1], x.shape[1]))\n")
+    summed = evaluate(cumsum, scan, cpu_options.audited())
+    assert summed.verdict is Verdict.CORRECT and set(summed.details["other_inputs"].values()) == {"passed"}, \
+        summed.explanation

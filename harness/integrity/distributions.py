@@ -1,14 +1,15 @@
 """Inputs the problem's get_inputs() does not draw: an audit checks the candidate again on each trial's
 inputs moved to other magnitudes, where a kernel that holds on randn's scale can fail. A softmax that
 skips subtracting the row's maximum overflows at a scale of a thousand; a half-precision intermediate
-overflows there too; an epsilon added in the wrong place shows at a thousandth; a one-pass variance
-cancels once the mean is far from zero; a division by a norm meets exact zeros.
+overflows there too; an epsilon added in the wrong place shows at a thousandth; a division by a norm
+meets exact zeros.
 
 Both processes move the seed's draw the same way (a pure function of the values), so the inputs' checksums
-still match. A moved draw is judged against the reference in float64, with eager float32's own error as
-slack (checking/trials.py): where eager is the one that loses accuracy there, a candidate is not blamed for
-differing from it. Where the reference's outputs are not finite on a moved draw, the problem does not allow
-that distribution, and it is skipped with the reason."""
+still match. A moved draw is judged against the reference in float64, atol scaled up as the inputs were
+(atol_scale) and eager float32's own error allowed beside it (checking/trials.py): where eager is the one
+that loses accuracy there, a candidate is not blamed for differing from it. Where the reference's outputs
+are not finite on a moved draw, the problem does not allow that distribution, and it is skipped with the
+reason."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,6 +24,12 @@ class Distribution:
     scale: float = 1.0
     shift: float = 0.0
     zeros_below: float = 0.0  # elements whose magnitude is under this become exact zeros
+
+    @property
+    def atol_scale(self) -> float:
+        """What atol is multiplied by on these inputs: it is in the outputs' units, which follow the inputs' scale
+        and shift up (a float32 scan of randn scaled by 1000 errs by ulps of sums near 3e4, 0.03), never down."""
+        return max(1.0, abs(self.scale), abs(self.shift))
 
     def move(self, values: list) -> list:
         """The drawn inputs moved (new tensors of the same dtype); what is not a floating-point tensor as it was."""

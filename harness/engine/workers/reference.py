@@ -17,7 +17,7 @@ from typing import Callable, Optional
 import torch
 
 from ...files import new_seed
-from ...integrity import lint, precision
+from ...integrity import distributions, lint, precision
 from ...integrity.digest import checksum
 from ...integrity.guards import at_default_numerics
 from ...integrity.recheck import TimedOutputs, verify_timed
@@ -168,11 +168,17 @@ def compare_outputs(ref: ReferenceProcess, message: channel.Message) -> bool:
         if differs:
             result = CheckResult(False, reasons=[READ_DIFFERS])
         else:
-            # at another distribution, the truth is float64's, and eager's own error there is allowed beside atol
+            # at another distribution, the truth is float64's, atol follows the inputs' scale, and eager's own
+            # error there is allowed beside it
             truth = ref.distribution and ref.exact is not None
-            outputs = as_list(ref.outputs)
+            outputs, scale = as_list(ref.outputs), distributions.named(ref.distribution).atol_scale if truth else 1.0
+
+            def tolerances(dtype: str) -> tuple[float, float]:
+                atol, rtol = tolerance(ref.spec.tolerances, dtype)
+                return atol * scale, rtol
+
             result = compare.compare(ref.exact.truth(outputs) if truth else ref.outputs, candidate,
-                                     channel.devices(tree), lambda dtype: tolerance(ref.spec.tolerances, dtype),
+                                     channel.devices(tree), tolerances,
                                      grad_tolerances=lambda dtype: tolerance(ref.grads, dtype),
                                      slack=ref.exact.slack(outputs) if truth else None, **ref.layout)
             if ref.exact is not None and result.passed:
