@@ -3,6 +3,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from conftest import CANDIDATES, PROBLEMS
 from harness import Judge, Request, Verdict, evaluate, to_dict
 from harness.engine.options import WEAKEN_VARIABLE
@@ -101,33 +103,33 @@ def test_a_kernel_right_only_at_randns_scale_passes_the_fast_verdict_and_the_aud
                                  fast.speedup_interval)], cpu_options)
     assert not record.agree and record.check == CHECKS["IncorrectOnInputs"], record.line
     assert "scaled by 1000" in record.why and "non-finite" in record.why, record.why
-    copy = tmp_path / "copy.py"
-    copy.write_text("import torch\n\n\nclass ModelNew(torch.nn.Module):\n"
-                    "    def forward(self, x):\n        return torch.softmax(x, dim=-1)\n")
+    copy = module_file(tmp_path / "copy.py", "torch.softmax(x, dim=-1)")
     honest = evaluate(problem, copy, cpu_options.audited())
     assert honest.verdict is Verdict.CORRECT, honest.explanation
     assert honest.details["other_inputs"] == {"large": "passed", "small": "passed", "shifted": "passed",
                                               "zeros": "passed"}
-    # tanh as 2*sigmoid(2x) - 1: equal in exact arithmetic, about 1,000x eager's relative error at a scale of
-    # 0.001 (a ten-millionth in absolute terms): on moved inputs the comparison with float64 judges, not the
-    # precision ratio
-    tanh, other = tmp_path / "tanh.py", tmp_path / "by_sigmoid.py"
-    tanh.write_text("import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
-                    "        return torch.tanh(x)\n\n\ndef get_inputs():\n    return [torch.rand(16, 256)]\n\n\n"
-                    "def get_init_inputs():\n    return []\n")
-    other.write_text("import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-                     "        return 2.0 * torch.sigmoid(2.0 * x) - 1.0\n")
-    equal = evaluate(tanh, other, cpu_options.audited())
-    assert equal.verdict is Verdict.CORRECT and set(equal.details["other_inputs"].values()) == {"passed"}, \
-        equal.explanation
-    # a running sum as a matmul with a triangle of ones: within ulps of sums near 3e4 once randn is scaled by
-    # 1000, where CPU eager's cumsum is correctly rounded: atol follows the inputs' scale there
-    cumsum, scan = tmp_path / "cumsum.py", tmp_path / "scan.py"
-    cumsum.write_text("import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
-                      "        return torch.cumsum(x, dim=1)\n\n\ndef get_inputs():\n    return [torch.randn(64, 1024)]"
-                      "\n\n\ndef get_init_inputs():\n    return []\n")
-    scan.write_text("import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-                    "        return x @ torch.triu(torch.ones(x.shape[1], x.shape[1]))\n")
-    summed = evaluate(cumsum, scan, cpu_options.audited())
-    assert summed.verdict is Verdict.CORRECT and set(summed.details["other_inputs"].values()) == {"passed"}, \
-        summed.explanation
+
+
+def module_file(path: Path, returns: str, inputs: str = "") -> Path:
+    """A file whose module's forward(x) returns `returns`: a problem's Model drawing `inputs`, else a ModelNew."""
+    model = "Model" if inputs else "ModelNew"
+    text = f"import torch\n\n\nclass {model}(torch.nn.Module):\n    def forward(self, x):\n        return {returns}\n"
+    if inputs:
+        text += f"\n\ndef get_inputs():\n    return [{inputs}]\n\n\ndef get_init_inputs():\n    return []\n"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("reference, inputs, candidate", [
+    # equal in exact arithmetic, about 1,000x eager's relative error at a scale of 0.001 (a ten-millionth in
+    # absolute terms): on moved inputs the comparison with float64 judges, not the precision ratio
+    ("torch.tanh(x)", "torch.rand(16, 256)", "2.0 * torch.sigmoid(2.0 * x) - 1.0"),
+    # a running sum as a matmul with a triangle of ones: a few ulps of sums near 3e4 off once randn is scaled
+    # by 1000, where CPU eager's cumsum is correctly rounded: atol follows the inputs' scale there
+    ("torch.cumsum(x, dim=1)", "torch.randn(64, 1024)", "x @ torch.triu(torch.ones(x.shape[1], x.shape[1]))"),
+], ids=["tanh_by_sigmoid", "cumsum_by_matmul"])
+def test_an_honest_formula_is_not_blamed_on_moved_inputs(cpu_options, tmp_path, reference, inputs, candidate):
+    problem = module_file(tmp_path / "problem.py", reference, inputs)
+    result = evaluate(problem, module_file(tmp_path / "candidate.py", candidate), cpu_options.audited())
+    assert result.verdict is Verdict.CORRECT and set(result.details["other_inputs"].values()) == {"passed"}, \
+        result.explanation
