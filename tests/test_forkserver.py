@@ -69,6 +69,31 @@ def test_with_the_server_off_or_killed_workers_start_the_old_way(cpu_options, mo
         assert isinstance(ev.reference.proc, subprocess.Popen)
 
 
+def test_a_server_started_by_a_thread_that_ends_lives_on_and_one_killed_is_reaped(tmp_path, monkeypatch):
+    """`harness mcp` evaluates in threads that end: the server one of them started stays up (it once died with that
+    thread, PR_SET_PDEATHSIG, and stayed a zombie); a server killed is reaped within seconds, though no server()
+    call comes after."""
+    from harness.engine.processes.ownership import _stat
+
+    monkeypatch.setattr(forkserver, "_server", None)
+    started = []
+    thread = threading.Thread(target=lambda: started.append(forkserver.server(
+        {**os.environ}, tmp_path / "registry", tmp_path / "forkserver.log")))
+    thread.start()
+    thread.join()
+    (server,) = started
+    try:
+        time.sleep(1.5)  # the thread that started it is gone
+        assert server is not None and server.alive()
+        os.kill(server.proc.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while _stat(server.proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _stat(server.proc.pid) is None  # reaped, not a zombie
+    finally:
+        server.kill()
+
+
 def test_only_a_cpu_evaluations_workers_are_forked(cpu_options):
     from harness.engine.evaluate import EvalOptions
 

@@ -13,8 +13,9 @@ subprocess.Popen does.
 
 The server's own side is workers/forks.py. Where the server cannot start or has died, workers
 start as fresh interpreters, as they did before; HARNESS_FORKSERVER=0 asks for that always. The
-server dies with the harness (PR_SET_PDEATHSIG), and carries the harness's mark (ownership.py):
-what a killed harness leaves is found as before.
+server ends with the harness (its end of the socket closed, or its parent gone: not PR_SET_PDEATHSIG, which
+fires when the thread that started it ends, as a `harness mcp` thread does), and carries the harness's mark
+(ownership.py): what a killed harness leaves is found as before.
 """
 from __future__ import annotations
 
@@ -76,8 +77,15 @@ class Server:
         self.exited = threading.Condition()
         self.ready = True  # until the server's hello says otherwise, or its end closes
         threading.Thread(target=self._read, daemon=True, name="forkserver").start()
+        threading.Thread(target=self._reap_when_gone, daemon=True, name="forkserver-reaper").start()
         hello = self._next_reply(time.monotonic() + START_S)
         self.ready = bool(hello and hello.get("ready"))
+
+    def _reap_when_gone(self) -> None:
+        """However the server ends (killed for a request it left unanswered, by the kernel, or on its own), it is
+        reaped within a second, not left a zombie until the next server() (there may be none)."""
+        while self.proc.poll() is None:
+            time.sleep(1.0)
 
     def _next_reply(self, deadline: float) -> Optional[dict]:
         with self.exited:
@@ -126,8 +134,6 @@ class Server:
                 # disowned, by the next server(); this runs under ownership's lock, kill() takes it)
                 self.ready = False
                 self.proc.kill()
-                # reaped as it goes, not left a zombie until the next server() (there may be none)
-                threading.Thread(target=self.proc.wait, name="forkserver-reap", daemon=True).start()
                 return None
         return Forked(self, reply["pid"])
 

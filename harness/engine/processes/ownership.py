@@ -211,9 +211,19 @@ def _unreaped(pids: set[int], killed: set[int]) -> set[int]:
                 left.add(pid)  # ours, still being torn down
         except ChildProcessError:  # another's child: reparented to this one once its killed parent is gone
             fields = _stat(pid)
-            if fields and int(fields[1]) in killed:
-                left.add(pid)
+            if (fields is None and _exists(pid)) or (fields and int(fields[1]) in killed):
+                left.add(pid)  # (a stat unread while the process exits: looked at again)
     return left
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 def _reap_late(left: set[int], killed: set[int]) -> None:

@@ -18,7 +18,6 @@ import socket
 import sys
 from pathlib import Path
 
-PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 ORPHAN_CHECK_S = 1.0  # how often the server looks for orphans that came without a worker's exit
 
@@ -103,9 +102,9 @@ def _reap(sock: socket.socket, workers: set[int]) -> None:
 def serve(fd: int) -> None:
     import ctypes
 
-    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # dies with the harness
     ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # a worker's orphans come here, to be ended
     sock = socket.socket(fileno=fd)
+    harness = os.getppid()
     from ...integrity.guards import dispatch_tables
     from . import roles  # noqa: F401  torch and every role, imported once here
 
@@ -127,6 +126,8 @@ def serve(fd: int) -> None:
     workers: set[int] = set()
     while True:
         readable = select.select([sock, wake[0]], [], [], ORPHAN_CHECK_S)[0]
+        if os.getppid() != harness:
+            return  # the harness is gone (PR_SET_PDEATHSIG would fire when the thread that started this one ends)
         if wake[0] in readable:
             os.read(wake[0], 4096)
         if sock in readable:
