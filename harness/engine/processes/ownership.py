@@ -211,8 +211,10 @@ def _unreaped(pids: set[int], killed: set[int]) -> set[int]:
                 left.add(pid)  # ours, still being torn down
         except ChildProcessError:  # another's child: reparented to this one once its killed parent is gone
             fields = _stat(pid)
-            if (fields is None and _exists(pid)) or (fields and int(fields[1]) in killed):
-                left.add(pid)  # (a stat unread while the process exits: looked at again)
+            # looked at again: one whose parent was killed, one reparented here since the waitpid above, one
+            # whose stat could not be read as it exits
+            if (fields is None and _exists(pid)) or (fields and int(fields[1]) in killed | {os.getpid()}):
+                left.add(pid)
     return left
 
 
