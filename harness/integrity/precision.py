@@ -55,12 +55,16 @@ def _floating(value) -> bool:
 
 def largest_difference(got: torch.Tensor, exact: torch.Tensor) -> float:
     """max |got - exact| in float64, a chunk at a time; infinity where either is not finite there."""
-    a, b, largest = got.detach().reshape(-1), exact.detach().reshape(-1), 0.0
+    return max((float((x - y).abs().nan_to_num(nan=math.inf).max()) for x, y in _chunks(got, exact) if x.numel()),
+               default=0.0)
+
+
+def _chunks(got: torch.Tensor, exact: torch.Tensor):
+    """Both tensors a CHUNK of elements at a time, in float64 on `exact`'s device: no float64 copy of a whole one."""
+    a, b = got.detach().reshape(-1), exact.detach().reshape(-1)
     for start in range(0, a.numel(), CHUNK):
         y = b[start:start + CHUNK].to(torch.float64)
-        x = a[start:start + CHUNK].to(device=y.device, dtype=torch.float64)
-        largest = max(largest, float((x - y).abs().nan_to_num(nan=math.inf).max())) if x.numel() else largest
-    return largest
+        yield a[start:start + CHUNK].to(device=y.device, dtype=torch.float64), y
 
 
 @dataclass
@@ -78,11 +82,8 @@ def relative_rms(got: torch.Tensor, exact: torch.Tensor) -> Optional[float]:
     or the exact output is all zeros."""
     if not (got.dtype.is_floating_point and exact.dtype.is_floating_point) or got.shape != exact.shape:
         return None
-    a, b = got.detach().reshape(-1), exact.detach().reshape(-1)
     diff = norm = 0.0
-    for start in range(0, a.numel(), CHUNK):
-        y = b[start:start + CHUNK].to(torch.float64)
-        x = a[start:start + CHUNK].to(device=y.device, dtype=torch.float64)
+    for x, y in _chunks(got, exact):
         diff += float(((x - y) ** 2).sum())
         norm += float((y ** 2).sum())
     if norm == 0.0 or not math.isfinite(diff):

@@ -83,15 +83,22 @@ class Expectation:
     check at its strictest: harness audit) where `audit`."""
 
     outcomes: tuple[Outcome, ...]
-    strict: bool = False
-    audit: bool = False
+    qualifier: str = ""  # the `expect[...]` it was given under: "", STRICT or AUDIT
+
+    @property
+    def strict(self) -> bool:
+        return self.qualifier == STRICT
+
+    @property
+    def audit(self) -> bool:
+        return self.qualifier == AUDIT
 
     def met(self, result: EvalResult) -> bool:
         return any(outcome.met(result) for outcome in self.outcomes)
 
     def __str__(self) -> str:
-        return " | ".join(map(str, self.outcomes)) + (" (under --policy strict)" if self.strict else "") + (
-            " (under the audit)" if self.audit else "")
+        under = {STRICT: " (under --policy strict)", AUDIT: " (under the audit)"}.get(self.qualifier, "")
+        return " | ".join(map(str, self.outcomes)) + under
 
 
 @dataclass(frozen=True)
@@ -179,7 +186,7 @@ def _expectations(lines: list, fail) -> tuple[Expectation, ...]:
                        f"[{STRICT}] or [{AUDIT}]; a case has at most one expectation for each way it is judged", number)
         seen.add(qualifier)
         try:
-            expectations.append(Expectation(parse_outcomes(value), qualifier == STRICT, qualifier == AUDIT))
+            expectations.append(Expectation(parse_outcomes(value), qualifier or ""))
         except ValueError as exc:
             raise fail(f"expects `{value}`, which does not read: {exc}", number) from None
     return tuple(expectations)
