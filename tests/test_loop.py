@@ -537,10 +537,12 @@ def test_resume_after_the_process_is_killed(tmp_path, cache_dir, capsys):
 
     rc = main(["--resume", str(path), *eval_flags(cache_dir)])
     out = capsys.readouterr().out
-    assert rc == 0, out
     record = run_json(path)
+    # the fast file reaches the target, unless load widens its interval below it (11.46x [0.64-13.97] once in CI):
+    # which outcome is the machine's, not the resume's
+    assert (rc == 0) == (record["outcome"] in ("target", "accepted")) and rc in (0, 1), out
     assert [r["n"] for r in record["rounds"]] == [1, 2, 3]
-    assert (record["outcome"], record["best"]["round"]) == ("target", 3)
+    assert record["best"]["round"] == 3
     assert (path / "rounds" / "001" / "round.json").read_text() == first_round  # not redone
     origins = [json.loads((path / "rounds" / f"00{n}" / "round.json").read_text())["samples"][0]["origin"]
                for n in (1, 2, 3)]
